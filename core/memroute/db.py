@@ -1,0 +1,102 @@
+"""apsw connections the way memroute opens them: WAL, a busy timeout, foreign keys, no double-quoted string
+literals, ``memroute_prepare_connection`` hooks run, and one connection per thread."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import apsw
+import apsw.bestpractice
+
+from memroute.errors import BackendUnavailableError
+
+__all__ = ["ThreadConnections", "open_connection"]
+
+PrepareHook = Callable[[apsw.Connection], None]
+
+
+def open_connection(
+    path: str | Path,
+    *,
+    prepare: PrepareHook | None = None,
+    busy_timeout_ms: int = 5000,
+    synchronous: str = "NORMAL",
+) -> apsw.Connection:
+    """A configured connection to ``path`` (``":memory:"`` works too).
+
+    ``synchronous=NORMAL`` in WAL mode keeps every committed transaction across an application crash; only
+    an OS crash or power loss can lose the last transactions (use ``FULL`` for that guarantee).
+    """
+    target = str(path)
+    if target != ":memory:":
+        try:
+            Path(target).parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise BackendUnavailableError(f"cannot create the directory for {target}: {exc}") from exc
+    try:
+        connection = apsw.Connection(target)
+        connection.set_busy_timeout(busy_timeout_ms)
+        connection.pragma("foreign_keys", True)
+        apsw.bestpractice.connection_dqs(connection)
+        if target != ":memory:":
+            connection.pragma("journal_mode", "wal")
+        connection.pragma("synchronous", synchronous)
+        if prepare is not None:
+            prepare(connection)
+    except apsw.Error as exc:
+        raise BackendUnavailableError(
+            f"cannot open SQLite database {target}: {exc}. Check that the path is writable and not corrupt."
+        ) from exc
+    return connection
+
+
+class ThreadConnections:
+    """One apsw connection per thread to the same database file, closed together."""
+
+    def __init__(self, path: str | Path, *, prepare: PrepareHook | None = None, busy_timeout_ms: int = 5000,
+                 synchronous: str = "NORMAL", on_open: Callable[[apsw.Connection], Any] | None = None) -> None:
+        self.path = str(path)
+        self._prepare = prepare
+        self._busy_timeout_ms = busy_timeout_ms
+        self._synchronous = synchronous
+        self._on_open = on_open
+        self._local = threading.local()
+        self._all: list[apsw.Connection] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def get(self) -> apsw.Connection:
+        connection = getattr(self._local, "connection", None)
+        if connection is None:
+            if self._closed:
+                raise BackendUnavailableError(f"database {self.path} is closed")
+            connection = open_connection(self.path, prepare=self._prepare, busy_timeout_ms=self._busy_timeout_ms,
+                                         synchronous=self._synchronous)
+            if self._on_open is not None:
+                self._on_open(connection)
+            self._local.connection = connection
+            with self._lock:
+                self._all.append(connection)
+        return connection
+
+    @contextmanager
+    def transaction(self) -> Iterator[apsw.Connection]:
+        """``with pool.transaction() as conn:`` — one transaction on this thread's connection."""
+        connection = self.get()
+        with connection:
+            yield connection
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            connections, self._all = self._all, []
+        for connection in connections:
+            try:
+                connection.close()
+            except apsw.Error:
+                pass
+        self._local = threading.local()

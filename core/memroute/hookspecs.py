@@ -1,0 +1,83 @@
+"""memroute's hook specifications. Every hook is documented in ``docs/plugins/hooks.md`` (a test checks it).
+
+A plugin is a module (or object) with functions decorated by :data:`memroute.hookimpl` whose names match
+these specs. Discovery hooks take no arguments and yield frozen spec records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import pluggy
+
+from memroute.specs import BackendSpec, EmbeddingSourceSpec, ExtractorSpec, VectorStoreSpec
+
+hookspec = pluggy.HookspecMarker("memroute")
+hookimpl = pluggy.HookimplMarker("memroute")
+
+
+@hookspec
+def memroute_backends() -> Iterable[BackendSpec]:  # type: ignore[empty-body]
+    """Called once when the plugin manager is built. Yield a :class:`~memroute.specs.BackendSpec` for each
+    storage backend the plugin provides; configuration selects one with ``type = "<name>"``.
+
+    Example::
+
+        @memroute.hookimpl
+        def memroute_backends():
+            yield BackendSpec(name="jsonl", factory=JsonlBackend.from_settings, settings_class=JsonlSettings)
+    """
+
+
+@hookspec
+def memroute_embedding_sources() -> Iterable[EmbeddingSourceSpec]:  # type: ignore[empty-body]
+    """Called once when the plugin manager is built. Yield an :class:`~memroute.specs.EmbeddingSourceSpec`
+    for each embedding source; ``[embedding] source = "<name>"`` selects it.
+
+    Example::
+
+        @memroute.hookimpl
+        def memroute_embedding_sources():
+            yield EmbeddingSourceSpec(name="hashing", factory=HashingSource.from_settings)
+    """
+
+
+@hookspec
+def memroute_vector_stores() -> Iterable[VectorStoreSpec]:  # type: ignore[empty-body]
+    """Called once when the plugin manager is built. Yield a :class:`~memroute.specs.VectorStoreSpec` for
+    each vector store; ``[vectors] store = "<name>"`` selects it.
+
+    Example::
+
+        @memroute.hookimpl
+        def memroute_vector_stores():
+            yield VectorStoreSpec(name="faiss", factory=FaissStore.from_settings, settings_class=FaissSettings)
+    """
+
+
+@hookspec
+def memroute_extractors() -> Iterable[ExtractorSpec]:  # type: ignore[empty-body]
+    """Called once when the plugin manager is built. Yield an :class:`~memroute.specs.ExtractorSpec` for
+    each fact extractor; ``[extraction] extractors = ["<name>", ...]`` chains them.
+
+    Example::
+
+        @memroute.hookimpl
+        def memroute_extractors():
+            yield ExtractorSpec(name="llm", factory=LlmExtractor.from_settings, settings_class=LlmSettings)
+    """
+
+
+@hookspec
+def memroute_prepare_connection(connection: Any) -> None:
+    """Called for every ``apsw.Connection`` memroute opens, right after it is configured (WAL, busy
+    timeout, foreign keys) and before any statement runs. Load extensions or register SQL functions here.
+    Return nothing. The built-in sqlite-vec plugin loads the extension this way.
+
+    Example::
+
+        @memroute.hookimpl
+        def memroute_prepare_connection(connection):
+            connection.create_scalar_function("reverse", lambda s: s[::-1], 1, deterministic=True)
+    """

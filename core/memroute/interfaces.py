@@ -1,0 +1,292 @@
+"""The abstract component interfaces plugins implement: storage backends, embedding sources, vector stores
+and fact extractors. Each has a small abstract core and a concrete surface built on it."""
+
+from __future__ import annotations
+
+import abc
+import builtins
+import time
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from memroute.models import (
+    BackendHit,
+    HealthResult,
+    ListFilter,
+    ListPage,
+    Memory,
+    MemoryPatch,
+    MemoryType,
+    NewMemory,
+    SearchQuery,
+)
+
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = [
+    "BackendCapabilities",
+    "ComponentContext",
+    "EmbeddingSignature",
+    "EmbeddingSource",
+    "ExtractedFact",
+    "Extractor",
+    "MemoryBackend",
+    "VectorHit",
+    "VectorItem",
+    "VectorStore",
+]
+
+
+@attrs.frozen(kw_only=True)
+class ComponentContext:
+    """What memroute hands a plugin factory besides its own options."""
+
+    instance_name: str
+    """The configured instance name (``[backends.NAME]``), or the component name for singletons."""
+    data_dir: Path
+    """memroute's data directory: where a plugin keeps local files it owns."""
+    prepare_connection: Callable[[Any], None] = lambda connection: None
+    """Runs every ``memroute_prepare_connection`` hook on an apsw connection the plugin opens."""
+
+
+# --- storage backends ----------------------------------------------------------------------------------
+
+@attrs.frozen(kw_only=True)
+class BackendCapabilities:
+    """What a backend can do. The conformance suite skips what a backend declares it cannot do."""
+
+    keyword_ranking: bool = True
+    """``search`` ranks by keyword relevance (not just substring presence)."""
+    sessions: bool = True
+    expiry: bool = True
+    ordering: bool = True
+    """``list`` honours ``order_by``/``order_dir``."""
+    large_content: bool = True
+    """Content of 100 KB round-trips."""
+    persistent: bool = True
+    """Data survives ``close()`` and re-open with the same options."""
+
+
+class MemoryBackend(abc.ABC):
+    """A place memories are stored. Implementations must be safe to call from several threads.
+
+    Every method takes or returns memroute models; errors are memroute errors
+    (:class:`~memroute.errors.BackendError` and subclasses). Tenant isolation is the backend's first
+    duty: no call for one ``api_key_id`` may return, change or delete another's memory.
+    """
+
+    capabilities: BackendCapabilities = BackendCapabilities()
+    type_name: str = "backend"
+    """The plugin name (the config ``type``)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    # lifecycle
+    def initialize(self) -> None:  # noqa: B027 - optional hook
+        """Open connections, create schema. Called once before use; must be idempotent."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release resources. Safe to call twice."""
+
+    # CRUD
+    @abc.abstractmethod
+    def create(self, new: NewMemory) -> Memory:
+        """Upsert on ``(api_key_id, key)`` and return the stored memory (see :class:`NewMemory`)."""
+
+    @abc.abstractmethod
+    def put(self, memory: Memory) -> None:
+        """Store exactly ``memory`` (id and timestamps included), replacing a memory with the same id or
+        the same ``(api_key_id, key)``. Idempotent: replication and import use it."""
+
+    @abc.abstractmethod
+    def get(self, memory_id: str) -> Memory | None:
+        """The memory with this id, or ``None``."""
+
+    def get_many(self, memory_ids: Sequence[str]) -> dict[str, Memory]:
+        """The memories among ``memory_ids`` that exist, by id. Override for a batched lookup."""
+        found = {}
+        for memory_id in memory_ids:
+            memory = self.get(memory_id)
+            if memory is not None:
+                found[memory_id] = memory
+        return found
+
+    @abc.abstractmethod
+    def update(self, memory_id: str, patch: MemoryPatch) -> Memory | None:
+        """Apply ``patch``; the updated memory, or ``None`` when there is no such id. Changing ``key`` to
+        one another memory of the same owner holds raises :class:`~memroute.errors.ConflictError`."""
+
+    @abc.abstractmethod
+    def delete(self, memory_id: str) -> bool:
+        """Delete; ``False`` when there was no such id."""
+
+    @abc.abstractmethod
+    def list(self, filter: ListFilter) -> ListPage:
+        """A page of memories matching ``filter`` with the total and per-type counts of all matches."""
+
+    @abc.abstractmethod
+    def search(self, query: SearchQuery) -> builtins.list[BackendHit]:
+        """The backend's own retrieval leg, best first, at most ``query.limit`` hits, all passing
+        ``query.admits``. Strategy ``exact`` ranks by recency (newest first); any other strategy ranks by
+        keyword relevance to ``query.text`` (vector legs are memroute's, above the backend)."""
+
+    def iter_all(self, api_key_id: str | None = None, batch: int = 500) -> Iterable[Memory]:
+        """Every memory (of one tenant, or all), oldest first. Export and reindexing use it."""
+        offset = 0
+        while True:
+            page = self.list(
+                ListFilter(api_key_id=api_key_id, limit=batch, offset=offset, order_by="created_at", order_dir="asc")
+            )
+            yield from page.data
+            offset += len(page.data)
+            if not page.data or offset >= page.total:
+                return
+
+    def health(self) -> HealthResult:
+        """Probe the backend for real (no cached answer). The default times a ``get`` of a random id."""
+        started = time.perf_counter()
+        try:
+            self.get("00000000-0000-4000-8000-000000000000")
+        except Exception as exc:
+            return HealthResult(ok=False, latency_ms=(time.perf_counter() - started) * 1000, error=str(exc))
+        return HealthResult(ok=True, latency_ms=(time.perf_counter() - started) * 1000)
+
+    def describe(self) -> dict[str, Any]:
+        """A JSON-able description for ``memroute status`` (no secrets)."""
+        return {"name": self.name, "type": self.type_name}
+
+
+# --- embedding -----------------------------------------------------------------------------------------
+
+@attrs.frozen(kw_only=True)
+class EmbeddingSignature:
+    """Identifies the vectors an index holds: ``source:model:dim:normalisation:quantisation``."""
+
+    source: str
+    model: str
+    dimensions: int
+    normalization: str = "l2"
+    quantization: str = "float32"
+
+    def __str__(self) -> str:
+        return f"{self.source}:{self.model}:{self.dimensions}:{self.normalization}:{self.quantization}"
+
+    def with_quantization(self, quantization: str) -> EmbeddingSignature:
+        return attrs.evolve(self, quantization=quantization)
+
+
+class EmbeddingSource(abc.ABC):
+    """Turns text into L2-normalised float32 vectors. Implement ``embed_batch``; the rest is built on it."""
+
+    source: str = "embedding"
+    model: str = ""
+    dimensions: int | None = None
+    """Known in advance, or measured from the first vector."""
+
+    @abc.abstractmethod
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        """A ``(len(texts), dim)`` float32 array of L2-normalised rows. Raise
+        :class:`~memroute.errors.EmbeddingError` on failure."""
+
+    def embed(self, text: str) -> np.ndarray:
+        return self.embed_batch([text])[0]
+
+    def signature(self) -> EmbeddingSignature:
+        if self.dimensions is None:
+            self.embed("dimension probe")
+        assert self.dimensions is not None
+        return EmbeddingSignature(source=self.source, model=self.model, dimensions=self.dimensions)
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release the model or HTTP session."""
+
+
+# --- vector stores -------------------------------------------------------------------------------------
+
+@attrs.frozen(kw_only=True)
+class VectorItem:
+    """A vector with the fields every query filters on."""
+
+    memory_id: str
+    api_key_id: str
+    session_id: str | None
+    created_at: datetime
+    expires_at: datetime | None
+    vector: Any  # a 1-D float32 numpy array
+
+
+@attrs.frozen(kw_only=True)
+class VectorHit:
+    memory_id: str
+    score: float
+    """Cosine similarity in [-1, 1] (higher is better)."""
+
+
+class VectorStore(abc.ABC):
+    """An index of memory vectors, partitioned by owner, bound to one embedding signature at a time."""
+
+    store_name: str = "vector-store"
+
+    @abc.abstractmethod
+    def bind(self, signature: EmbeddingSignature) -> bool:
+        """Make the index serve ``signature``. Returns ``False`` when the stored index was built under
+        another signature and was reset (every vector must be rebuilt); ``True`` when it already matched
+        or was new."""
+
+    @abc.abstractmethod
+    def signature(self) -> str | None:
+        """The signature the index currently holds, or ``None`` before the first ``bind``."""
+
+    @abc.abstractmethod
+    def upsert(self, items: Sequence[VectorItem]) -> None: ...
+
+    @abc.abstractmethod
+    def delete(self, memory_ids: Sequence[str]) -> None: ...
+
+    @abc.abstractmethod
+    def query(self, vector: Any, query: SearchQuery, k: int) -> list[VectorHit]:
+        """The ``k`` nearest vectors **of ``query.api_key_id``** that pass the query's filters (session,
+        expiry, retention), best first. ``k`` applies after the owner filter."""
+
+    @abc.abstractmethod
+    def count(self, api_key_id: str | None = None) -> int: ...
+
+    def ids(self, api_key_id: str | None = None) -> set[str]:
+        """Every indexed memory id (of one tenant, or all). Used to find memories missing a vector."""
+        raise NotImplementedError
+
+    def health(self) -> HealthResult:
+        started = time.perf_counter()
+        try:
+            self.count()
+        except Exception as exc:
+            return HealthResult(ok=False, latency_ms=(time.perf_counter() - started) * 1000, error=str(exc))
+        return HealthResult(ok=True, latency_ms=(time.perf_counter() - started) * 1000)
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release resources."""
+
+
+# --- extraction ----------------------------------------------------------------------------------------
+
+@attrs.frozen(kw_only=True)
+class ExtractedFact:
+    key: str
+    content: str
+    type: MemoryType
+    category: str
+    metadata: dict[str, Any] = attrs.field(factory=dict, eq=False)
+
+
+class Extractor(abc.ABC):
+    """Finds facts worth remembering in a piece of conversation text."""
+
+    @abc.abstractmethod
+    def extract(self, text: str, *, source: str = "user") -> list[ExtractedFact]:
+        """Facts found in ``text``; ``source`` is ``user`` or ``assistant``. Must not raise on any text."""

@@ -1,0 +1,286 @@
+"""The plugin manager: discovers plugins through the ``memroute`` entry-point group, collects their specs,
+and isolates failures (a broken plugin is skipped with a warning, or is fatal under
+``MEMROUTE_STRICT_PLUGINS=1``). Callers use the typed methods, never ``pm.hook.*``."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import threading
+import warnings
+from collections.abc import Iterable, Sequence
+from typing import Any, Final, TypeVar
+
+import attrs
+import pluggy
+
+from memroute import hookspecs
+from memroute.errors import DuplicatePluginError, PluginLoadError, UnknownComponentError
+from memroute.specs import (
+    SUPPORTED_API_VERSIONS,
+    BackendSpec,
+    ComponentSpec,
+    EmbeddingSourceSpec,
+    ExtractorSpec,
+    VectorStoreSpec,
+)
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "MemroutePluginManager",
+    "PluginInfo",
+    "PluginWarning",
+    "get_plugin_manager",
+    "make_plugin_manager",
+    "reset_plugin_manager",
+]
+
+ENTRY_POINT_GROUP: Final = "memroute"
+SpecT = TypeVar("SpecT", bound=ComponentSpec)
+
+_DISCOVERY_HOOKS: Final[dict[str, tuple[str, type[ComponentSpec]]]] = {
+    "backend": ("memroute_backends", BackendSpec),
+    "embedding": ("memroute_embedding_sources", EmbeddingSourceSpec),
+    "vector-store": ("memroute_vector_stores", VectorStoreSpec),
+    "extractor": ("memroute_extractors", ExtractorSpec),
+}
+
+
+class PluginWarning(UserWarning):
+    """A plugin was skipped; the message names the entry point and its distribution."""
+
+
+@attrs.frozen(kw_only=True)
+class PluginInfo:
+    """One row of ``memroute plugins``: a component, or a plugin that failed before yielding any."""
+
+    name: str
+    kind: str
+    plugin: str
+    distribution: str | None
+    version: str | None
+    status: str  # "ok" | "failed" | "disabled"
+    error: str | None = None
+    description: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+
+@attrs.frozen
+class _Origin:
+    plugin: str
+    distribution: str | None
+    version: str | None
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _disabled_names() -> frozenset[str]:
+    raw = os.environ.get("MEMROUTE_DISABLE_PLUGINS", "")
+    return frozenset(part.strip() for part in raw.split(",") if part.strip())
+
+
+class MemroutePluginManager(pluggy.PluginManager):
+    """A pluggy manager with memroute's discovery rules and typed accessors."""
+
+    def __init__(self, *, strict: bool | None = None, disabled: Iterable[str] | None = None) -> None:
+        super().__init__(ENTRY_POINT_GROUP)
+        self.add_hookspecs(hookspecs)
+        self.strict = _env_flag("MEMROUTE_STRICT_PLUGINS") if strict is None else strict
+        self.disabled = _disabled_names() if disabled is None else frozenset(disabled)
+        self._origins: dict[str, _Origin] = {}
+        self._infos: list[PluginInfo] = []
+        self._specs: dict[str, dict[str, ComponentSpec]] = {kind: {} for kind in _DISCOVERY_HOOKS}
+        self._spec_origin: dict[tuple[str, str], _Origin] = {}
+        self._collected = False
+        self._lock = threading.RLock()
+
+    # --- registration --------------------------------------------------------------------------------
+    def load_entrypoints(self) -> None:
+        """Load every ``memroute`` entry point, one at a time, recording failures."""
+        seen: set[str] = set()
+        for ep in sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+            if ep.name in seen:
+                continue
+            seen.add(ep.name)
+            dist = getattr(ep, "dist", None)
+            origin = _Origin(ep.name, dist.name if dist else None, dist.version if dist else None)
+            if ep.name in self.disabled:
+                self._record(origin, ep.name, "plugin", "disabled", "blocked by MEMROUTE_DISABLE_PLUGINS")
+                continue
+            try:
+                module = ep.load()
+                self.add_plugin(module, name=ep.name, origin=origin)
+            except Exception as exc:
+                self._fail(origin, ep.name, "plugin", f"failed to load: {type(exc).__name__}: {exc}", exc)
+
+    def add_plugin(self, plugin: object, *, name: str, origin: _Origin | None = None) -> None:
+        """Register one plugin object or module (built-ins and tests use this too)."""
+        with self._lock:
+            origin = origin or _Origin(name, None, None)
+            try:
+                self.register(plugin, name=name)
+            except Exception as exc:
+                self._fail(origin, name, "plugin", f"failed to register: {type(exc).__name__}: {exc}", exc)
+                return
+            self._origins[name] = origin
+            self._collected = False
+
+    def remove_plugin(self, name: str) -> None:
+        with self._lock:
+            plugin = self.get_plugin(name)
+            if plugin is not None:
+                self.unregister(plugin)
+            self._origins.pop(name, None)
+            self._collected = False
+
+    # --- collection ----------------------------------------------------------------------------------
+    def _record(self, origin: _Origin, name: str, kind: str, status: str, error: str | None, desc: str = "") -> None:
+        self._infos.append(
+            PluginInfo(
+                name=name, kind=kind, plugin=origin.plugin, distribution=origin.distribution,
+                version=origin.version, status=status, error=error, description=desc,
+            )
+        )
+
+    def _fail(self, origin: _Origin, name: str, kind: str, message: str, exc: BaseException | None) -> None:
+        where = f"entry point {origin.plugin!r}"
+        if origin.distribution:
+            where += f" of distribution {origin.distribution} {origin.version or ''}".rstrip()
+        full = f"memroute plugin skipped: {where}: {message}"
+        self._record(origin, name, kind, "failed", message)
+        if self.strict:
+            raise PluginLoadError(full, entry_point=origin.plugin, distribution=origin.distribution) from exc
+        warnings.warn(full, PluginWarning, stacklevel=3)
+
+    def _collect(self) -> None:
+        with self._lock:
+            if self._collected:
+                return
+            # keep load failures recorded earlier; recompute component rows
+            self._infos = [info for info in self._infos if info.kind == "plugin"]
+            self._specs = {kind: {} for kind in _DISCOVERY_HOOKS}
+            self._spec_origin = {}
+            for kind, (hook_name, spec_type) in _DISCOVERY_HOOKS.items():
+                caller = getattr(self.hook, hook_name)
+                for impl in caller.get_hookimpls():
+                    origin = self._origins.get(impl.plugin_name, _Origin(impl.plugin_name, None, None))
+                    try:
+                        specs = list(impl.function() or ())
+                    except Exception as exc:
+                        message = f"{hook_name}() raised {type(exc).__name__}: {exc}"
+                        self._fail(origin, impl.plugin_name, kind, message, exc)
+                        continue
+                    for spec in specs:
+                        self._add_spec(kind, spec_type, spec, origin)
+            self._collected = True
+
+    def _add_spec(self, kind: str, spec_type: type[ComponentSpec], spec: Any, origin: _Origin) -> None:
+        name = getattr(spec, "name", repr(spec))
+        if not isinstance(spec, spec_type):
+            self._fail(origin, str(name), kind, f"yielded {type(spec).__name__}, expected {spec_type.__name__}", None)
+            return
+        if spec.name in self.disabled:
+            self._record(origin, spec.name, kind, "disabled", "blocked by MEMROUTE_DISABLE_PLUGINS", spec.description)
+            return
+        if spec.api_version not in SUPPORTED_API_VERSIONS:
+            supported = ", ".join(str(v) for v in sorted(SUPPORTED_API_VERSIONS))
+            self._fail(origin, spec.name, kind,
+                       f"{kind} {spec.name!r} targets plugin API version {spec.api_version}; "
+                       f"this memroute supports {supported}", None)
+            return
+        existing = self._spec_origin.get((kind, spec.name))
+        if existing is not None:
+            message = (
+                f"duplicate {kind} name {spec.name!r}: provided by {_describe(existing)} "
+                f"and by {_describe(origin)}"
+            )
+            self._record(origin, spec.name, kind, "failed", message, spec.description)
+            if self.strict:
+                raise DuplicatePluginError(message)
+            warnings.warn(f"memroute plugin skipped: {message}", PluginWarning, stacklevel=3)
+            return
+        self._specs[kind][spec.name] = spec
+        self._spec_origin[(kind, spec.name)] = origin
+        self._record(origin, spec.name, kind, "ok", None, spec.description)
+
+    # --- typed accessors -------------------------------------------------------------------------------
+    def _of_kind(self, kind: str, spec_type: type[SpecT]) -> dict[str, SpecT]:
+        self._collect()
+        return {name: spec for name, spec in self._specs[kind].items() if isinstance(spec, spec_type)}
+
+    def backends(self) -> dict[str, BackendSpec]:
+        return self._of_kind("backend", BackendSpec)
+
+    def embedding_sources(self) -> dict[str, EmbeddingSourceSpec]:
+        return self._of_kind("embedding", EmbeddingSourceSpec)
+
+    def vector_stores(self) -> dict[str, VectorStoreSpec]:
+        return self._of_kind("vector-store", VectorStoreSpec)
+
+    def extractors(self) -> dict[str, ExtractorSpec]:
+        return self._of_kind("extractor", ExtractorSpec)
+
+    def component(self, kind: str, name: str) -> ComponentSpec:
+        """The spec of ``kind`` named ``name``, or :class:`UnknownComponentError` listing what exists."""
+        self._collect()
+        specs = self._specs[kind]
+        if name in specs:
+            return specs[name]
+        failed = [i for i in self._infos if i.name == name and i.status != "ok"]
+        hint = f" ({failed[0].status}: {failed[0].error})" if failed else ""
+        known = ", ".join(sorted(specs)) or "none"
+        raise UnknownComponentError(f"no {kind} plugin named {name!r}{hint}; installed: {known}")
+
+    def infos(self) -> list[PluginInfo]:
+        """Every component and every failed plugin, for ``memroute plugins``."""
+        self._collect()
+        return sorted(self._infos, key=lambda i: (i.kind, i.name, i.plugin))
+
+    def prepare_connection(self, connection: Any) -> None:
+        """Run every ``memroute_prepare_connection`` hook on ``connection``."""
+        self.hook.memroute_prepare_connection(connection=connection)
+
+
+def _describe(origin: _Origin) -> str:
+    dist = f"distribution {origin.distribution}" if origin.distribution else "no distribution"
+    return f"plugin {origin.plugin!r} ({dist})"
+
+
+def make_plugin_manager(
+    entrypoints: bool = True,
+    plugins: Sequence[tuple[str, object]] = (),
+    *,
+    strict: bool | None = None,
+    disabled: Iterable[str] | None = None,
+) -> MemroutePluginManager:
+    """A new plugin manager: entry points (when ``entrypoints``) plus ``plugins`` given as (name, object)."""
+    pm = MemroutePluginManager(strict=strict, disabled=disabled)
+    if entrypoints:
+        pm.load_entrypoints()
+    for name, plugin in plugins:
+        pm.add_plugin(plugin, name=name)
+    return pm
+
+
+_default: MemroutePluginManager | None = None
+_default_lock = threading.Lock()
+
+
+def get_plugin_manager() -> MemroutePluginManager:
+    """The process-wide plugin manager, built on first use."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = make_plugin_manager()
+        return _default
+
+
+def reset_plugin_manager() -> None:
+    """Forget the process-wide manager (tests, or after installing a plugin at run time)."""
+    global _default
+    with _default_lock:
+        _default = None

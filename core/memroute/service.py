@@ -1,0 +1,266 @@
+"""The service object ``memroute.open()`` returns: the Python API every surface (CLI, REST, MCP) wraps.
+
+Data flows one way: surface → this service → MemoryManager → backend plugins. The service validates input,
+generates ids and keys, and hands retrieval to the :class:`~memroute.retrieval.RetrievalEngine`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+import unicodedata
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import IO, Any
+
+from memroute.components import build_backend
+from memroute.errors import MemrouteError, ValidationError
+from memroute.manager import MemoryManager
+from memroute.models import (
+    ListFilter,
+    ListPage,
+    Memory,
+    MemoryPatch,
+    MemoryType,
+    NewMemory,
+    SearchQuery,
+    SearchResult,
+)
+from memroute.plugins import MemroutePluginManager, get_plugin_manager
+from memroute.retrieval import RetrievalEngine
+from memroute.serialization import memory_from_dict, memory_to_dict
+from memroute.settings import MemrouteSettings, load_settings
+
+__all__ = ["Memroute", "derive_key"]
+
+_STRATEGY_ALIASES = {"recent": "exact", "exact": "exact", "semantic": "semantic", "hybrid": "hybrid"}
+_PATCHABLE = ("content", "key", "type", "session_id", "metadata", "expires_at")
+
+
+def derive_key(content: str) -> str:
+    """A stable key for content added without one: a readable slug plus a short hash of the normalised
+    text, so the same content upserts and different content (in any script) never collides."""
+    normalised = " ".join(unicodedata.normalize("NFKC", content).casefold().split())
+    slug = re.sub(r"[^\w]+", "_", normalised, flags=re.UNICODE).strip("_")[:40].rstrip("_")
+    digest = hashlib.sha256(normalised.encode("utf-8")).hexdigest()[:12]
+    return f"note:{slug}:{digest}" if slug else f"note:{digest}"
+
+
+class Memroute:
+    """memroute's Python API. Use as a context manager, or call :meth:`close`."""
+
+    def __init__(self, settings: MemrouteSettings, *, plugins: MemroutePluginManager | None = None) -> None:
+        self.settings = settings
+        self.plugins = plugins or get_plugin_manager()
+        self.data_dir = settings.data_path
+        self._closed = False
+        self._lock = threading.RLock()
+        backends = settings.backends
+        built = []
+        try:
+            for name in [backends.primary, *backends.fallbacks]:
+                built.append(build_backend(self.plugins, name, backends.instances[name], self.data_dir))
+            outbox = settings.manager.outbox_path or str(self.data_dir / "outbox.db")
+            self.manager = MemoryManager(
+                built[0], built[1:], settings=settings.manager, outbox_path=outbox,
+                prepare_connection=self.plugins.prepare_connection,
+            )
+            self.manager.initialize()
+        except BaseException:
+            for backend in built:
+                try:
+                    backend.close()
+                except Exception:
+                    pass
+            raise
+        self.retrieval = RetrievalEngine(self.manager)
+
+    @classmethod
+    def open(cls, config: Any = None, *, plugins: MemroutePluginManager | None = None, **overrides: Any) -> Memroute:
+        return cls(load_settings(config, **overrides), plugins=plugins)
+
+    # --- lifecycle -----------------------------------------------------------------------------------
+    def __enter__(self) -> Memroute:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        try:
+            self.retrieval.close()
+        finally:
+            self.manager.close()
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait for background work (outbox replication, embedding); True when all of it finished."""
+        return self.manager.flush(timeout)
+
+    # --- CRUD ----------------------------------------------------------------------------------------
+    def add(
+        self,
+        *,
+        api_key_id: str,
+        content: str,
+        key: str | None = None,
+        type: MemoryType | str = MemoryType.FACTUAL,
+        session_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        expires_at: datetime | str | None = None,
+    ) -> Memory:
+        """Store a memory: an upsert on ``(api_key_id, key)``; ``key`` is derived from the content when
+        omitted. Returns the stored memory (with its id, kept across upserts)."""
+        if not isinstance(content, str):
+            raise ValidationError("content: expected a string", [("content", "type")])
+        new = NewMemory(
+            api_key_id=api_key_id, key=key if key is not None else derive_key(content), content=content,
+            type=type, session_id=session_id, metadata=metadata, expires_at=expires_at,
+        )
+        return self.manager.create(new)
+
+    def get(self, memory_id: str) -> Memory | None:
+        _check_id(memory_id)
+        return self.manager.get(memory_id)
+
+    def update(self, memory_id: str, **changes: Any) -> bool:
+        """Change some of ``content, key, type, session_id, metadata, expires_at``; False when no such id."""
+        _check_id(memory_id)
+        unknown = sorted(set(changes) - set(_PATCHABLE))
+        if unknown:
+            raise ValidationError(
+                f"update: unknown field(s) {', '.join(unknown)} (allowed: {', '.join(_PATCHABLE)})",
+                [(name, "unknown field") for name in unknown],
+            )
+        if not changes:
+            raise ValidationError("update: nothing to change", [("(root)", "empty")])
+        return self.manager.update(memory_id, MemoryPatch(**changes)) is not None
+
+    def delete(self, memory_id: str) -> bool:
+        _check_id(memory_id)
+        return self.manager.delete(memory_id)
+
+    def list(
+        self,
+        *,
+        api_key_id: str,
+        type: MemoryType | str | None = None,
+        session_id: str | None = None,
+        query: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+        order_by: str = "created_at",
+        order_dir: str = "desc",
+    ) -> ListPage:
+        return self.manager.list(
+            ListFilter(api_key_id=api_key_id, type=type, session_id=session_id, query=query, limit=limit,
+                       offset=offset, order_by=order_by, order_dir=order_dir)
+        )
+
+    # --- search --------------------------------------------------------------------------------------
+    def search(
+        self,
+        query: str,
+        *,
+        api_key_id: str,
+        strategy: str | None = None,
+        limit: int | None = None,
+        max_tokens: int | None = None,
+        session_id: str | None = None,
+    ) -> SearchResult:
+        """Ranked memories of ``api_key_id`` for ``query``. ``strategy``: ``exact``/``recent`` (newest
+        first), ``semantic`` or ``hybrid`` (default: the configured one). Expired memories, memories older
+        than ``retention_days`` and (with ``session_id``) other sessions' memories are never returned."""
+        if not isinstance(query, str):
+            raise ValidationError("query: expected a string", [("query", "type")])
+        chosen = strategy if strategy is not None else self.settings.memory.strategy
+        if chosen not in _STRATEGY_ALIASES:
+            raise ValidationError(
+                f"strategy: {chosen!r} is not one of exact, recent, semantic, hybrid", [("strategy", "invalid")]
+            )
+        if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int)
+                                       or not 0 <= max_tokens <= 16000):
+            raise ValidationError("max_tokens: must be an integer in [0, 16000]", [("max_tokens", "range")])
+        search_query = SearchQuery(
+            api_key_id=api_key_id, text=query[:4096], strategy=_STRATEGY_ALIASES[chosen],
+            limit=limit if limit is not None else self.settings.memory.vec_top_k,
+            session_id=session_id, retention_days=self.settings.memory.retention_days,
+        )
+        return self.retrieval.search(search_query, max_tokens=max_tokens)
+
+    # --- operations ----------------------------------------------------------------------------------
+    def health(self) -> dict[str, Any]:
+        return self.manager.health()
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "data_dir": str(self.data_dir),
+            "memory": {"enabled": self.settings.memory.enabled, "strategy": self.settings.memory.strategy,
+                       "max_tokens": self.settings.memory.max_tokens,
+                       "retention_days": self.settings.memory.retention_days},
+            "backends": {"primary": self.settings.backends.primary,
+                         "fallbacks": list(self.settings.backends.fallbacks),
+                         "instances": [b.describe() for b in self.manager.backends]},
+            **self.retrieval.status(),
+            "health": self.health(),
+        }
+
+    def export(self, api_key_id: str | None = None) -> Iterator[Memory]:
+        """Every memory (of one tenant, or all), oldest first."""
+        if api_key_id is not None:
+            ListFilter(api_key_id=api_key_id)  # validates
+        return iter(self.manager.primary.iter_all(api_key_id))
+
+    def export_jsonl(self, out: IO[str], api_key_id: str | None = None) -> int:
+        count = 0
+        for memory in self.export(api_key_id):
+            out.write(json.dumps(memory_to_dict(memory), ensure_ascii=False) + "\n")
+            count += 1
+        return count
+
+    def import_memories(self, memories: Iterable[Memory]) -> int:
+        """Store memories exactly as given (ids and timestamps kept)."""
+        count = 0
+        for memory in memories:
+            self.manager.put(memory)
+            count += 1
+        return count
+
+    def import_jsonl(self, lines: Iterable[str], *, progress: Callable[[int], None] | None = None) -> int:
+        """Import JSONL (one memory object a line, as ``export`` writes). The whole file is validated before
+        anything is written, so a bad line writes nothing; the error names its line number."""
+        parsed: list[Memory] = []
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError as exc:
+                message = f"line {number}: not valid JSON ({exc.msg})"
+                raise ValidationError(message, [(f"line {number}", "json")]) from None
+            try:
+                parsed.append(memory_from_dict(data))
+            except MemrouteError as exc:
+                raise ValidationError(f"line {number}: {exc}", [(f"line {number}", str(exc))]) from None
+        count = 0
+        for memory in parsed:
+            self.manager.put(memory)
+            count += 1
+            if progress is not None:
+                progress(1)
+        return count
+
+
+def _check_id(memory_id: object) -> None:
+    if not isinstance(memory_id, str) or not memory_id.strip() or len(memory_id) > 256:
+        raise ValidationError("id: expected a non-empty string of at most 256 characters", [("id", "invalid")])
+
+
+def read_jsonl_path(path: str | Path) -> list[str]:
+    return Path(path).read_text(encoding="utf-8").splitlines()

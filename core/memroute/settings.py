@@ -1,0 +1,436 @@
+"""memroute's settings: attrs classes with the reference system's names and defaults, loaded from
+``memroute.toml``, overridden by environment variables, then by keyword overrides.
+
+Precedence (lowest first): defaults → the TOML file (``--config``, ``MEMROUTE_CONFIG``, or
+``./memroute.toml``) → environment variables (``MEMROUTE_*`` and the reference's ``MEMORY_*``) →
+``memroute.open(**overrides)``. ``"${VAR}"`` (or ``"${VAR:-default}"``) inside a string expands from the
+environment.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Final
+
+import attrs
+import platformdirs
+
+from memroute.errors import ConfigError
+from memroute.serialization import structure_config
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+__all__ = [
+    "ENV_VARS",
+    "BackendsSettings",
+    "ComponentConfig",
+    "EmbeddingSettings",
+    "ExtractionSettings",
+    "ManagerSettings",
+    "MemorySettings",
+    "MemrouteSettings",
+    "VectorSettings",
+    "default_data_dir",
+    "find_config_file",
+    "load_settings",
+    "structure_options",
+]
+
+
+def _range(low: float, high: float) -> Callable[[Any, attrs.Attribute[Any], Any], None]:
+    def check(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if not low <= value <= high:
+            raise ConfigError(f"must be in [{low:g}, {high:g}], got {value!r}", [(attribute.name, "range")])
+
+    return check
+
+
+def _choice(*allowed: str) -> Callable[[Any, attrs.Attribute[Any], Any], None]:
+    def check(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if value not in allowed:
+            raise ConfigError(f"must be one of {', '.join(allowed)}, got {value!r}", [(attribute.name, "invalid")])
+
+    return check
+
+
+def _strategy(value: str) -> str:
+    # The reference's settings name is "recent"; retrieval calls it "exact". Accept both spellings.
+    return "recent" if value == "exact" else value
+
+
+@attrs.frozen(kw_only=True)
+class MemorySettings:
+    """``[memory]``: the reference system's settings (reference §12), with the same names and defaults."""
+
+    enabled: bool = False
+    """Inject memories into requests and extract facts from them (the reference defaults this off)."""
+    max_tokens: int = attrs.field(default=2000, validator=_range(0, 16000))
+    """Token budget of the injected memory block (estimate ``ceil(len/4)``); 0 disables injection."""
+    retention_days: int = attrs.field(default=30, validator=_range(1, 365))
+    """Memories created longer ago than this are not retrieved; ``memroute prune`` deletes them."""
+    strategy: str = attrs.field(
+        default="hybrid", converter=_strategy, validator=_choice("recent", "semantic", "hybrid")
+    )
+    """Retrieval strategy: ``recent`` (newest first), ``semantic`` or ``hybrid`` (keyword + vector)."""
+    rrf_k: int = attrs.field(default=60, validator=_range(1, 100_000))
+    """Reciprocal Rank Fusion constant ``k`` (``MEMORY_RRF_K``)."""
+    vec_top_k: int = attrs.field(default=20, validator=_range(1, 1000))
+    """Default number of vector-leg candidates (``MEMORY_VEC_TOP_K``)."""
+    typed_decay_enabled: bool = False
+    """Opt-in typed decay (reference §16): episodic memories expire unless accessed often."""
+    typed_decay_episodic_days: int = attrs.field(default=30, validator=_range(1, 3650))
+    typed_decay_access_immunity: int = attrs.field(default=3, validator=_range(0, 1_000_000))
+
+
+@attrs.frozen(kw_only=True)
+class ComponentConfig:
+    """One configured component instance: the plugin name and its still-unstructured options."""
+
+    type: str
+    options: dict[str, Any] = attrs.field(factory=dict)
+
+
+def _default_instances() -> dict[str, ComponentConfig]:
+    return {"main": ComponentConfig(type="sqlite")}
+
+
+@attrs.frozen(kw_only=True)
+class BackendsSettings:
+    """``[backends]``: ``primary``, ordered ``fallbacks``, and one ``[backends.NAME]`` table per instance."""
+
+    primary: str = "main"
+    fallbacks: tuple[str, ...] = ()
+    instances: dict[str, ComponentConfig] = attrs.field(factory=_default_instances)
+
+    def __attrs_post_init__(self) -> None:
+        names = [self.primary, *self.fallbacks]
+        for name in names:
+            if name not in self.instances:
+                defined = ", ".join(sorted(self.instances)) or "none"
+                raise ValueError(f"backend {name!r} has no [backends.{name}] table (defined: {defined})")
+        if len(set(names)) != len(names):
+            raise ValueError("a backend appears more than once in primary + fallbacks")
+
+
+@attrs.frozen(kw_only=True)
+class EmbeddingSettings:
+    """``[embedding]``: which source embeds text, plus options (``[embedding.<source>]`` tables, or flat
+    keys for the selected source)."""
+
+    source: str = "auto"
+    """``auto`` | ``none`` | ``static`` | ``transformers`` | ``remote`` | any installed source plugin."""
+    static_enabled: bool = True
+    """``auto`` may pick the static source (memroute ships its weights, so this defaults on)."""
+    transformers_enabled: bool = False
+    """``auto`` may pick the local transformers (ONNX) source."""
+    cache_max: int = attrs.field(default=1000, validator=_range(0, 10_000_000))
+    """Entries in the embedding LRU cache (``MEMORY_EMBEDDING_CACHE_MAX``); 0 disables it."""
+    cache_ttl_ms: int = attrs.field(default=300_000, validator=_range(0, 10**10))
+    """Cache entry lifetime in ms (``MEMORY_EMBEDDING_CACHE_TTL_MS``)."""
+    options: dict[str, dict[str, Any]] = attrs.field(factory=dict)
+    """Per-source options, by source name."""
+
+
+@attrs.frozen(kw_only=True)
+class VectorSettings:
+    """``[vectors]``: which vector store indexes embeddings, plus its options."""
+
+    store: str = "auto"
+    """``auto`` (sqlite-vec when an embedding source resolves) | ``none`` | ``sqlite-vec`` | ``qdrant`` | a plugin."""
+    quantization: str = attrs.field(default="float32", validator=_choice("float32", "int8", "binary"))
+    """Vector quantisation (``MEMORY_VEC_QUANTIZATION``)."""
+    options: dict[str, dict[str, Any]] = attrs.field(factory=dict)
+    """Per-store options, by store name."""
+
+
+@attrs.frozen(kw_only=True)
+class ExtractionSettings:
+    """``[extraction]``: the chain of fact extractors run by ``observe``."""
+
+    extractors: tuple[str, ...] = ("regex",)
+    mine_assistant: bool = False
+    """Also mine the assistant's reply (off: "I always recommend…" in a reply is not a fact about the user)."""
+    options: dict[str, dict[str, Any]] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class ManagerSettings:
+    """``[manager]``: routing, health checks, circuit breaker and the durable outbox."""
+
+    outbox_path: str | None = None
+    """The outbox's SQLite file (default: ``outbox.db`` in the data directory)."""
+    health_interval_s: float = attrs.field(default=30.0, validator=_range(0, 86_400))
+    """Seconds between scheduled health checks; 0 disables the schedule."""
+    breaker_failures: int = attrs.field(default=3, validator=_range(1, 1000))
+    """Consecutive failures that open a backend's circuit breaker."""
+    breaker_reset_s: float = attrs.field(default=15.0, validator=_range(0, 86_400))
+    """Seconds an open breaker waits before letting one probe through."""
+    retry_base_s: float = attrs.field(default=0.5, validator=_range(0, 3600))
+    """First outbox retry delay; doubles per attempt up to ``retry_max_s``."""
+    retry_max_s: float = attrs.field(default=60.0, validator=_range(0, 86_400))
+    operation_timeout_s: float = attrs.field(default=30.0, validator=_range(0.01, 3600))
+    """A backend call that takes longer counts as a failure (the call is abandoned, not killed)."""
+
+
+@attrs.frozen(kw_only=True)
+class MemrouteSettings:
+    """Everything memroute is configured with."""
+
+    data_dir: str | None = None
+    """Where memroute keeps its files (default: the platform's user data directory for ``memroute``)."""
+    memory: MemorySettings = attrs.field(factory=MemorySettings)
+    backends: BackendsSettings = attrs.field(factory=BackendsSettings)
+    embedding: EmbeddingSettings = attrs.field(factory=EmbeddingSettings)
+    vectors: VectorSettings = attrs.field(factory=VectorSettings)
+    extraction: ExtractionSettings = attrs.field(factory=ExtractionSettings)
+    manager: ManagerSettings = attrs.field(factory=ManagerSettings)
+
+    @property
+    def data_path(self) -> Path:
+        return Path(self.data_dir).expanduser() if self.data_dir else default_data_dir()
+
+
+def default_data_dir() -> Path:
+    """The platform's user data directory for memroute (``MEMROUTE_DATA_DIR`` overrides it)."""
+    env = os.environ.get("MEMROUTE_DATA_DIR")
+    return Path(env).expanduser() if env else Path(platformdirs.user_data_dir("memroute", appauthor=False))
+
+
+# --- environment ---------------------------------------------------------------------------------------
+
+ENV_VARS: Final[dict[str, tuple[str, ...]]] = {
+    "MEMROUTE_DATA_DIR": ("data_dir",),
+    "MEMORY_ENABLED": ("memory", "enabled"),
+    "MEMORY_MAX_TOKENS": ("memory", "max_tokens"),
+    "MEMORY_RETENTION_DAYS": ("memory", "retention_days"),
+    "MEMORY_STRATEGY": ("memory", "strategy"),
+    "MEMORY_RRF_K": ("memory", "rrf_k"),
+    "MEMORY_VEC_TOP_K": ("memory", "vec_top_k"),
+    "MEMORY_TYPED_DECAY_ENABLED": ("memory", "typed_decay_enabled"),
+    "MEMORY_TYPED_DECAY_EPISODIC_DAYS": ("memory", "typed_decay_episodic_days"),
+    "MEMORY_TYPED_DECAY_ACCESS_IMMUNITY": ("memory", "typed_decay_access_immunity"),
+    "MEMORY_EMBEDDING_SOURCE": ("embedding", "source"),
+    "MEMORY_STATIC_ENABLED": ("embedding", "static_enabled"),
+    "MEMORY_TRANSFORMERS_ENABLED": ("embedding", "transformers_enabled"),
+    "MEMORY_EMBEDDING_CACHE_MAX": ("embedding", "cache_max"),
+    "MEMORY_EMBEDDING_CACHE_TTL_MS": ("embedding", "cache_ttl_ms"),
+    "MEMORY_VECTOR_STORE": ("vectors", "store"),
+    "MEMORY_VEC_QUANTIZATION": ("vectors", "quantization"),
+    "MEMROUTE_PRIMARY_BACKEND": ("backends", "primary"),
+    "MEMROUTE_FALLBACK_BACKENDS": ("backends", "fallbacks"),
+}
+"""Environment variables and the setting each overrides (dotted path)."""
+
+
+def _env_layer(environ: Mapping[str, str]) -> dict[str, Any]:
+    layer: dict[str, Any] = {}
+    for var, path in ENV_VARS.items():
+        if var not in environ or environ[var] == "":
+            continue
+        value: Any = environ[var]
+        if var == "MEMROUTE_FALLBACK_BACKENDS":
+            value = [part.strip() for part in value.split(",") if part.strip()]
+        if var == "MEMORY_VEC_QUANTIZATION" and value not in ("int8", "binary"):
+            value = "float32"  # the reference: anything but int8 means none
+        _set_path(layer, path, value)
+    if environ.get("VECTOR_STORE_DISABLE_VEC", "").strip().lower() == "true":
+        _set_path(layer, ("vectors", "store"), "none")
+    if environ.get("MEMROUTE_DB"):
+        layer.setdefault("_db_path", environ["MEMROUTE_DB"])
+    return layer
+
+
+def _set_path(target: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+    for part in path[:-1]:
+        target = target.setdefault(part, {})
+    target[path[-1]] = value
+
+
+# --- file loading --------------------------------------------------------------------------------------
+
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def _expand(value: Any, environ: Mapping[str, str], path: str) -> Any:
+    if isinstance(value, str):
+        def sub(match: re.Match[str]) -> str:
+            name, default = match.group(1), match.group(2)
+            if name in environ:
+                return environ[name]
+            if default is not None:
+                return default
+            raise ConfigError(f"{path}: environment variable {name} is not set", [(path, f"${{{name}}} unset")])
+
+        return _ENV_REF.sub(sub, value)
+    if isinstance(value, dict):
+        return {k: _expand(v, environ, f"{path}.{k}" if path else k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_expand(v, environ, f"{path}[{i}]") for i, v in enumerate(value)]
+    return value
+
+
+def find_config_file(explicit: str | os.PathLike[str] | None = None,
+                     environ: Mapping[str, str] | None = None) -> Path | None:
+    """The config file to read: ``explicit``, else ``MEMROUTE_CONFIG``, else ``./memroute.toml`` if present."""
+    environ = os.environ if environ is None else environ
+    if explicit is not None:
+        return Path(explicit).expanduser()
+    if environ.get("MEMROUTE_CONFIG"):
+        return Path(environ["MEMROUTE_CONFIG"]).expanduser()
+    local = Path.cwd() / "memroute.toml"
+    return local if local.is_file() else None
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as handle:
+            return tomllib.load(handle)
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}", [("(file)", "not found")]) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}", [("(file)", str(exc))]) from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}", [("(file)", str(exc))]) from None
+
+
+def _deep_merge(base: dict[str, Any], layer: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in layer.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+_SECTION_RESERVED: Final = {
+    "embedding": ("source", "static_enabled", "transformers_enabled", "cache_max", "cache_ttl_ms", "options"),
+    "vectors": ("store", "quantization", "options"),
+    "extraction": ("extractors", "mine_assistant", "options"),
+}
+
+
+def _normalise(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """From the TOML shape to the attrs shape: backend instance tables go under ``instances``; flat component
+    options go under ``options[<selected name>]`` and sub-tables under ``options[<table name>]``."""
+    data = dict(raw)
+    db_path = data.pop("_db_path", None)
+    backends = data.get("backends")
+    if backends is not None:
+        if not isinstance(backends, Mapping):
+            raise ConfigError("backends: expected a table", [("backends", "type")])
+        section = {k: v for k, v in backends.items() if k in ("primary", "fallbacks", "instances")}
+        instances = dict(section.get("instances") or {})
+        for name, table in backends.items():
+            if name in ("primary", "fallbacks", "instances"):
+                continue
+            if not isinstance(table, Mapping):
+                raise ConfigError(f"backends.{name}: expected a [backends.{name}] table",
+                                  [(f"backends.{name}", "expected a table")])
+            instances[name] = table
+        for name, table in list(instances.items()):
+            if isinstance(table, ComponentConfig):
+                continue
+            if not isinstance(table, Mapping) or "type" not in table:
+                raise ConfigError(f"backends.{name}.type: required (the backend plugin's name)",
+                                  [(f"backends.{name}.type", "required")])
+            if "options" in table and set(table) == {"type", "options"}:
+                instances[name] = {"type": table["type"], "options": dict(table["options"])}
+            else:
+                instances[name] = {"type": table["type"], "options": {k: v for k, v in table.items() if k != "type"}}
+        if instances:
+            section["instances"] = instances
+        data["backends"] = section
+    if db_path:
+        section = data.setdefault("backends", {})
+        primary = section.get("primary", "main")
+        instances = section.setdefault("instances", {})
+        inst = instances.get(primary) or {"type": "sqlite", "options": {}}
+        if isinstance(inst, Mapping) and inst.get("type") == "sqlite":
+            inst = {"type": "sqlite", "options": {**inst.get("options", {}), "path": db_path}}
+            instances[primary] = inst
+    for section_name, reserved in _SECTION_RESERVED.items():
+        component_section = data.get(section_name)
+        if not isinstance(component_section, Mapping):
+            continue
+        section = dict(component_section)
+        selector = reserved[0]
+        fixed = {k: v for k, v in section.items() if k in reserved}
+        options: dict[str, Any] = dict(fixed.get("options") or {})
+        flat = {}
+        for key, value in section.items():
+            if key in reserved:
+                continue
+            if isinstance(value, Mapping):
+                options[key] = {**options.get(key, {}), **value}
+            else:
+                flat[key] = value
+        if flat:
+            target = fixed.get(selector)
+            if not isinstance(target, str) or target in ("auto", "none") or section_name == "extraction":
+                bad = ", ".join(sorted(flat))
+                raise ConfigError(
+                    f"{section_name}: options ({bad}) need a selected {selector} or a [{section_name}.<name>] table",
+                    [(f"{section_name}.{k}", "unknown field") for k in sorted(flat)],
+                )
+            options[target] = {**options.get(target, {}), **flat}
+        if options:
+            fixed["options"] = options
+        data[section_name] = fixed
+    return data
+
+
+def load_settings(
+    config: str | os.PathLike[str] | Mapping[str, Any] | MemrouteSettings | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    use_env: bool = True,
+    **overrides: Any,
+) -> MemrouteSettings:
+    """Build settings from a TOML path, a mapping or a settings object, then env, then ``overrides``.
+
+    ``overrides`` use the TOML shape (``memory={"enabled": True}``, ``backends={...}``); ``db_path=`` is a
+    shortcut for the primary SQLite backend's ``path``. Any problem raises :class:`ConfigError` naming the
+    field.
+    """
+    environ = os.environ if environ is None else environ
+    if isinstance(config, MemrouteSettings):
+        if not overrides and not use_env:
+            return config
+        import cattrs
+
+        raw: dict[str, Any] = _to_toml_shape(cattrs.Converter().unstructure(config))
+    elif isinstance(config, Mapping):
+        raw = _expand(dict(config), environ, "")
+    else:
+        path = find_config_file(config, environ)
+        raw = _expand(read_toml(path), environ, "") if path is not None else {}
+    merged = _normalise(raw)
+    if use_env:
+        merged = _deep_merge(merged, _normalise(_env_layer(environ)))
+    if overrides:
+        layer = dict(overrides)
+        if "db_path" in layer:
+            layer["_db_path"] = str(layer.pop("db_path"))
+        merged = _deep_merge(merged, _normalise(layer))
+    return structure_config(merged, MemrouteSettings)
+
+
+def _to_toml_shape(data: dict[str, Any]) -> dict[str, Any]:
+    backends = data.get("backends", {})
+    instances = backends.get("instances", {})
+    backends["instances"] = {n: {"type": c["type"], "options": c.get("options", {})} for n, c in instances.items()}
+    return data
+
+
+def structure_options(options: Mapping[str, Any], settings_class: type, path: str) -> Any:
+    """Second phase of plugin configuration: a component's options into the class its spec names."""
+    return structure_config(dict(options), settings_class, f"$.{path}")

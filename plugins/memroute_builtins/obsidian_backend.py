@@ -1,0 +1,1 @@
+"""Obsidian Local REST API storage backend (issue 5). Not implemented yet: this module registers no components."""

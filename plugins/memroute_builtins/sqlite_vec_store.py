@@ -1,0 +1,1 @@
+"""sqlite-vec vector store (issue 3). Not implemented yet: this module registers no components."""

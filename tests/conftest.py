@@ -1,0 +1,22 @@
+"""Shared test configuration: every test runs with its own data directory and no config from the host."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _isolated_environment(tmp_path, monkeypatch):
+    """Keep tests off the user's real data dir and config, and off any MEMORY_* the host has set."""
+    import os
+
+    for var in list(os.environ):
+        if var.startswith(("MEMORY_", "MEMROUTE_")) or var in ("VECTOR_STORE_DISABLE_VEC",):
+            monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("MEMROUTE_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.chdir(tmp_path)
+    from memroute.plugins import reset_plugin_manager
+
+    reset_plugin_manager()
+    yield
+    reset_plugin_manager()
