@@ -1,0 +1,61 @@
+"""The ``memroute`` command line. Every read command takes ``--json``; errors are one line on stderr with a
+non-zero exit status, never a traceback (``MEMROUTE_DEBUG=1`` shows it)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import click
+
+from memroute.cli import memories, pipeline, retrieval, scaffold
+from memroute.cli.common import CliState
+from memroute.errors import MemrouteError
+
+__all__ = ["cli", "main"]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
+              help="memroute.toml to use (else $MEMROUTE_CONFIG, else ./memroute.toml, else defaults).")
+@click.version_option(package_name="memroute", prog_name="memroute")
+@click.pass_context
+def cli(ctx: click.Context, config_path: str | None) -> None:
+    """memroute: persistent conversational memory for LLM applications."""
+    ctx.obj = CliState(config_path=config_path)
+
+
+for module in (memories, pipeline, retrieval, scaffold):
+    for command in module.COMMANDS:
+        cli.add_command(command)
+
+
+def main(argv: list[str] | None = None) -> Any:
+    """Console entry point: run the CLI, turning every error into one line on stderr."""
+    try:
+        return cli.main(args=argv, prog_name="memroute", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("memroute: aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except MemrouteError as exc:
+        click.echo(f"memroute: error: {_one_line(str(exc))}", err=True)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        click.echo("memroute: interrupted", err=True)
+        sys.exit(130)
+    except Exception as exc:
+        if os.environ.get("MEMROUTE_DEBUG"):
+            raise
+        click.echo(f"memroute: internal error: {type(exc).__name__}: {_one_line(str(exc))} "
+                   "(MEMROUTE_DEBUG=1 shows the traceback)", err=True)
+        sys.exit(70)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())

@@ -1,0 +1,237 @@
+"""Memory CRUD, search, import/export, and the operator commands (plugins, status, health)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+
+from memroute.cli.common import echo_json, hit_to_dict, memory_line, open_service, result_to_dict
+from memroute.errors import ValidationError
+from memroute.models import MemoryType
+from memroute.serialization import memory_to_dict
+
+TYPES = click.Choice([t.value for t in MemoryType])
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+
+
+def _metadata(raw: str | None) -> dict[str, Any] | None:
+    if raw is None:
+        return None
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ValidationError(f"--metadata: not valid JSON ({exc.msg})", [("metadata", "json")]) from None
+    if not isinstance(value, dict):
+        raise ValidationError("--metadata: expected a JSON object", [("metadata", "type")])
+    return value
+
+
+@click.command()
+@click.option("--api-key", "api_key", required=True, help="Owner (tenant) of the memory.")
+@click.option("--key", default=None, help="Upsert key (default: derived from the content).")
+@click.option("--type", "type_", type=TYPES, default="factual", show_default=True)
+@click.option("--session", default=None, help="Session id.")
+@click.option("--metadata", default=None, help="JSON object of metadata.")
+@click.option("--expires-at", default=None, help="ISO-8601 expiry time.")
+@json_option
+@click.argument("content")
+@click.pass_context
+def add(ctx: click.Context, api_key: str, key: str | None, type_: str, session: str | None, metadata: str | None,
+        expires_at: str | None, as_json: bool, content: str) -> None:
+    """Store CONTENT for --api-key (an upsert on the key)."""
+    memory = open_service(ctx).add(api_key_id=api_key, content=content, key=key, type=type_, session_id=session,
+                                   metadata=_metadata(metadata), expires_at=expires_at)
+    if as_json:
+        echo_json(memory_to_dict(memory))
+    else:
+        click.echo(memory.id)
+
+
+@click.command()
+@json_option
+@click.argument("memory_id")
+@click.pass_context
+def get(ctx: click.Context, as_json: bool, memory_id: str) -> None:
+    """Show one memory."""
+    memory = open_service(ctx).get(memory_id)
+    if memory is None:
+        raise click.ClickException(f"no memory with id {memory_id}")
+    if as_json:
+        echo_json(memory_to_dict(memory))
+    else:
+        click.echo(memory_line(memory))
+
+
+@click.command()
+@click.option("--content", default=None)
+@click.option("--key", default=None)
+@click.option("--type", "type_", type=TYPES, default=None)
+@click.option("--session", default=None)
+@click.option("--metadata", default=None, help="JSON object; replaces the stored metadata.")
+@click.option("--expires-at", default=None, help="ISO-8601 time, or 'never' to clear.")
+@click.argument("memory_id")
+@click.pass_context
+def update(ctx: click.Context, content: str | None, key: str | None, type_: str | None, session: str | None,
+           metadata: str | None, expires_at: str | None, memory_id: str) -> None:
+    """Change fields of a memory."""
+    changes: dict[str, Any] = {}
+    for name, value in (("content", content), ("key", key), ("type", type_), ("session_id", session)):
+        if value is not None:
+            changes[name] = value
+    if metadata is not None:
+        changes["metadata"] = _metadata(metadata)
+    if expires_at is not None:
+        changes["expires_at"] = None if expires_at == "never" else expires_at
+    if not open_service(ctx).update(memory_id, **changes):
+        raise click.ClickException(f"no memory with id {memory_id}")
+    click.echo("updated")
+
+
+@click.command()
+@click.argument("memory_id")
+@click.pass_context
+def delete(ctx: click.Context, memory_id: str) -> None:
+    """Delete a memory."""
+    if not open_service(ctx).delete(memory_id):
+        raise click.ClickException(f"no memory with id {memory_id}")
+    click.echo("deleted")
+
+
+@click.command(name="list")
+@click.option("--api-key", "api_key", required=True)
+@click.option("--type", "type_", type=TYPES, default=None)
+@click.option("--session", default=None)
+@click.option("--query", default=None, help="Substring filter over content and key.")
+@click.option("--limit", type=int, default=50, show_default=True)
+@click.option("--offset", type=int, default=0, show_default=True)
+@click.option("--order-by", type=click.Choice(["created_at", "updated_at"]), default="created_at")
+@click.option("--order-dir", type=click.Choice(["asc", "desc"]), default="desc")
+@json_option
+@click.pass_context
+def list_(ctx: click.Context, api_key: str, type_: str | None, session: str | None, query: str | None, limit: int,
+          offset: int, order_by: str, order_dir: str, as_json: bool) -> None:
+    """List the memories of --api-key."""
+    page = open_service(ctx).list(api_key_id=api_key, type=type_, session_id=session, query=query, limit=limit,
+                                  offset=offset, order_by=order_by, order_dir=order_dir)
+    if as_json:
+        echo_json({"data": [memory_to_dict(m) for m in page.data], "total": page.total, "by_type": page.by_type})
+        return
+    for memory in page.data:
+        click.echo(memory_line(memory))
+    click.echo(f"({len(page.data)} of {page.total})")
+
+
+@click.command()
+@click.option("--api-key", "api_key", required=True)
+@click.option("--strategy", type=click.Choice(["exact", "recent", "semantic", "hybrid"]), default=None)
+@click.option("--limit", type=int, default=None)
+@click.option("--max-tokens", type=int, default=None)
+@click.option("--session", default=None)
+@json_option
+@click.argument("query")
+@click.pass_context
+def search(ctx: click.Context, api_key: str, strategy: str | None, limit: int | None, max_tokens: int | None,
+           session: str | None, as_json: bool, query: str) -> None:
+    """Search the memories of --api-key for QUERY."""
+    result = open_service(ctx).search(query, api_key_id=api_key, strategy=strategy, limit=limit,
+                                      max_tokens=max_tokens, session_id=session)
+    if as_json:
+        echo_json(result_to_dict(result))
+        return
+    p = result.provenance
+    note = f" (degraded: {p.reason})" if p.degraded else ""
+    click.echo(f"{len(result.hits)} result(s) from {p.backend} via {'+'.join(p.legs) or 'none'}{note}")
+    for hit in result.hits:
+        data = hit_to_dict(hit)
+        click.echo(f"{data['score']:.4f} {hit.tier:<8} {memory_line(hit.memory)}")
+
+
+@click.command(name="import")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
+@click.pass_context
+def import_(ctx: click.Context, file: str) -> None:
+    """Import memories from a JSONL FILE (as `export` writes; '-' reads stdin). All-or-nothing validation."""
+    from rich.progress import Progress
+
+    if file == "-":
+        lines = sys.stdin.read().splitlines()
+    else:
+        with open(file, encoding="utf-8") as handle:
+            lines = handle.read().splitlines()
+    service = open_service(ctx)
+    total = sum(1 for line in lines if line.strip())
+    with Progress(transient=True, disable=not sys.stderr.isatty()) as progress:
+        task = progress.add_task("importing", total=total)
+        count = service.import_jsonl(lines, progress=lambda n: progress.advance(task, n))
+    click.echo(f"imported {count} memories", err=True)
+
+
+@click.command()
+@click.option("--api-key", "api_key", default=None, help="Only this tenant (default: every tenant).")
+@click.pass_context
+def export(ctx: click.Context, api_key: str | None) -> None:
+    """Write memories as JSONL to stdout (oldest first)."""
+    count = open_service(ctx).export_jsonl(sys.stdout, api_key)
+    click.echo(f"exported {count} memories", err=True)
+
+
+@click.command()
+@json_option
+def plugins(as_json: bool) -> None:
+    """List installed plugins and the components they provide."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from memroute.plugins import get_plugin_manager
+
+    infos = get_plugin_manager().infos()
+    if as_json:
+        echo_json([
+            {"name": i.name, "kind": i.kind, "distribution": i.distribution, "version": i.version,
+             "status": i.status, "error": i.error, "plugin": i.plugin}
+            for i in infos
+        ])
+        return
+    table = Table("kind", "name", "distribution", "version", "status")
+    for info in infos:
+        status = info.status if info.status == "ok" else f"{info.status}: {info.error}"
+        table.add_row(info.kind, info.name, info.distribution or "-", info.version or "-", status)
+    Console().print(table)
+
+
+@click.command()
+@json_option
+@click.pass_context
+def status(ctx: click.Context, as_json: bool) -> None:
+    """Engine status: backends, keyword tier, embedding, vector store, caches."""
+    data = open_service(ctx).status()
+    if as_json:
+        echo_json(data)
+        return
+    for section, value in data.items():
+        click.echo(f"{section}: {json.dumps(value, default=str)}")
+
+
+@click.command()
+@json_option
+@click.pass_context
+def health(ctx: click.Context, as_json: bool) -> None:
+    """Probe every backend now; exit status 1 when the primary is unhealthy."""
+    data = open_service(ctx).health()
+    if as_json:
+        echo_json(data)
+    else:
+        for backend in data.get("backends", []):
+            state = "ok" if backend.get("ok") else f"FAILING: {backend.get('error')}"
+            latency = backend.get("latency_ms", 0)
+            click.echo(f"{backend['name']:<12} {backend.get('role', ''):<9} {state} ({latency:.1f} ms)")
+        click.echo(f"outbox depth: {data.get('outbox', {}).get('depth', 0)}")
+    primary = next((b for b in data.get("backends", []) if b.get("role") == "primary"), None)
+    if primary is not None and not primary.get("ok"):
+        ctx.exit(1)
+
+
+COMMANDS: list[click.Command] = [add, get, update, delete, list_, search, import_, export, plugins, status, health]
