@@ -75,7 +75,7 @@ class RemoteEmbeddingSource(EmbeddingSource):
     def __init__(self, settings: RemoteSettings, *, resolver: Resolver | None = None) -> None:
         if not settings.base_url.strip() or not settings.model.strip():
             missing = [n for n in ("base_url", "model") if not getattr(settings, n).strip()]
-            raise ConfigError(f"embedding.remote: {' and '.join(missing)} required",
+            raise ConfigError("; ".join(f"embedding.remote.{n}: required" for n in missing),
                               [(f"embedding.remote.{n}", "required") for n in missing])
         try:
             parsed = parse_url(settings.base_url)
