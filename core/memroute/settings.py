@@ -376,9 +376,9 @@ def _normalise(raw: Mapping[str, Any]) -> dict[str, Any]:
         if flat:
             target = fixed.get(selector)
             if not isinstance(target, str) or target in ("auto", "none") or section_name == "extraction":
-                bad = ", ".join(sorted(flat))
                 raise ConfigError(
-                    f"{section_name}: options ({bad}) need a selected {selector} or a [{section_name}.<name>] table",
+                    f"{', '.join(f'{section_name}.{k}' for k in sorted(flat))}: unknown field (component options "
+                    f"need a selected {selector} or a [{section_name}.<name>] table)",
                     [(f"{section_name}.{k}", "unknown field") for k in sorted(flat)],
                 )
             options[target] = {**options.get(target, {}), **flat}
