@@ -69,7 +69,7 @@ def test_list_json_shape_and_filters(run):
     code, out, _ = run("list", "--api-key", "alice", "--json")
     page = json.loads(out)
     assert page["total"] == 2 and page["by_type"] == {"episodic": 1, "factual": 1}
-    code, out, _ = run("list", "--api-key", "alice", "--session", "s1", "--json")
+    _code, out, _ = run("list", "--api-key", "alice", "--session", "s1", "--json")
     assert [m["content"] for m in json.loads(out)["data"]] == ["one"]
 
 
