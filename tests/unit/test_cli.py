@@ -66,7 +66,7 @@ def test_list_json_shape_and_filters(run):
     run("add", "--api-key", "alice", "--type", "episodic", "--session", "s1", "one")
     run("add", "--api-key", "alice", "two")
     run("add", "--api-key", "bob", "three")
-    code, out, _ = run("list", "--api-key", "alice", "--json")
+    _code, out, _ = run("list", "--api-key", "alice", "--json")
     page = json.loads(out)
     assert page["total"] == 2 and page["by_type"] == {"episodic": 1, "factual": 1}
     _code, out, _ = run("list", "--api-key", "alice", "--session", "s1", "--json")
