@@ -8,6 +8,7 @@ import threading
 from collections.abc import Iterator
 
 import pytest
+
 from memroute.errors import MemrouteError, ValidationError
 from memroute.netguard import (
     BlockedUrlError,
