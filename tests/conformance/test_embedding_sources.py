@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from memroute.embedding import CachedEmbeddingSource
 from memroute.testing import EmbeddingSourceContract
 from memroute.testing.fakes import HashingEmbeddingSource
@@ -14,7 +15,6 @@ from memroute_builtins.transformers_embedding import (
     TransformersSettings,
     missing_dependencies,
 )
-
 from tests.servers.openai_embeddings import serve
 
 
