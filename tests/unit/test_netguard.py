@@ -381,3 +381,11 @@ def test_https_pinned_connection_verifies_the_hostname(tls_server):
         # Same pinned address, another name: the certificate does not cover it, so TLS must refuse.
         with pytest.raises(requests.exceptions.SSLError):
             session.get(f"https://other.test:{port}/", verify=cert)
+
+
+def test_session_tries_each_checked_address_in_turn(server):
+    # The first address refuses connections (nothing listens on 127.0.0.2:port on Linux loopback unless
+    # bound); the second works. Both were checked; the connection falls back like a normal resolver's would.
+    resolver = fake_dns({"multi.test": ["127.0.0.2", "127.0.0.1"]})
+    with GuardedSession(allow_private=True, resolver=resolver) as session:
+        assert session.get(f"http://multi.test:{server}/").status_code == 200
