@@ -12,7 +12,6 @@ from datetime import datetime, timezone
 from typing import Any
 
 import numpy as np
-
 from memroute.errors import ValidationError, VectorStoreError
 from memroute.interfaces import VectorItem
 

@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-
 import memroute
 from memroute.errors import ConfigError, MemrouteError, VectorStoreError
 from memroute.interfaces import ComponentContext, EmbeddingSignature, VectorHit, VectorItem, VectorStore
 from memroute.models import HealthResult, SearchQuery
 from memroute.specs import VectorStoreSpec
+
 from memroute_builtins._vector_common import canonical_uuid, check_items, check_k, check_vector, unix_seconds
 
 __all__ = ["QdrantSettings", "QdrantStore"]
@@ -85,7 +85,8 @@ class QdrantSettings:
         if self.location is not None and self.location != ":memory:":
             raise ConfigError('location must be ":memory:" (use url for a server)', [("location", "invalid")])
         if self.shard_key_by_api_key and not self.url:
-            raise ConfigError("shard_key_by_api_key needs a Qdrant cluster (url)", [("shard_key_by_api_key", "invalid")])
+            raise ConfigError("shard_key_by_api_key needs a Qdrant cluster (url)",
+                              [("shard_key_by_api_key", "invalid")])
         if not self.collection or not all(c.isalnum() or c in "-_." for c in self.collection):
             raise ConfigError(f"collection must be a plain name, got {self.collection!r}", [("collection", "invalid")])
 
@@ -292,7 +293,7 @@ class QdrantStore(VectorStore):
         if not ids or self._signature is None:
             return
         with self._call("delete vectors"):
-            self.client.delete(self.collection, points_selector=self._m.PointIdsList(points=ids), wait=True)
+            self.client.delete(self.collection, points_selector=self._m.PointIdsList(points=list[Any](ids)), wait=True)
 
     def delete_expired(self, now: Any, retention_days: int | None = None) -> int:
         """Remove every vector that expired by ``now`` or (with ``retention_days``) was created before the

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from memroute.interfaces import ComponentContext, EmbeddingSignature, VectorItem, VectorStore
 from memroute.models import SearchQuery
 from memroute.testing import VectorStoreContract
@@ -56,6 +55,10 @@ class TestQdrantLocalMemory(VectorStoreContract):
 
 
 class TestQdrantLocalPath(VectorStoreContract):
+    # qdrant-client's on-disk local mode commits every point separately (~15 ms each here); the in-memory
+    # class above runs the full 1,000-vector crowd.
+    crowd_size = 200
+
     @pytest.fixture
     def store(self, tmp_path: Path) -> Iterator[VectorStore]:
         store = QdrantStore(QdrantSettings(), _context(tmp_path))
