@@ -477,7 +477,8 @@ class NotionFake:
             kind = prop["type"]
             if not isinstance(value, dict) or kind not in value:
                 raise _invalid(f"{name} is expected to be {kind}.")
-            out[name] = {"id": prop["id"], "type": kind, kind: self._value(prop, value[kind], f"body.properties.{name}")}
+            converted = self._value(prop, value[kind], f"body.properties.{name}")
+            out[name] = {"id": prop["id"], "type": kind, kind: converted}
         return out
 
     def _value(self, prop: dict[str, Any], raw: Any, path: str) -> Any:
