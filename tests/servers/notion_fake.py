@@ -197,7 +197,8 @@ class NotionFake:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="notion-fake", daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02},
+                                        name="notion-fake", daemon=True)
         self._thread.start()
         return self
 
@@ -216,7 +217,8 @@ class NotionFake:
         sent as is (``text/html``), to imitate a proxy's non-JSON error page."""
         if body is None:
             code = DEFAULT_CODES.get(status, "internal_server_error")
-            body = {"object": "error", "status": status, "code": code, "message": f"Injected {code}."}
+            body = {"object": "error", "status": status, "code": code, "message": f"Injected {code}.",
+                    "request_id": str(uuid.uuid4())}
         with self._lock:
             self._faults.setdefault(route, []).append(_Fault(status, body, dict(headers or {}), times))
 
