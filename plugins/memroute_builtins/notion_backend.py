@@ -357,9 +357,13 @@ class NotionBackend(MemoryBackend):
         rows = [r for r in self._walk(_text_eq(ns.MEMORY_ID, memory_id)) if r[1].id == memory_id]
         return _newest_first(rows)
 
+    @staticmethod
+    def _key_filter(api_key_id: str, key: str) -> dict[str, Any]:
+        return {"and": [_text_eq(ns.API_KEY, api_key_id), {"property": ns.KEY, "title": {"equals": key}}]}
+
     def _by_key(self, api_key_id: str, key: str) -> builtins.list[tuple[dict[str, Any], Memory]]:
-        flt = {"and": [_text_eq(ns.API_KEY, api_key_id), {"property": ns.KEY, "title": {"equals": key}}]}
-        rows = [r for r in self._walk(flt) if r[1].api_key_id == api_key_id and r[1].key == key]
+        rows = [r for r in self._walk(self._key_filter(api_key_id, key))
+                if r[1].api_key_id == api_key_id and r[1].key == key]
         return _newest_first(rows)
 
     # writes -------------------------------------------------------------------------------------------------
@@ -412,8 +416,12 @@ class NotionBackend(MemoryBackend):
     def put(self, memory: Memory) -> None:
         self._checked(ns.memory_to_properties(memory))
         with self._write_lock(memory.api_key_id, memory.key):
-            rows = self._by_id(memory.id) + [r for r in self._by_key(memory.api_key_id, memory.key)
-                                             if r[1].id != memory.id]
+            # One query for both: the page holding this id, and any page holding this owner's key.
+            flt = {"or": [_text_eq(ns.MEMORY_ID, memory.id), self._key_filter(memory.api_key_id, memory.key)]}
+            found = [r for r in self._walk(flt) if r[1].id == memory.id
+                     or (r[1].api_key_id == memory.api_key_id and r[1].key == memory.key)]
+            rows = _newest_first([r for r in found if r[1].id == memory.id]) + _newest_first(
+                [r for r in found if r[1].id != memory.id])
             if not rows:
                 self._create_page(memory)
                 return
