@@ -24,6 +24,7 @@ from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
 
 import attrs
+
 import memroute
 from memroute.errors import (
     BackendError,
@@ -46,7 +47,6 @@ from memroute.models import (
     SearchQuery,
 )
 from memroute.specs import BackendSpec
-
 from memroute_builtins import notion_schema as ns
 from memroute_builtins.notion_search import keyword_score, query_terms
 

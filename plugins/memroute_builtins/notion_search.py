@@ -5,6 +5,7 @@ the metadata *values*, so field names such as ``category`` no longer match every
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Final
 
 from memroute.models import Memory
@@ -21,10 +22,19 @@ def _normalise(text: str) -> str:
     return text[:MAX_QUERY_CHARS].strip().casefold()
 
 
+_WORD = re.compile(r"\w+")
+
+
+def _terms(query: str) -> list[str]:
+    # Words, so punctuation and search syntax ('"TypeScript', 'NEAR(x') never hide a word; text with no word
+    # characters at all (an emoji) falls back to its whitespace-separated pieces.
+    words = _WORD.findall(query) or query.split()
+    return list(dict.fromkeys(words))[:MAX_TERMS]
+
+
 def query_terms(text: str, limit: int = MAX_FILTER_TERMS) -> list[str]:
-    """The distinct whitespace-separated terms of a query, longest first, at most ``limit``."""
-    terms = list(dict.fromkeys(_normalise(text).split()))[:MAX_TERMS]
-    return sorted(terms, key=len, reverse=True)[:limit]
+    """The distinct terms of a query (words, case-folded), longest first, at most ``limit``."""
+    return sorted(_terms(_normalise(text)), key=len, reverse=True)[:limit]
 
 
 def _values(data: Any) -> list[str]:
@@ -41,7 +51,7 @@ def keyword_score(memory: Memory, text: str) -> float:
     query = _normalise(text)
     if not query:
         return 0.0
-    terms = list(dict.fromkeys(query.split()))[:MAX_TERMS]
+    terms = _terms(query)
     key = memory.key.casefold()
     score = 0.0
     for haystack in (memory.content.casefold(), key, " ".join(_values(memory.metadata)).casefold()):

@@ -9,12 +9,12 @@ from typing import Any
 
 import attrs
 import pytest
+
 from memroute.errors import BackendUnavailableError, ConfigError, ConflictError, PluginError, ValidationError
 from memroute.models import ListFilter, Memory, MemoryPatch, NewMemory, SearchQuery
 from memroute.serialization import structure_config
 from memroute_builtins import notion_schema as ns
 from memroute_builtins.notion_backend import NotionBackend, NotionSettings, _make_client
-
 from tests.servers.notion_fake import NotionFake, running_notion_fake, utf16_len
 
 QUERY = "POST /v1/data_sources/{id}/query"
