@@ -377,3 +377,30 @@ def test_init_and_check_errors_are_one_line_with_a_fix(fake: NotionFake, capsys:
     assert code == 1 and "add a Text property named 'Content'" in err
     code, _, err = run_cli(["notion", "check", "--database", db, "--base-url", fake.base_url], capsys)
     assert code == 1 and "token" in err
+
+
+def test_the_docs_configuration_examples_are_valid(monkeypatch: pytest.MonkeyPatch) -> None:
+    import re
+    from pathlib import Path
+
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib
+
+    from memroute.settings import load_settings
+
+    page = Path(__file__).parents[2] / "docs" / "backends" / "notion.md"
+    blocks = re.findall(r"```toml\n(.*?)```", page.read_text(encoding="utf-8"), flags=re.S)
+    assert len(blocks) >= 2
+    monkeypatch.setenv("NOTION_TOKEN", "ntn_doc_example")
+    for block in blocks:
+        text = "\n".join(line.strip() for line in block.splitlines())
+        options = dict(tomllib.loads(text)["backends"]["notion"])
+        assert options.pop("type") == "notion"
+        settings = structure_config({**options, "token": "ntn_doc_example"}, NotionSettings)
+        assert settings.database_id
+    config = Path("memroute.toml")
+    config.write_text(blocks[-1], encoding="utf-8")
+    loaded = load_settings(config)
+    assert loaded.backends.instances["notion"].type == "notion"
