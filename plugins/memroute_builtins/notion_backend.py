@@ -133,6 +133,10 @@ def _text_eq(prop: str, value: str) -> dict[str, Any]:
     return {"property": prop, "rich_text": {"equals": value}}
 
 
+def _ms(moment: datetime) -> datetime:
+    return moment.replace(microsecond=moment.microsecond // 1000 * 1000)
+
+
 def _ms_floor(moment: datetime) -> str:
     moment = moment.astimezone(timezone.utc)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
@@ -516,9 +520,20 @@ class NotionBackend(MemoryBackend):
     def search(self, query: SearchQuery) -> builtins.list[BackendHit]:
         conditions = self._search_conditions(query)
         terms = query_terms(query.text)
+        newest_first = [{"property": ns.CREATED, "direction": "descending"}]
         if query.strategy == "exact" or not terms:
-            sorts = [{"property": ns.CREATED, "direction": "descending"}]
-            recent = [m for _, m in self._walk({"and": conditions}, sorts) if query.admits(m)]
+            recent: builtins.list[Memory] = []
+            boundary: datetime | None = None
+            for _, memory in self._walk({"and": conditions}, newest_first):
+                if not query.admits(memory):
+                    continue
+                # Notion sorts at millisecond precision: read on through ties with the limit-th memory, then
+                # stop, instead of walking every match.
+                if boundary is not None and _ms(memory.created_at) < boundary:
+                    break
+                recent.append(memory)
+                if len(recent) == query.limit:
+                    boundary = _ms(memory.created_at)
             recent.sort(key=lambda m: (m.created_at, m.id), reverse=True)
             recent = recent[:query.limit]
             return [BackendHit(memory=m, score=1.0 / (rank + 1)) for rank, m in enumerate(recent)]
@@ -526,7 +541,8 @@ class NotionBackend(MemoryBackend):
                        for term in terms for prop, kind in ((ns.CONTENT, "rich_text"), (ns.KEY, "title"))]
         conditions.append({"or": text_filter})
         scored = []
-        for _, memory in self._walk({"and": conditions}, cap=SEARCH_CANDIDATES):
+        # Newest first, so a capped candidate set is the most recent one.
+        for _, memory in self._walk({"and": conditions}, newest_first, cap=SEARCH_CANDIDATES):
             if not query.admits(memory):
                 continue
             score = keyword_score(memory, query.text)

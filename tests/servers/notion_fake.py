@@ -238,6 +238,12 @@ class NotionFake:
         with self._lock:
             return self._create_database(self.add_parent_page(), title, properties, data_sources)["id"]
 
+    def add_page(self, data_source_id: str, properties: dict[str, Any]) -> dict[str, Any]:
+        """Create a page directly (properties as in a create request, validated the same way), without HTTP:
+        a fast way to seed many rows."""
+        with self._lock:
+            return dict(self._post_page("", {"parent": {"data_source_id": data_source_id}, "properties": properties}))
+
     def calls(self, route: str) -> list[RecordedRequest]:
         """The logged requests to ``route`` (``"POST /v1/data_sources/{id}/query"``)."""
         return [r for r in self.requests if r.route == route]

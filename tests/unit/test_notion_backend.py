@@ -42,6 +42,12 @@ def backend(fake: NotionFake) -> Iterator[NotionBackend]:
     instance.close()
 
 
+def seed(backend: NotionBackend, fake: NotionFake, memory: Memory) -> None:
+    """Store ``memory`` straight into the fake (no HTTP): for tests that need many rows."""
+    backend.initialize()
+    fake.add_page(str(backend.describe()["data_source_id"]), ns.memory_to_properties(memory))
+
+
 def new(api_key: str = "key-A", key: str = "pref:lang", content: str = "I like Python", **kw: Any) -> NewMemory:
     return NewMemory(api_key_id=api_key, key=key, content=content, **kw)
 
@@ -140,7 +146,7 @@ def test_pages_are_created_under_the_data_source(backend: NotionBackend, fake: N
 
 def test_list_walks_cursors_and_counts_every_match(backend: NotionBackend, fake: NotionFake) -> None:
     for n in range(130):
-        backend.put(Memory(id=f"00000000-0000-4000-8000-{n:012d}", api_key_id="key-A", key=f"k{n:03d}",
+        seed(backend, fake, Memory(id=f"00000000-0000-4000-8000-{n:012d}", api_key_id="key-A", key=f"k{n:03d}",
                            content=f"memory {n}", type="episodic" if n % 3 == 0 else "factual",
                            created_at=datetime(2025, 1, 1, tzinfo=timezone.utc) + timedelta(minutes=n),
                            updated_at=datetime(2025, 1, 1, tzinfo=timezone.utc) + timedelta(minutes=n)))
@@ -404,3 +410,15 @@ def test_the_docs_configuration_examples_are_valid(monkeypatch: pytest.MonkeyPat
     config.write_text(blocks[-1], encoding="utf-8")
     loaded = load_settings(config)
     assert loaded.backends.instances["notion"].type == "notion"
+
+
+def test_recency_search_stops_reading_once_it_has_enough(backend: NotionBackend, fake: NotionFake) -> None:
+    start = datetime(2025, 1, 1, tzinfo=timezone.utc)
+    for n in range(150):
+        seed(backend, fake, Memory(id=f"00000000-0000-4000-8000-{n:012d}", api_key_id="key-A", key=f"k{n}",
+                           content=f"memory {n}", created_at=start + timedelta(seconds=n),
+                           updated_at=start + timedelta(seconds=n)))
+    fake.requests.clear()
+    hits = backend.search(SearchQuery(api_key_id="key-A", strategy="exact", limit=5))
+    assert [h.memory.key for h in hits] == ["k149", "k148", "k147", "k146", "k145"]
+    assert len(fake.calls(QUERY)) == 1  # the first 100 rows were enough; the cursor was not followed
