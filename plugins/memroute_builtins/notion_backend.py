@@ -13,26 +13,21 @@ from __future__ import annotations
 import builtins
 import json
 import logging
-import random
 import re
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timedelta, timezone
-from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
 
 import attrs
 
 import memroute
 from memroute.errors import (
-    BackendError,
-    BackendUnavailableError,
     ConfigError,
     ConflictError,
     MemrouteError,
-    PluginError,
     ValidationError,
 )
 from memroute.interfaces import BackendCapabilities, ComponentContext, MemoryBackend
@@ -49,13 +44,13 @@ from memroute.models import (
 from memroute.specs import BackendSpec
 from memroute_builtins import notion_schema as ns
 from memroute_builtins.notion_search import keyword_score, query_terms
+from memroute_builtins.notion_transport import NotionCaller, make_client
 
 __all__ = ["NotionBackend", "NotionSettings", "check_database", "create_database", "memroute_backends"]
 
 log = logging.getLogger("memroute.notion")
 T = TypeVar("T")
 
-INSTALL_HINT = "pip install 'memroute[notion]'"
 PAYLOAD_LIMIT = 500 * 1024
 """Notion's request payload limit (500 KB)."""
 ID_BATCH = 50
@@ -157,9 +152,9 @@ class NotionBackend(MemoryBackend):
     def __init__(self, name: str, settings: NotionSettings, *, client: Any = None) -> None:
         super().__init__(name)
         self.settings = settings
-        if client is None:
-            client = _make_client(settings)
-        self._client = client
+        self._client = client if client is not None else make_client(settings)
+        self._caller = NotionCaller(name, settings)
+        self._call = self._caller.call
         self._data_source_id: str | None = None
         self._init_lock = threading.Lock()
         self._write_locks = [threading.Lock() for _ in range(16)]
@@ -185,7 +180,8 @@ class NotionBackend(MemoryBackend):
         started = time.perf_counter()
         try:
             source = self._source()
-            self._call("reading the data source", lambda: self._client.data_sources.retrieve(data_source_id=source))
+            self._call("reading the data source", lambda: self._client.data_sources.retrieve(data_source_id=source),
+                       get=True)
         except MemrouteError as exc:
             return HealthResult(ok=False, latency_ms=(time.perf_counter() - started) * 1000, error=str(exc))
         return HealthResult(ok=True, latency_ms=(time.perf_counter() - started) * 1000,
@@ -200,7 +196,8 @@ class NotionBackend(MemoryBackend):
 
     def _resolve_source(self) -> str:
         db_id = self.settings.database_id
-        database = self._call("reading the database", lambda: self._client.databases.retrieve(database_id=db_id))
+        database = self._call("reading the database", lambda: self._client.databases.retrieve(database_id=db_id),
+                              get=True)
         sources = [s for s in database.get("data_sources") or [] if isinstance(s, dict) and "id" in s]
         listing = ", ".join(f"{s.get('name')!r} ({s['id']})" for s in sources)
         wanted = self.settings.data_source_id
@@ -218,7 +215,7 @@ class NotionBackend(MemoryBackend):
             raise ConfigError(f"backends.{self.name}: Notion database {db_id} has {len(sources)} data sources "
                               f"({listing}); set data_source_id to the one memroute should use")
         schema = self._call("reading the data source schema",
-                            lambda: self._client.data_sources.retrieve(data_source_id=source))
+                            lambda: self._client.data_sources.retrieve(data_source_id=source), get=True)
         problems = ns.schema_problems(schema.get("properties") or {})
         if problems:
             raise ConflictError(
@@ -228,93 +225,6 @@ class NotionBackend(MemoryBackend):
                 backend=self.name,
             )
         return source
-
-    # requests, retries and errors ---------------------------------------------------------------------------
-
-    def _call(self, what: str, fn: Callable[[], T], *, replay_safe: bool = True,
-              landed: Callable[[], T | None] | None = None, not_found_hint: str | None = None) -> T:
-        """Run one notion-client call with bounded retries. notion-client 3.1 already retries 429 (every
-        method) and 500/503 (GET); memroute adds 529, 502/504, other 5xx, non-JSON errors, timeouts and
-        connection failures. A call that is not ``replay_safe`` (page create) is retried only after
-        ``landed()`` shows the first attempt did not land, so a retry never duplicates a page."""
-        attempt = 0
-        while True:
-            try:
-                return fn()
-            except Exception as exc:
-                delay = self._retry_delay(exc, attempt)
-                if delay is not None and not replay_safe and not _never_sent(exc):
-                    found = landed() if landed is not None else None
-                    if found is not None:
-                        return found
-                    if landed is None:
-                        delay = None  # cannot tell whether it landed: do not risk a duplicate
-                if delay is None:
-                    raise self._translate(exc, what, not_found_hint) from exc
-                log.info("Notion %s failed (%s); retry %d in %.2fs", what, _short(exc), attempt + 1, delay)
-                time.sleep(delay)
-                attempt += 1
-
-    def _retry_delay(self, exc: Exception, attempt: int) -> float | None:
-        """Seconds to wait before retrying ``exc``, or ``None`` when it is not worth retrying."""
-        import httpx
-        from notion_client.errors import APIErrorCode, APIResponseError, HTTPResponseError, RequestTimeoutError
-
-        if attempt >= self.settings.max_retries:
-            return None
-        if isinstance(exc, HTTPResponseError):
-            if isinstance(exc, APIResponseError) and exc.code == APIErrorCode.RateLimited:
-                return None  # notion-client spent its own retry budget (it honours Retry-After) already
-            if exc.status != 429 and exc.status < 500:
-                return None
-            retry_after = _retry_after(exc.headers.get("retry-after"))
-            if retry_after is not None:
-                return min(retry_after, self.settings.max_retry_delay)
-        elif not isinstance(exc, (RequestTimeoutError, httpx.TransportError)):
-            return None
-        base = min(0.5 * 2**attempt, self.settings.max_retry_delay)
-        return base / 2 + random.random() * base / 2
-
-    def _translate(self, exc: Exception, what: str, not_found_hint: str | None = None) -> MemrouteError:
-        import httpx
-        from notion_client.errors import HTTPResponseError, InvalidPathParameterError, RequestTimeoutError
-
-        where = f"Notion backend {self.name!r} ({what})"
-        if isinstance(exc, MemrouteError):
-            return exc
-        if isinstance(exc, RequestTimeoutError):
-            return BackendUnavailableError(f"{where}: no answer within {self.settings.timeout:g}s; Notion may be "
-                                           "slow or down, or raise `timeout`", backend=self.name)
-        if isinstance(exc, httpx.TransportError):
-            return BackendUnavailableError(f"{where}: cannot reach {self.settings.base_url} ({_short(exc)}); "
-                                           "check the network and `base_url`", backend=self.name)
-        if isinstance(exc, InvalidPathParameterError):
-            return ValidationError(f"{where}: {exc}", [("id", "invalid")])
-        if not isinstance(exc, HTTPResponseError):
-            return BackendError(f"{where}: {type(exc).__name__}: {_short(exc)}", backend=self.name)
-        code = getattr(exc.code, "value", exc.code)
-        detail = f"HTTP {exc.status} {code}: {_short(exc)}"
-        if code == "notionhq_client_response_error":
-            detail = f"HTTP {exc.status}, not a Notion error body: {_short(exc.body) or '(empty)'}"
-        hints = {
-            401: "check `token`: it must be the secret of an internal integration (https://www.notion.so/"
-                 "my-integrations) and not revoked",
-            403: "give the integration the Read, Update and Insert content capabilities",
-            404: not_found_hint or "share the database with the integration (database page → ••• → Connections "
-                 "→ add it) and check `database_id`",
-            429: "Notion's rate limit (about 3 requests per second) was hit and retries ran out; slow down",
-        }
-        if exc.status in hints:
-            return BackendUnavailableError(f"{where}: {detail}; {hints[exc.status]}", backend=self.name)
-        if exc.status >= 500:
-            return BackendUnavailableError(f"{where}: Notion is unavailable ({detail}) after "
-                                           f"{self.settings.max_retries} retries", backend=self.name)
-        if code in ("missing_version", "invalid_request_url", "notionhq_client_response_error"):
-            return BackendError(f"{where}: {detail}; check `base_url` (the API root without /v1, "
-                                "e.g. https://api.notion.com)", backend=self.name)
-        return BackendError(f"{where}: Notion rejected the request ({detail}); if the database's properties were "
-                            "changed, fix them or run `memroute notion init` (docs/backends/notion.md)",
-                            backend=self.name)
 
     # queries ------------------------------------------------------------------------------------------------
 
@@ -617,50 +527,6 @@ def _plausible_id(memory_id: object) -> bool:
 
 def _newest_first(rows: builtins.list[tuple[dict[str, Any], Memory]]) -> builtins.list[tuple[dict[str, Any], Memory]]:
     return sorted(rows, key=lambda r: (r[1].updated_at, r[0].get("created_time", "")), reverse=True)
-
-
-def _retry_after(value: str | None) -> float | None:
-    if not value:
-        return None
-    try:
-        return max(0.0, float(int(value)))
-    except ValueError:
-        pass
-    try:
-        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
-    except (TypeError, ValueError):
-        return None
-
-
-def _never_sent(exc: Exception) -> bool:
-    """True when the request surely did not reach Notion (so a replay cannot duplicate it)."""
-    import httpx
-    from notion_client.errors import HTTPResponseError
-
-    if isinstance(exc, HTTPResponseError):
-        return exc.status in (429, 529)  # rejected before any work was done
-    return isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout))
-
-
-def _short(value: object, limit: int = 300) -> str:
-    text = " ".join(str(value).split())
-    return text if len(text) <= limit else text[:limit] + "…"
-
-
-def _make_client(settings: NotionSettings) -> Any:
-    try:
-        import notion_client
-    except ImportError as exc:
-        raise PluginError(f"the Notion backend needs notion-client 3.x: {INSTALL_HINT}") from exc
-    return notion_client.Client(
-        auth=settings.token,
-        base_url=settings.base_url,
-        timeout_ms=int(settings.timeout * 1000),
-        notion_version="2025-09-03",
-        logger=logging.getLogger("memroute.notion.client"),
-        retry=notion_client.RetryOptions(max_retries=settings.max_retries,
-                                         max_retry_delay_ms=int(settings.max_retry_delay * 1000)),
-    )
 
 
 def _factory(settings: NotionSettings, context: ComponentContext) -> NotionBackend:

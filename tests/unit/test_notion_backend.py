@@ -14,7 +14,8 @@ from memroute.errors import BackendUnavailableError, ConfigError, ConflictError,
 from memroute.models import ListFilter, Memory, MemoryPatch, NewMemory, SearchQuery
 from memroute.serialization import structure_config
 from memroute_builtins import notion_schema as ns
-from memroute_builtins.notion_backend import NotionBackend, NotionSettings, _make_client
+from memroute_builtins.notion_backend import NotionBackend, NotionSettings
+from memroute_builtins.notion_transport import make_client
 from tests.servers.notion_fake import NotionFake, running_notion_fake, utf16_len
 
 QUERY = "POST /v1/data_sources/{id}/query"
@@ -330,7 +331,7 @@ def test_missing_notion_client_names_the_install(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setitem(sys.modules, "notion_client", None)
     settings = NotionSettings(token="t", database_id="ab" * 16)
     with pytest.raises(PluginError, match=r"pip install 'memroute\[notion\]'"):
-        _make_client(settings)
+        make_client(settings)
 
 
 def test_the_plugin_is_registered(plugin_manager: Any) -> None:
@@ -422,3 +423,12 @@ def test_recency_search_stops_reading_once_it_has_enough(backend: NotionBackend,
     hits = backend.search(SearchQuery(api_key_id="key-A", strategy="exact", limit=5))
     assert [h.memory.key for h in hits] == ["k149", "k148", "k147", "k146", "k145"]
     assert len(fake.calls(QUERY)) == 1  # the first 100 rows were enough; the cursor was not followed
+
+
+def test_get_500_is_retried_once_not_twice_over(fake: NotionFake) -> None:
+    db = fake.add_database(ns.database_properties())
+    fake.fail_next("GET /v1/databases/{id}", 500, times=10)
+    with pytest.raises(BackendUnavailableError, match="Notion is unavailable"):
+        NotionBackend("notion", settings_for(fake, db)).initialize()
+    # notion-client retries a GET 500 itself (max_retries=2 → 3 attempts); memroute does not multiply that
+    assert len(fake.calls("GET /v1/databases/{id}")) == 3

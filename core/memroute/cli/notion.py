@@ -47,7 +47,7 @@ def notion_group() -> None:
 @click.option("--base-url", default="https://api.notion.com", show_default=True, help=_BASE_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def init_command(parent: str, title: str, token: str | None, base_url: str, as_json: bool) -> None:
-    """Create a database with memroute's schema under PAGE and print its id and the config to use."""
+    """Create a database with memroute's schema under the --parent page; print its id and the config to use."""
     from memroute_builtins.notion_backend import create_database
 
     settings = _settings(token, parent, base_url)
