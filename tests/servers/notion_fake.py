@@ -19,6 +19,8 @@ Where the fake is **stricter than the real service** (or guesses), it says so:
 * New ``select`` option names are added to the schema (unverified real behaviour).
 * Date-times are kept at millisecond precision, as Notion returns them.
 * Rich-text lengths are counted in UTF-16 code units, as Notion's JavaScript does (an emoji counts 2).
+* Page content blocks (``children``) are refused: memroute keeps content in properties, so the fake does
+  not model blocks. Query results are strongly consistent (the real service may lag a write briefly).
 """
 
 from __future__ import annotations
