@@ -92,6 +92,11 @@ def _positive(_inst: object, attribute: attrs.Attribute[Any], value: float) -> N
         raise ValueError(f"{attribute.name}: must be greater than 0, got {value!r}")
 
 
+def _not_negative(_inst: object, attribute: attrs.Attribute[Any], value: float) -> None:
+    if value < 0:
+        raise ValueError(f"{attribute.name}: must not be negative, got {value!r}")
+
+
 def _retries(_inst: object, _attribute: attrs.Attribute[Any], value: int) -> None:
     if not 0 <= value <= 10:
         raise ValueError(f"max_retries: must be between 0 and 10, got {value!r}")
@@ -120,6 +125,8 @@ class NotionSettings:
     """Retries of a failed request (429 by notion-client; 5xx, 529, timeouts and non-JSON errors by memroute)."""
     max_retry_delay: float = attrs.field(default=60.0, validator=_positive)
     """Longest wait between retries, in seconds (a longer ``Retry-After`` is capped to it)."""
+    requests_per_second: float = attrs.field(default=3.0, validator=_not_negative)
+    """Client-side pacing (average, bursts of 10 allowed) per backend instance; 0 turns it off."""
 
 
 # --- the backend -----------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
 import time
 from collections.abc import Callable
 from email.utils import parsedate_to_datetime
@@ -48,12 +49,44 @@ def make_client(settings: NotionSettings) -> Any:
     )
 
 
+class RequestPacer:
+    """A token bucket: at most ``rate`` requests per second on average, bursts of up to ``burst``. Notion
+    allows about three per second per integration; pacing client-side keeps bulk work (an outbox replay, an
+    import) from running into 429s. ``rate <= 0`` turns it off."""
+
+    def __init__(self, rate: float, burst: int = 10, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.rate = rate
+        self.burst = max(1, burst)
+        self._tokens = float(self.burst)
+        self._clock = clock
+        self._sleep = sleep
+        self._stamp = clock()
+        self._lock = threading.Lock()
+
+    def wait(self) -> None:
+        """Take one token, sleeping until one is available."""
+        if self.rate <= 0:
+            return
+        with self._lock:  # serialising the wait keeps the order fair between threads
+            now = self._clock()
+            self._tokens = min(self.burst, self._tokens + (now - self._stamp) * self.rate)
+            self._stamp = now
+            if self._tokens < 1:
+                pause = (1 - self._tokens) / self.rate
+                self._sleep(pause)
+                self._stamp = self._clock()
+                self._tokens = 1.0
+            self._tokens -= 1
+
+
 class NotionCaller:
-    """Runs notion-client calls for one backend instance with bounded retries and error translation."""
+    """Runs notion-client calls for one backend instance with pacing, bounded retries and error translation."""
 
     def __init__(self, name: str, settings: NotionSettings) -> None:
         self.name = name
         self.settings = settings
+        self.pacer = RequestPacer(settings.requests_per_second)
 
     def call(self, what: str, fn: Callable[[], T], *, get: bool = False, replay_safe: bool = True,
              landed: Callable[[], T | None] | None = None, not_found_hint: str | None = None) -> T:
@@ -63,6 +96,7 @@ class NotionCaller:
         retry never duplicates it; without ``landed`` it is re-sent only when it surely never arrived."""
         attempt = 0
         while True:
+            self.pacer.wait()
             try:
                 return fn()
             except Exception as exc:

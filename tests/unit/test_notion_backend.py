@@ -31,7 +31,7 @@ def fake() -> Iterator[NotionFake]:
 
 def settings_for(fake: NotionFake, database_id: str, **overrides: Any) -> NotionSettings:
     options = {"token": fake.token, "database_id": database_id, "base_url": fake.base_url, "max_retries": 2,
-               "max_retry_delay": 0.05, "timeout": 5.0, **overrides}
+               "max_retry_delay": 0.05, "timeout": 5.0, "requests_per_second": 0, **overrides}
     return NotionSettings(**options)
 
 
@@ -432,3 +432,29 @@ def test_get_500_is_retried_once_not_twice_over(fake: NotionFake) -> None:
         NotionBackend("notion", settings_for(fake, db)).initialize()
     # notion-client retries a GET 500 itself (max_retries=2 → 3 attempts); memroute does not multiply that
     assert len(fake.calls("GET /v1/databases/{id}")) == 3
+
+
+def test_requests_are_paced_to_notions_rate() -> None:
+    from memroute_builtins.notion_transport import RequestPacer
+
+    now = [0.0]
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    pacer = RequestPacer(2.0, burst=2, clock=lambda: now[0], sleep=sleep)
+    for _ in range(5):
+        pacer.wait()
+    assert slept == [0.5, 0.5, 0.5]  # a burst of 2, then one request every 1/2 s
+    now[0] += 10  # idle time refills the bucket, but never beyond the burst
+    pacer.wait()
+    pacer.wait()
+    assert len(slept) == 3
+    pacer.wait()
+    assert len(slept) == 4
+    off = RequestPacer(0, clock=lambda: now[0], sleep=sleep)
+    for _ in range(50):
+        off.wait()
+    assert len(slept) == 4
