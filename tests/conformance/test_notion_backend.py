@@ -13,8 +13,9 @@ from memroute_builtins.notion_backend import NotionBackend, NotionSettings
 from tests.servers.notion_fake import NotionFake, running_notion_fake
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def notion_fake() -> Iterator[NotionFake]:
+    # One server for the module; every test gets its own database, so tests never see each other's pages.
     with running_notion_fake() as fake:
         yield fake
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
@@ -367,6 +368,11 @@ def test_init_creates_a_database_that_the_backend_accepts(fake: NotionFake, caps
     assert code == 0 and "OK" in out, err
     backend = NotionBackend("notion", settings_for(fake, db_id))
     assert backend.get(backend.create(new()).id) is not None
+    code, out, err = run_cli(["notion", "init", "--parent", parent, "--json", "--token", fake.token,
+                              "--base-url", fake.base_url], capsys)
+    data = json.loads(out)
+    assert code == 0 and data["database_id"] in fake.databases and data["database_id"] != db_id, err
+    assert data["config"].startswith("[backends.notion]")
 
 
 def test_init_and_check_errors_are_one_line_with_a_fix(fake: NotionFake, capsys: pytest.CaptureFixture[str]) -> None:
