@@ -178,6 +178,7 @@ class NotionFake:
         self._faults: dict[str, list[_Fault]] = {}
         self._cursors: dict[str, tuple[str, int]] = {}
         self._lock = threading.RLock()
+        self._request = threading.local()  # the Notion-Version of the request a handler thread is serving
         self._clock = itertools.count()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -300,6 +301,7 @@ class NotionFake:
             raise NotionError(400, "missing_version", MISSING_VERSION)
         if version not in self.accepted_versions:
             raise _invalid(f"Notion-Version header failed validation: `{version}` is not a supported version.")
+        self._request.version = version
         if headers.get("authorization") != f"Bearer {self.token}":
             raise NotionError(401, "unauthorized", "API token is invalid.")
         route = self._route(method, path)
@@ -447,6 +449,9 @@ class NotionFake:
     def _patch_page(self, ident: str, body: dict[str, Any]) -> Any:
         _unknown_keys(body, PAGE_UPDATE_KEYS)
         page = self._page(ident)
+        if "archived" in body and getattr(self._request, "version", API_VERSION) >= "2026-03-11":
+            # `archived` was a deprecated alias of in_trash and is gone from 2026-03-11 on.
+            raise _should("body.archived", "not present", body["archived"])
         trash = body.get("in_trash", body.get("archived"))
         if trash is not None and not isinstance(trash, bool):
             raise _should("body.in_trash", "a boolean", trash)

@@ -182,3 +182,14 @@ def test_fault_injection(fake: NotionFake) -> None:
     fake.fail_next("GET /v1/databases/{id}", 529)
     assert_error(call(fake, "GET", "/v1/databases/" + "0" * 32), 529, "service_overload")
     assert [r.status for r in fake.requests] == [429, 502, 502, 529]
+
+
+def test_archived_is_an_alias_until_2026_03_11() -> None:
+    with running_notion_fake(accepted_versions=(API_VERSION, "2026-03-11")) as fake:
+        ds = source_of(fake, fake.add_database(SCHEMA))
+        page = new_page(fake, ds, "k")
+        assert call(fake, "PATCH", f"/v1/pages/{page['id']}", {"archived": True}).json()["in_trash"] is True
+        newer = call(fake, "PATCH", f"/v1/pages/{page['id']}", {"archived": False}, version="2026-03-11")
+        assert_error(newer, 400, "validation_error", "body.archived should be not present")
+        untrashed = call(fake, "PATCH", f"/v1/pages/{page['id']}", {"in_trash": False}, version="2026-03-11")
+        assert untrashed.json()["in_trash"] is False
