@@ -19,7 +19,7 @@ import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timedelta, timezone
-from typing import Any, TypeVar
+from typing import Any
 
 import attrs
 
@@ -49,7 +49,6 @@ from memroute_builtins.notion_transport import NotionCaller, make_client
 __all__ = ["NotionBackend", "NotionSettings", "check_database", "create_database", "memroute_backends"]
 
 log = logging.getLogger("memroute.notion")
-T = TypeVar("T")
 
 PAYLOAD_LIMIT = 500 * 1024
 """Notion's request payload limit (500 KB)."""
