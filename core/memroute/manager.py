@@ -60,6 +60,7 @@ _WRITE_OPS = frozenset({"create", "put", "update", "delete"})
 # Errors about the request, not the backend: they reach the caller and do not count against the breaker.
 _CLIENT_ERRORS = (ValidationError, ConflictError, NotFoundError)
 _DEFAULT_FLUSH_TIMEOUT_S = 30.0
+_INLINE_CATCH_UP_MAX = 100
 
 
 @attrs.frozen(kw_only=True)
@@ -137,7 +138,8 @@ class MemoryManager:
     """Primary + ordered fallbacks, a durable replication outbox, circuit breakers and health checks.
 
     Thread-safe: call it from any number of threads. ``clock`` (wall-clock seconds) drives the breakers,
-    the outbox backoff and ages; tests inject a fake one.
+    the outbox backoff and ages; tests inject a fake one. ``replay_in_background=False`` leaves the outbox
+    to :meth:`flush` (and write-time catch-up) so a test decides exactly when replay happens.
     """
 
     def __init__(
@@ -149,6 +151,7 @@ class MemoryManager:
         outbox_path: str | Path = ":memory:",
         prepare_connection: Any = None,
         clock: Callable[[], float] | None = None,
+        replay_in_background: bool = True,
     ) -> None:
         self.primary = primary
         self.fallbacks = list(fallbacks)
@@ -176,6 +179,7 @@ class MemoryManager:
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._replay_in_background = replay_in_background
         self.outbox = Outbox(outbox_path, prepare=prepare_connection, clock=self._clock)
 
     @property
@@ -220,9 +224,10 @@ class MemoryManager:
         return None
 
     def _start_threads(self) -> None:
-        replay = threading.Thread(target=self._replay_loop, name="memroute-outbox-replay", daemon=True)
-        self._threads.append(replay)
-        replay.start()
+        if self._replay_in_background:
+            replay = threading.Thread(target=self._replay_loop, name="memroute-outbox-replay", daemon=True)
+            self._threads.append(replay)
+            replay.start()
         if self.settings.health_interval_s > 0:
             health = threading.Thread(target=self._health_loop, name="memroute-health", daemon=True)
             self._threads.append(health)
@@ -343,6 +348,11 @@ class MemoryManager:
         errors: dict[str, BaseException] = {}
         behind = []
         for backend in self.backends:
+            pending = self.outbox.pending(backend.name)
+            if 0 < pending <= _INLINE_CATCH_UP_MAX:
+                # A short backlog is replayed right here (no new entries can join it: we hold the write
+                # lock), so a recovered backend takes its place again even under a steady write load.
+                self._deliver(backend.name, respect_backoff=True, force=False)
             if not self._in_sync(backend.name):
                 behind.append(backend)
                 errors[backend.name] = BackendUnavailableError(
