@@ -441,7 +441,11 @@ class MemoryManager:
         if error is not None:
             return str(error)
         pending = self.outbox.pending(self.primary.name)
-        return f"primary {self.primary.name!r} is catching up ({pending} pending outbox entries)"
+        reason = f"primary {self.primary.name!r} is catching up ({pending} pending outbox entries)"
+        breaker = self._breakers[self.primary.name]
+        if breaker.state != "closed":
+            reason += f"; circuit breaker {breaker.state} (last error: {breaker.last_error})"
+        return reason
 
     def get(self, memory_id: str) -> Memory | None:
         """The memory from the first backend that has it (primary first; also when the primary raises)."""

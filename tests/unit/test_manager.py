@@ -7,6 +7,7 @@ import threading
 import time
 
 import pytest
+
 from memroute.errors import BackendUnavailableError, ConfigError, ConflictError, ValidationError
 from memroute.manager import ManagedSearch, MemoryManager
 from memroute.models import ListFilter, MemoryPatch, NewMemory, SearchQuery
