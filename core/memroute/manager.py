@@ -510,6 +510,19 @@ class MemoryManager:
                 errors[backend.name] = exc
         raise self._all_failed("list", errors)
 
+    def iter_all(self, api_key_id: str | None = None, batch: int = 500) -> Iterator[Memory]:
+        """Every memory (of one tenant, or all), oldest first, page by page through :meth:`list` (so each
+        page fails over like a list does). Export and reindexing should use this, not ``primary.iter_all``."""
+        offset = 0
+        while True:
+            page = self.list(
+                ListFilter(api_key_id=api_key_id, limit=batch, offset=offset, order_by="created_at", order_dir="asc")
+            )
+            yield from page.data
+            offset += len(page.data)
+            if not page.data or offset >= page.total:
+                return
+
     def search(self, query: SearchQuery) -> ManagedSearch:
         """The first backend's search that answers; says which backend served and why not the primary."""
         if not isinstance(query, SearchQuery):

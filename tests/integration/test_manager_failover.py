@@ -8,12 +8,16 @@ from pathlib import Path
 
 import pytest
 
+import memroute
 from memroute.errors import BackendUnavailableError
+from memroute.interfaces import ComponentContext
 from memroute.manager import MemoryManager
 from memroute.models import ListFilter, Memory, MemoryPatch, NewMemory, SearchQuery
+from memroute.service import Memroute
 from memroute.settings import ManagerSettings
+from memroute.specs import BackendSpec
 from memroute.testing.faults import FaultyBackend, ManualClock
-from memroute_builtins.sqlite_backend import SqliteBackend
+from memroute_builtins.sqlite_backend import SqliteBackend, SqliteSettings
 
 SETTINGS = ManagerSettings(health_interval_s=0, breaker_failures=3, breaker_reset_s=10, retry_base_s=1,
                            retry_max_s=8, operation_timeout_s=5)
@@ -235,3 +239,52 @@ def test_concurrent_writers_while_the_primary_flaps(tmp_path):
         cluster.assert_holds_exactly(cluster.vault, expected)
     finally:
         cluster.manager.close()
+
+
+# --- through the public API, with the fault injector as a registered backend plugin ----------------------
+
+class FaultySqlitePlugin:
+    """A test plugin: backend type ``faulty-sqlite`` = the real SQLite backend inside a FaultyBackend."""
+
+    def __init__(self) -> None:
+        self.instances: dict[str, FaultyBackend] = {}
+
+    @memroute.hookimpl
+    def memroute_backends(self):
+        def factory(settings: SqliteSettings, context: ComponentContext) -> FaultyBackend:
+            backend = FaultyBackend(SqliteBackend.from_settings(settings, context))
+            self.instances[context.instance_name] = backend
+            return backend
+
+        yield BackendSpec(name="faulty-sqlite", factory=factory, settings_class=SqliteSettings)
+
+
+def test_service_round_trip_with_primary_outage(tmp_path, plugin_manager, register_plugin):
+    plugin = FaultySqlitePlugin()
+    register_plugin(plugin, name="faulty-sqlite-plugin")
+    config = {
+        "backends": {
+            "primary": "main", "fallbacks": ["vault"],
+            "main": {"type": "faulty-sqlite", "path": str(tmp_path / "main.db")},
+            "vault": {"type": "faulty-sqlite", "path": str(tmp_path / "vault.db")},
+        },
+        "manager": {"outbox_path": str(tmp_path / "outbox.db"), "health_interval_s": 0},
+        "embedding": {"source": "none"},
+        "vectors": {"store": "none"},
+    }
+    with Memroute.open(config, plugins=plugin_manager) as mem:
+        main = plugin.instances["main"]
+        before = mem.add(api_key_id="k1", content="I prefer dark roast coffee", key="pref:coffee")
+        main.fail()
+        during = mem.add(api_key_id="k1", content="I switched to green tea", key="pref:tea")
+        assert mem.update(before.id, content="I prefer light roast coffee")
+        result = mem.search("coffee tea", api_key_id="k1", strategy="exact")
+        assert result.provenance.fallback and result.provenance.backend == "vault"
+        assert {h.memory.id for h in result.hits} == {before.id, during.id}
+        assert mem.health()["outbox"]["by_target"].get("main") == 2
+        main.recover()
+        assert mem.flush(10)
+        stored = {m.id: m for m in main.inner.iter_all()}
+        assert stored[during.id].content == "I switched to green tea"
+        assert stored[before.id].content == "I prefer light roast coffee"
+        assert not mem.search("coffee", api_key_id="k1", strategy="exact").provenance.fallback

@@ -519,3 +519,11 @@ def test_write_while_primary_still_failing_is_journaled_behind_the_backlog(rig):
     rig.main.recover()
     rig.manager.flush(5)
     rig.assert_converged(newer)
+
+
+def test_iter_all_pages_through_the_manager_and_fails_over(rig):
+    memories = [rig.add(f"k{i}", api_key="A" if i % 2 else "B") for i in range(7)]
+    rig.manager.flush(5)
+    rig.main.fail()
+    assert {m.id for m in rig.manager.iter_all(batch=2)} == {m.id for m in memories}
+    assert {m.id for m in rig.manager.iter_all("A", batch=2)} == {m.id for m in memories if m.api_key_id == "A"}
