@@ -61,6 +61,7 @@ _WRITE_OPS = frozenset({"create", "put", "update", "delete"})
 _CLIENT_ERRORS = (ValidationError, ConflictError, NotFoundError)
 _DEFAULT_FLUSH_TIMEOUT_S = 30.0
 _INLINE_CATCH_UP_MAX = 100
+_REPLAY_BATCH = 200
 
 
 @attrs.frozen(kw_only=True)
@@ -352,7 +353,7 @@ class MemoryManager:
             if 0 < pending <= _INLINE_CATCH_UP_MAX:
                 # A short backlog is replayed right here (no new entries can join it: we hold the write
                 # lock), so a recovered backend takes its place again even under a steady write load.
-                self._deliver(backend.name, respect_backoff=True, force=False)
+                self._deliver(backend.name, respect_backoff=True, force=False, wait=False)
             if not self._in_sync(backend.name):
                 behind.append(backend)
                 errors[backend.name] = BackendUnavailableError(
@@ -433,7 +434,7 @@ class MemoryManager:
             else:
                 behind.append(backend)
         for backend in behind:
-            self._deliver(backend.name, respect_backoff=True, force=False)
+            self._deliver(backend.name, respect_backoff=True, force=False, wait=False)
             yield backend
 
     def _skip_reason(self, errors: dict[str, BaseException]) -> str | None:
@@ -544,13 +545,24 @@ class MemoryManager:
         raise self._all_failed("search", errors)
 
     # --- the outbox replay ----------------------------------------------------------------------------
-    def _deliver(self, target: str, *, respect_backoff: bool, force: bool) -> bool:
-        """Deliver ``target``'s entries in order until one fails; True when its queue is empty."""
+    def _deliver(
+        self, target: str, *, respect_backoff: bool, force: bool, wait: bool = True, limit: int | None = None
+    ) -> bool:
+        """Deliver ``target``'s entries in order until one fails; True when its queue is empty.
+
+        ``wait=False`` (the request paths) gives up at once when another thread is delivering to ``target``:
+        a caller must not queue behind a delivery that may be waiting out a hung backend's timeout.
+        ``limit`` caps the entries delivered in this call (the lock is then released).
+        """
         backend = self._by_name.get(target)
         if backend is None or self._abandoned(target):
             return self.outbox.pending(target) == 0
-        with self._delivery_locks[target]:
-            while True:
+        lock = self._delivery_locks[target]
+        if not lock.acquire(blocking=wait):
+            return False
+        try:
+            delivered = 0
+            while limit is None or delivered < limit:
                 entry = self.outbox.head(target)
                 if entry is None:
                     return True
@@ -570,17 +582,36 @@ class MemoryManager:
                              entry.id, target, entry.attempts + 1, exc)
                     return False
                 self.outbox.remove(entry)
+                delivered += 1
+            return self.outbox.pending(target) == 0
+        finally:
+            lock.release()
 
     def _replay_pass(self, *, respect_backoff: bool, force: bool) -> None:
         for target in self.outbox.targets():
             if target in self._by_name:
                 self._deliver(target, respect_backoff=respect_backoff, force=force)
 
+    def _background_pass(self) -> None:
+        """One pass of the replay thread. Delivers in batches; when a healthy target's backlog is short
+        but writers keep adding to it, the rest is delivered under the write lock, so the target catches
+        up (and a recovered primary serves again) even under a steady write load."""
+        for target in self.outbox.targets():
+            if target not in self._by_name or self._stop.is_set():
+                continue
+            if self._deliver(target, respect_backoff=True, force=False, limit=_REPLAY_BATCH):
+                continue
+            head = self.outbox.head(target)
+            healthy = self._breakers[target].state == "closed" and head is not None and head.attempts == 0
+            if healthy and self.outbox.pending(target) <= _INLINE_CATCH_UP_MAX:
+                with self._write_lock:
+                    self._deliver(target, respect_backoff=True, force=False)
+
     def _replay_loop(self) -> None:
         while not self._stop.is_set():
             self._wake.clear()
             try:
-                self._replay_pass(respect_backoff=True, force=False)
+                self._background_pass()
             except Exception as exc:  # the thread must survive anything (a closed outbox, a bad entry)
                 log.warning("outbox replay pass failed: %s", exc)
             # New entries and recoveries set _wake; the timeout re-checks backoff and half-open breakers.
