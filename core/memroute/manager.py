@@ -173,7 +173,6 @@ class MemoryManager:
         self._write_lock = threading.RLock()
         self._state_lock = threading.Lock()
         self._abandoned_writes: Counter[str] = Counter()
-        self._last_health: dict[str, HealthResult] = {}
         self._ready: set[str] = set()
         self._initialized = False
         self._closed = False
@@ -455,6 +454,8 @@ class MemoryManager:
         errors: dict[str, BaseException] = {}
         answered = False
         for backend in self._read_order():
+            if answered and not self._in_sync(backend.name):
+                break  # an in-sync backend said "no such id": a lagging one may still hold a deleted memory
             try:
                 memory = self._call(backend, "get", memory_id)
             except _CLIENT_ERRORS:
@@ -482,7 +483,7 @@ class MemoryManager:
         answered = False
         for backend in self._read_order():
             missing = [i for i in ids if i not in found]
-            if not missing:
+            if not missing or (answered and not self._in_sync(backend.name)):
                 break
             try:
                 found.update(self._call(backend, "get_many", missing))
@@ -670,7 +671,6 @@ class MemoryManager:
             breaker.record_success()
         else:
             breaker.record_failure(result.error or "health check failed")
-        self._last_health[name] = result
         return result
 
     def _health_loop(self) -> None:

@@ -527,3 +527,14 @@ def test_iter_all_pages_through_the_manager_and_fails_over(rig):
     rig.main.fail()
     assert {m.id for m in rig.manager.iter_all(batch=2)} == {m.id for m in memories}
     assert {m.id for m in rig.manager.iter_all("A", batch=2)} == {m.id for m in memories if m.api_key_id == "A"}
+
+
+def test_a_lagging_fallback_does_not_resurrect_a_deleted_memory(rig):
+    memory = rig.add("k")
+    rig.manager.flush(5)
+    rig.vault.fail("delete")  # the delete cannot reach the fallback yet
+    assert rig.manager.delete(memory.id)
+    rig.manager.flush(0)
+    assert rig.stores[1].get(memory.id) is not None
+    assert rig.manager.get(memory.id) is None
+    assert rig.manager.get_many([memory.id]) == {}
