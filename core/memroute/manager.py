@@ -209,7 +209,10 @@ class MemoryManager:
                 if error is not None:
                     errors[backend.name] = error
             if not self._ready:
-                raise self._all_failed("initialize", errors)
+                error = self._all_failed("initialize", errors)
+                self._closed = True  # unusable: release the outbox and whatever the backends opened
+                self._release_resources()
+                raise error
             self._initialized = True
             self._start_threads()
 
@@ -248,6 +251,9 @@ class MemoryManager:
             self._replay_pass(respect_backoff=True, force=False)
         except Exception as exc:
             log.warning("final outbox replay failed: %s", exc)
+        self._release_resources()
+
+    def _release_resources(self) -> None:
         for backend in self.backends:
             try:
                 backend.close()

@@ -538,3 +538,21 @@ def test_a_lagging_fallback_does_not_resurrect_a_deleted_memory(rig):
     assert rig.stores[1].get(memory.id) is not None
     assert rig.manager.get(memory.id) is None
     assert rig.manager.get_many([memory.id]) == {}
+
+
+def test_undeliverable_and_orphaned_entries_stay_visible(rig):
+    rig.manager.outbox.add([("main", "put", {"id": "broken", "content": 1}), ("retired-backend", "delete", {"id": "x"})])
+    assert not rig.manager.flush(0)
+    outbox = rig.manager.health()["outbox"]
+    assert outbox["by_target"] == {"main": 1, "retired-backend": 1}
+    assert [(f["target"], f["attempts"]) for f in outbox["failing"]] == [("main", 1)]
+    assert "api_key_id" in outbox["failing"][0]["last_error"]  # the validation problem, named
+    # a broken head blocks later entries for its target (FIFO), but not other targets
+    memory = rig.add("k")
+    rig.manager.flush(0)
+    assert rig.manager.outbox.pending("vault0") == 0 and rig.stores[1].get(memory.id) is not None
+    # the operator discards the poisoned entry; the primary then catches up
+    assert rig.manager.outbox.discard(outbox["failing"][0]["id"])
+    assert not rig.manager.outbox.discard(outbox["failing"][0]["id"])
+    assert rig.manager.flush(0) is False  # the retired target's entry is still there, undelivered
+    assert rig.stores[0].get(memory.id).same_as(memory)
