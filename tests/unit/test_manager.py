@@ -541,7 +541,10 @@ def test_a_lagging_fallback_does_not_resurrect_a_deleted_memory(rig):
 
 
 def test_undeliverable_and_orphaned_entries_stay_visible(rig):
-    rig.manager.outbox.add([("main", "put", {"id": "broken", "content": 1}), ("retired-backend", "delete", {"id": "x"})])
+    rig.manager.outbox.add([
+        ("main", "put", {"id": "broken", "content": 1}),
+        ("retired-backend", "delete", {"id": "x"}),
+    ])
     assert not rig.manager.flush(0)
     outbox = rig.manager.health()["outbox"]
     assert outbox["by_target"] == {"main": 1, "retired-backend": 1}
