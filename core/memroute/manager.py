@@ -318,6 +318,11 @@ class MemoryManager:
                 errors[backend.name] = exc
         for backend in behind:
             if not self._deliver(backend.name, respect_backoff=False, force=False):
+                head = self.outbox.head(backend.name)
+                if head is not None and head.last_error:
+                    errors[backend.name] = BackendUnavailableError(
+                        f"{errors[backend.name]}; replaying to it failed: {head.last_error}", backend=backend.name
+                    )
                 continue
             try:
                 return backend, self._call(backend, op, *args)

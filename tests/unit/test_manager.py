@@ -559,3 +559,11 @@ def test_undeliverable_and_orphaned_entries_stay_visible(rig):
     assert not rig.manager.outbox.discard(outbox["failing"][0]["id"])
     assert rig.manager.flush(0) is False  # the retired target's entry is still there, undelivered
     assert rig.stores[0].get(memory.id).same_as(memory)
+
+
+def test_all_failed_error_names_the_lagging_primary_and_its_replay_error(rig):
+    rig.main.fail(message="disk on fire")
+    rig.add("k")
+    rig.vault.fail()
+    with pytest.raises(BackendUnavailableError, match=r"catching up.*disk on fire"):
+        rig.add("j")
