@@ -637,6 +637,9 @@ def _resolve_endpoints(settings: HttpBackendSettings) -> dict[str, str]:
                               [(field, "invalid")])
         if ".." in template.split("/"):
             raise ConfigError(f"{field}: '..' segments are not allowed", [(field, "invalid")])
+        stripped = _PLACEHOLDER.sub("", template)
+        if "{" in stripped or "}" in stripped:
+            raise ConfigError(f"{field}: unbalanced braces", [(field, "invalid")])
         placeholders = _PLACEHOLDER.findall(template)
         allowed = id_names if name in _ID_ENDPOINTS else set()
         for placeholder in placeholders:
@@ -645,8 +648,6 @@ def _resolve_endpoints(settings: HttpBackendSettings) -> dict[str, str]:
                 raise ConfigError(f"{field}: unknown placeholder {{{placeholder}}} ({hint})", [(field, "placeholder")])
         if name in _ID_ENDPOINTS and not placeholders:
             raise ConfigError(f"{field}: must contain the memory id placeholder {{id}}", [(field, "placeholder")])
-        if "{" in _PLACEHOLDER.sub("", template) or "}" in _PLACEHOLDER.sub("", template):
-            raise ConfigError(f"{field}: unbalanced braces", [(field, "invalid")])
     return endpoints
 
 

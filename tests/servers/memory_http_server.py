@@ -198,6 +198,7 @@ class MemoryHttpServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            wbufsize = 1 << 16  # headers and body leave in one write (no Nagle / delayed-ACK stalls)
 
             def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
                 pass
