@@ -23,8 +23,18 @@ from typing import Any
 
 import attrs
 
-from memroute.errors import ValidationError
-from memroute.models import ListFilter, Memory, MemoryPatch, NewMemory, SearchQuery, as_utc
+from memroute.errors import ConflictError, MemrouteError, ValidationError
+from memroute.interfaces import MemoryBackend
+from memroute.models import (
+    BackendHit,
+    ListFilter,
+    ListPage,
+    Memory,
+    MemoryPatch,
+    NewMemory,
+    SearchQuery,
+    as_utc,
+)
 from memroute.serialization import memory_to_dict
 
 __all__ = ["MemoryHttpServer", "MemoryStore", "Recorded", "running_server"]
@@ -32,10 +42,14 @@ __all__ = ["MemoryHttpServer", "MemoryStore", "Recorded", "running_server"]
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 
 
-class MemoryStore:
-    """The server's store: a dict of memories guarded by a lock, with the protocol's semantics."""
+class MemoryStore(MemoryBackend):
+    """The server's default store: a dict of memories behind a lock, with the protocol's semantics. Any
+    other :class:`MemoryBackend` (the SQLite backend, say) can serve instead."""
+
+    type_name = "dict"
 
     def __init__(self) -> None:
+        super().__init__("server-store")
         self.lock = threading.Lock()
         self.memories: dict[str, Memory] = {}
 
@@ -60,7 +74,7 @@ class MemoryStore:
         with self.lock:
             return self.memories.get(memory_id)
 
-    def update(self, memory_id: str, patch: MemoryPatch) -> Memory | str | None:
+    def update(self, memory_id: str, patch: MemoryPatch) -> Memory | None:
         with self.lock:
             memory = self.memories.get(memory_id)
             if memory is None:
@@ -68,7 +82,7 @@ class MemoryStore:
             updated = patch.applied_to(memory)
             clash = self._by_key(updated.api_key_id, updated.key)
             if clash is not None and clash.id != memory_id:
-                return "conflict"
+                raise ConflictError(f"key {updated.key!r} is held by another memory of this owner")
             self.memories[memory_id] = updated
             return updated
 
@@ -76,7 +90,8 @@ class MemoryStore:
         with self.lock:
             return self.memories.pop(memory_id, None) is not None
 
-    def list(self, flt: ListFilter) -> dict[str, Any]:
+    def list(self, filter: ListFilter) -> ListPage:
+        flt = filter
         with self.lock:
             rows = list(self.memories.values())
         if flt.api_key_id is not None:
@@ -86,21 +101,20 @@ class MemoryStore:
         if flt.query:
             needle = flt.query.casefold()
             rows = [m for m in rows if needle in m.content.casefold() or needle in m.key.casefold()]
+        if flt.type is not None:
+            rows = [m for m in rows if m.type == flt.type]
         by_type: dict[str, int] = {}
         for m in rows:
             by_type[m.type.value] = by_type.get(m.type.value, 0) + 1
-        if flt.type is not None:
-            rows = [m for m in rows if m.type == flt.type]
         rows.sort(key=lambda m: (getattr(m, flt.order_by), m.id), reverse=flt.order_dir == "desc")
-        page = rows[flt.offset: flt.offset + flt.limit]
-        return {"data": [memory_to_dict(m) for m in page], "total": len(rows), "by_type": by_type}
+        return ListPage(data=tuple(rows[flt.offset: flt.offset + flt.limit]), total=len(rows), by_type=by_type)
 
-    def search(self, query: SearchQuery) -> list[dict[str, Any]]:
+    def search(self, query: SearchQuery) -> list[BackendHit]:
         with self.lock:
             rows = [m for m in self.memories.values() if query.admits(m)]
-        if query.strategy == "exact" or not query.text.strip():
+        if query.strategy == "exact":
             rows.sort(key=lambda m: (m.created_at, m.id), reverse=True)
-            return [{"memory": memory_to_dict(m), "score": 0.0} for m in rows[: query.limit]]
+            return [BackendHit(memory=m, score=0.0) for m in rows[: query.limit]]
         terms = set(_TOKEN.findall(query.text.casefold()))
         scored = []
         for m in rows:
@@ -109,7 +123,7 @@ class MemoryStore:
             if score > 0:
                 scored.append((score, m))
         scored.sort(key=lambda pair: (-pair[0], pair[1].id))
-        return [{"memory": memory_to_dict(m), "score": s} for s, m in scored[: query.limit]]
+        return [BackendHit(memory=m, score=s) for s, m in scored[: query.limit]]
 
 
 @attrs.define
@@ -144,7 +158,7 @@ class Knobs:
 class MemoryHttpServer:
     """Serve the protocol at ``http://127.0.0.1:<port><prefix>`` (``prefix`` default ``/v1``)."""
 
-    def __init__(self, prefix: str = "/v1", api_key: str | None = None) -> None:
+    def __init__(self, prefix: str = "/v1", api_key: str | None = None, store: MemoryBackend | None = None) -> None:
         self.prefix = prefix.rstrip("/")
         self.api_key = api_key
         self.path_aliases: dict[str, str] = {}
@@ -153,7 +167,7 @@ class MemoryHttpServer:
         """Query-parameter name → the protocol name it stands for."""
         self.empty_write_responses = False
         """Answer PATCH with 204 and no body (the reference's servers do)."""
-        self.store = MemoryStore()
+        self.store: Any = store if store is not None else MemoryStore()
         self.knobs = Knobs()
         self.requests: list[Recorded] = []
         self._requests_lock = threading.Lock()
@@ -279,15 +293,20 @@ class MemoryHttpServer:
                                                                         for f, m in exc.problems]})
         except (ValueError, KeyError, TypeError) as exc:
             h.send_json(400, {"message": f"Invalid request: {exc}"})
+        except MemrouteError as exc:
+            h.send_json(500, {"error": {"message": str(exc)}})
 
     def _route(self, h: Any, method: str, route: str, query: dict[str, str], body: bytes) -> None:
         store = self.store
         if route == "health" and method == "GET":
             h.send_json(200, {"status": "ok"})
         elif route == "memories/search" and method == "GET":
-            h.send_json(200, store.search(_search_query(query)))
+            hits = store.search(_search_query(query))
+            h.send_json(200, [{"memory": memory_to_dict(hit.memory), "score": hit.score} for hit in hits])
         elif route == "memories" and method == "GET":
-            h.send_json(200, store.list(_list_filter(query)))
+            page = store.list(_list_filter(query))
+            h.send_json(200, {"data": [memory_to_dict(m) for m in page.data], "total": page.total,
+                              "by_type": page.by_type})
         elif route == "memories" and method == "POST":
             data = json.loads(body)
             h.send_json(201, memory_to_dict(store.create(NewMemory(**data))))
@@ -312,11 +331,13 @@ class MemoryHttpServer:
             h.send_json(200, memory_to_dict(memory))
         elif method == "PATCH":
             data = json.loads(body)
-            result = store.update(memory_id, MemoryPatch(**data))
+            try:
+                result = store.update(memory_id, MemoryPatch(**data))
+            except ConflictError as exc:
+                h.send_json(409, {"error": str(exc)})
+                return
             if result is None:
                 h.send_json(404, {"error": "Memory not found"})
-            elif result == "conflict":
-                h.send_json(409, {"error": "key already used by another memory of this owner"})
             elif self.empty_write_responses:
                 h.send_json(204, None)
             else:
@@ -351,9 +372,10 @@ def _search_query(query: dict[str, str]) -> SearchQuery:
 
 
 @contextmanager
-def running_server(prefix: str = "/v1", api_key: str | None = None) -> Iterator[MemoryHttpServer]:
+def running_server(prefix: str = "/v1", api_key: str | None = None,
+                   store: MemoryBackend | None = None) -> Iterator[MemoryHttpServer]:
     """A started server, stopped on exit."""
-    server = MemoryHttpServer(prefix=prefix, api_key=api_key).start()
+    server = MemoryHttpServer(prefix=prefix, api_key=api_key, store=store).start()
     try:
         yield server
     finally:

@@ -246,7 +246,7 @@ def test_create_and_update_are_never_retried(memory_server: MemoryHttpServer, me
 
 def test_a_slow_server_times_out(memory_server: MemoryHttpServer) -> None:
     memory_server.knobs.delay_s = 0.5
-    with pytest.raises(BackendUnavailableError, match="timed out after 0.05s"):
+    with pytest.raises(BackendUnavailableError, match=r"timed out after 0\.05s"):
         local(memory_server, timeout=0.05, retries=0).get("m-1")
 
 
@@ -262,7 +262,9 @@ def test_a_slow_server_get_is_retried_after_a_timeout(memory_server: MemoryHttpS
     [(401, BackendUnavailableError, "api_key"), (403, BackendUnavailableError, "api_key"),
      (400, BackendError, "HTTP 400"), (500, BackendError, "HTTP 500")],
 )
-def test_error_statuses_map_to_typed_errors(memory_server: MemoryHttpServer, status: int, error: type, message: str) -> None:
+def test_error_statuses_map_to_typed_errors(
+    memory_server: MemoryHttpServer, status: int, error: type, message: str
+) -> None:
     memory_server.knobs.fail_status = status
     with pytest.raises(error, match=message):
         local(memory_server).list(ListFilter(api_key_id="key-a"))
@@ -341,7 +343,9 @@ def test_search_accepts_bare_memories_ranked_by_position(memory_server: MemoryHt
 # --- SSRF guard: resolution and redirects ----------------------------------------------------------------
 
 @pytest.mark.parametrize("addresses", [["127.0.0.1"], ["93.184.216.34", "10.1.2.3"], ["::ffff:127.0.0.1"]])
-def test_a_hostname_resolving_to_an_internal_address_is_blocked(fake_network: FakeNetwork, addresses: list[str]) -> None:
+def test_a_hostname_resolving_to_an_internal_address_is_blocked(
+    fake_network: FakeNetwork, addresses: list[str]
+) -> None:
     fake_network.dns["memory.test"] = addresses
     result = via(fake_network).health()
     assert not result.ok and "SSRF guard" in (result.error or "") and fake_network.connections == []
