@@ -314,6 +314,7 @@ class HttpBackend(MemoryBackend):
     # --- CRUD ----------------------------------------------------------------------------------------
     def create(self, new: NewMemory) -> Memory:
         response = self._call("create", "POST", self.endpoints["create"], body=new_memory_to_wire(new))
+        assert response is not None  # only not_found_ok calls map a 404 to None
         return self._memory_body("create", response)
 
     def put(self, memory: Memory) -> None:
