@@ -399,8 +399,9 @@ class HttpBackend(MemoryBackend):
         started = time.perf_counter()
         try:
             response = self._call("health", "GET", self.endpoints["health"], retry=False)
-        except MemrouteError as exc:
-            return HealthResult(ok=False, latency_ms=(time.perf_counter() - started) * 1000, error=str(exc))
+        except Exception as exc:  # a probe reports; it never raises
+            error = str(exc) if isinstance(exc, MemrouteError) else f"{self.name}: {type(exc).__name__}: {exc}"
+            return HealthResult(ok=False, latency_ms=(time.perf_counter() - started) * 1000, error=error)
         assert response is not None
         return HealthResult(ok=True, latency_ms=(time.perf_counter() - started) * 1000,
                             details={"status": response.status, "url": response.url})
@@ -665,11 +666,6 @@ def _resolve_query_names(mapping: Mapping[str, str]) -> dict[str, str]:
             raise ConfigError(f"query_params.{given}: must be a non-empty name", [(f"query_params.{given}", "empty")])
         names[internal] = external
     return names
-
-
-def iter_presets() -> Iterator[str]:
-    """Names of the presets that ship (for docs and ``memroute status``)."""
-    yield from sorted(PRESETS)
 
 
 # --- plugin registration -------------------------------------------------------------------------------
