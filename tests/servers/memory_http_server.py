@@ -1,8 +1,10 @@
 """A real loopback server speaking the memroute HTTP memory protocol (``docs/backends/http.md``).
 
-It runs the stdlib ``ThreadingHTTPServer`` on ``127.0.0.1`` port 0 in a thread, over a small in-memory store
-that implements the protocol's semantics for real (upsert on ``(api_key_id, key)``, put by id or key,
-PATCH with key conflicts, filtered/ordered/paginated list, keyword-scored search with the query filters).
+It runs the stdlib ``ThreadingHTTPServer`` on ``127.0.0.1`` port 0 in a thread, over a store that implements
+the protocol's semantics for real: by default :class:`MemoryStore` (a dict: upsert on ``(api_key_id, key)``,
+put by id or key, PATCH with key conflicts, filtered/ordered/paginated list, keyword-scored search with the
+query filters), or any :class:`~memroute.interfaces.MemoryBackend` passed as ``store`` (the conformance tests
+put memroute's SQLite backend behind it). Optional bearer-token auth (``api_key``).
 
 Knobs (set on ``server.knobs``) let tests make it misbehave: fail with a status, answer slowly, send a
 malformed body, redirect elsewhere; every request is recorded (method, path, query, headers, body).
