@@ -44,6 +44,16 @@ class TestSqliteVecInt8(VectorStoreContract):
         store.close()
 
 
+class TestSqliteVecPromoted(VectorStoreContract):
+    """Every tenant past 2 vectors moves to the large-chunk table: the contract runs across both tiers."""
+
+    @pytest.fixture
+    def store(self, tmp_path: Path) -> Iterator[VectorStore]:
+        store = SqliteVecStore(SqliteVecSettings(promote_at=2, quantization="int8"), _context(tmp_path))
+        yield store
+        store.close()
+
+
 class TestQdrantLocalMemory(VectorStoreContract):
     persistent = False
 

@@ -7,6 +7,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import apsw
+import attrs
 import numpy as np
 import pytest
 from memroute.components import build_component, make_context
@@ -85,6 +86,31 @@ def test_schema_is_partitioned_with_a_small_chunk_and_meta_recorded(tmp_path: Pa
     meta = _meta(tmp_path)
     assert meta["signature"] == str(SIG) and meta["dimensions"] == "64" and meta["chunk_size"] == "8"
     assert meta["quantization"] == "float32" and meta["int8_scale"] == ""
+
+
+def test_a_growing_tenant_moves_to_the_large_chunk_table(tmp_path: Path) -> None:
+    store = _store(tmp_path, chunk_size=8, large_chunk_size=64, promote_at=10)
+    store.bind(SIG)
+    big, small = _items(_rows(8), "big"), _items(_rows(3, seed=1), "small")
+    store.upsert(big + small)
+    conn = store._pool.get()
+    assert conn.execute("SELECT count(*) FROM memroute_vec_large_rowids").fetchone()[0] == 0
+    more = _items(_rows(5, seed=2), "big")
+    store.upsert(more)  # 13 > 10: "big" moves, "small" stays
+    tiers = dict(conn.execute("SELECT api_key_id, max(tier) FROM memroute_vec_ids GROUP BY 1").fetchall())
+    assert tiers == {"big": 1, "small": 0}
+    assert conn.execute("SELECT count(*) FROM memroute_vec_large_rowids").fetchone()[0] == 13
+    assert conn.execute("SELECT count(*) FROM memroute_vec_rowids").fetchone()[0] == 3
+    rows = _rows(8)
+    assert store.query(rows[3], SearchQuery(api_key_id="big", now=NOW), 1)[0].memory_id == big[3].memory_id
+    assert len(store.query(rows[3], SearchQuery(api_key_id="big", now=NOW), 50)) == 13
+    assert len(store.query(rows[3], SearchQuery(api_key_id="small", now=NOW), 50)) == 3
+    store.delete([big[0].memory_id])
+    store.upsert([attrs.evolve(big[1], api_key_id="small")])  # moves back to a small-table tenant
+    assert store.count("big") == 11 and store.count("small") == 4
+    assert {h.memory_id for h in store.query(rows[1], SearchQuery(api_key_id="small", now=NOW), 50)} == {
+        big[1].memory_id, *(i.memory_id for i in small)}
+    store.close()
 
 
 def test_each_tenant_gets_its_own_chunks(tmp_path: Path) -> None:
