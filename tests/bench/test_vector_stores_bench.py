@@ -17,6 +17,7 @@ from pathlib import Path
 import apsw
 import numpy as np
 import pytest
+
 from memroute.interfaces import ComponentContext, EmbeddingSignature, VectorItem
 from memroute.models import SearchQuery
 from memroute_builtins.sqlite_vec_store import SqliteVecSettings, SqliteVecStore

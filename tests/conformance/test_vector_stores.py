@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from memroute.interfaces import ComponentContext, EmbeddingSignature, VectorItem, VectorStore
 from memroute.models import SearchQuery
 from memroute.testing import VectorStoreContract

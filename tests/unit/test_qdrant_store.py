@@ -10,12 +10,13 @@ from typing import Any
 
 import numpy as np
 import pytest
+from qdrant_client import QdrantClient, models
+
 from memroute.components import build_component, make_context
 from memroute.errors import ConfigError, VectorStoreError
 from memroute.interfaces import ComponentContext, EmbeddingSignature, VectorItem
 from memroute.models import SearchQuery
 from memroute_builtins.qdrant_store import QdrantSettings, QdrantStore
-from qdrant_client import QdrantClient, models
 
 NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
 SIG = EmbeddingSignature(source="t", model="m", dimensions=16)

@@ -10,6 +10,7 @@ import apsw
 import attrs
 import numpy as np
 import pytest
+
 from memroute.components import build_component, make_context
 from memroute.db import open_connection
 from memroute.errors import ConfigError, VectorStoreError
