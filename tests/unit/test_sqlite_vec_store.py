@@ -174,7 +174,7 @@ def _recall_at_10(store: SqliteVecStore, rows: np.ndarray, items: list[VectorIte
 
 def test_calibrated_int8_recalls_better_than_unit_scale(tmp_path: Path) -> None:
     dim = 256
-    rows, probes = _rows(2000, dim, seed=5), _rows(30, dim, seed=6)
+    rows, probes = _rows(1000, dim, seed=5), _rows(30, dim, seed=6)
     items = _items(rows)
     recalls = {}
     for calibration in ("auto", "unit"):
