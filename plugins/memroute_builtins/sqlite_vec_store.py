@@ -272,6 +272,10 @@ class SqliteVecStore(VectorStore):
         """The int8 scale; calibrated once, from the first batch, and recorded in the meta table."""
         if index.int8_scale is not None:
             return index.int8_scale
+        stored = self._read_meta(conn)  # another process may have calibrated since this one bound
+        if stored is not None and stored.signature == index.signature and stored.int8_scale is not None:
+            self._index = stored
+            return stored.int8_scale
         prior = INT8_PRIOR / np.sqrt(index.dimensions)
         if len(vectors) >= MIN_CALIBRATION_VECTORS:
             clip = float(np.quantile(np.abs(vectors), INT8_QUANTILE))
@@ -379,7 +383,11 @@ class SqliteVecStore(VectorStore):
         unit = check_vector(vector, index.dimensions, "query vector")
         if index.quantization == "int8":
             if index.int8_scale is None:
-                return []  # nothing stored yet (the scale is set by the first upsert)
+                stored = self._read_meta(self._pool.get())  # another process may have written since
+                if stored is None or stored.signature != index.signature or stored.int8_scale is None:
+                    return []  # nothing stored yet (the scale is set by the first upsert)
+                self._index = index = stored
+            assert index.int8_scale is not None
             probe: bytes = self._quantize(unit[None, :], index.int8_scale)[0].tobytes()
             match_sql = "vec_int8(?)"
         else:

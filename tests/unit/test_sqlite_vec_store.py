@@ -200,3 +200,18 @@ def test_threads_share_the_store(tmp_path: Path) -> None:
         list(pool.map(write, range(8)))
     assert store.count() == 200 and all(store.count(f"tenant-{s}") == 25 for s in range(8))
     store.close()
+
+
+def test_int8_scale_set_by_another_connection_is_picked_up(tmp_path: Path) -> None:
+    reader, writer = _store(tmp_path, quantization="int8"), _store(tmp_path, quantization="int8")
+    reader.bind(SIG)
+    writer.bind(SIG)
+    rows = _rows(40)
+    items = _items(rows)
+    writer.upsert(items)
+    assert reader.query(rows[0], SearchQuery(api_key_id="k", now=NOW), 1)[0].memory_id == items[0].memory_id
+    more = _items(_rows(3, seed=9))
+    reader.upsert(more)  # must quantise with the writer's scale, not calibrate a second one
+    assert reader.describe()["int8_scale"] == writer.describe()["int8_scale"]
+    reader.close()
+    writer.close()
