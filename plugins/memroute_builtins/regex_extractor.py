@@ -30,6 +30,7 @@ from datetime import datetime, timezone
 from typing import Any, Final
 
 import attrs
+
 import memroute
 from memroute.interfaces import ComponentContext, ExtractedFact, Extractor
 from memroute.models import MemoryType

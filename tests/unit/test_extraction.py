@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from memroute.components import build_component, make_context
 from memroute.errors import ConfigError
 from memroute.interfaces import Extractor

@@ -7,6 +7,7 @@ import json
 from datetime import datetime, timezone
 
 import pytest
+
 from memroute.models import Memory, MemoryType, SearchHit
 from memroute.pipeline.gate import memory_enabled, opted_out, should_use_memory
 from memroute.pipeline.inject import (

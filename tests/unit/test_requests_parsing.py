@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from memroute.pipeline.requests import (
     MAX_QUERY_CHARS,
     MAX_TEXT_CHARS,
