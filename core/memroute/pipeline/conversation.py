@@ -28,9 +28,13 @@ from memroute.pipeline.requests import ApiShape, assistant_text, extraction_text
 from memroute.pipeline.summarize import build_summary, select_for_compaction
 
 if TYPE_CHECKING:
-    from memroute.service import Memroute
+    from pathlib import Path
 
-__all__ = ["Augmentation", "Conversation", "MaintenanceReport"]
+    from memroute.plugins import MemroutePluginManager
+    from memroute.service import Memroute
+    from memroute.settings import MemrouteSettings
+
+__all__ = ["Augmentation", "Conversation", "MaintenanceReport", "build_extractors", "run_extractors"]
 
 log = logging.getLogger("memroute.pipeline")
 
@@ -111,6 +115,38 @@ def _check_days(name: str, value: object, low: int = 0, high: int = 36_500) -> i
     return value
 
 
+def build_extractors(settings: MemrouteSettings, plugins: MemroutePluginManager,
+                     data_dir: Path) -> list[tuple[str, Extractor]]:
+    """The extractor chain ``[extraction] extractors`` names, each built with its ``[extraction.<name>]``
+    options. Unknown names raise :class:`~memroute.errors.UnknownComponentError`."""
+    chain = []
+    for name in settings.extraction.extractors:
+        extractor = build_component(
+            plugins, "extractor", name, settings.extraction.options.get(name, {}),
+            context=make_context(plugins, name, data_dir), path=f"extraction.{name}",
+        )
+        chain.append((name, extractor))
+    return chain
+
+
+def run_extractors(chain: Sequence[tuple[str, Extractor]], text: str, *, source: str = "user") -> list[ExtractedFact]:
+    """Run every extractor of ``chain`` on ``text``. Facts are merged by key (the first extractor that produced a
+    key wins); an extractor that raises is logged and skipped, so one bad plugin cannot stop extraction."""
+    if source not in ("user", "assistant"):
+        raise ValidationError("source: expected 'user' or 'assistant'", [("source", "invalid")])
+    merged: dict[str, ExtractedFact] = {}
+    for name, extractor in chain:
+        try:
+            facts = extractor.extract(text, source=source)
+        except Exception:
+            log.exception("memroute: extractor %r failed; its facts are skipped", name)
+            continue
+        for fact in facts:
+            if isinstance(fact, ExtractedFact) and fact.key not in merged:
+                merged[fact.key] = fact
+    return list(merged.values())
+
+
 class Conversation:
     """Owned by a :class:`~memroute.service.Memroute` (``mem.conversation``); use the service's
     ``augment`` / ``observe`` / ``summarize`` / ``compact`` / ``prune`` methods."""
@@ -132,34 +168,25 @@ class Conversation:
         """The configured chain (``[extraction] extractors``), built once from the plugin manager."""
         with self._lock:
             if self._extractors is None:
-                settings = self.service.settings.extraction
-                pm = self.service.plugins
-                chain = []
-                for name in settings.extractors:
-                    extractor = build_component(
-                        pm, "extractor", name, settings.options.get(name, {}),
-                        context=make_context(pm, name, self.service.data_dir), path=f"extraction.{name}",
-                    )
-                    chain.append((name, extractor))
-                self._extractors = chain
+                self._extractors = build_extractors(self.service.settings, self.service.plugins,
+                                                    self.service.data_dir)
             return self._extractors
 
     def extract(self, text: str, *, source: str = "user") -> list[ExtractedFact]:
-        """Run the chain on ``text``. Facts are merged by key (the first extractor that produced a key wins);
-        an extractor that raises is logged and skipped, so one bad plugin cannot stop extraction."""
-        if source not in ("user", "assistant"):
-            raise ValidationError("source: expected 'user' or 'assistant'", [("source", "invalid")])
-        merged: dict[str, ExtractedFact] = {}
-        for name, extractor in self.extractors():
-            try:
-                facts = extractor.extract(text, source=source)
-            except Exception:
-                log.exception("memroute: extractor %r failed; its facts are skipped", name)
-                continue
-            for fact in facts:
-                if isinstance(fact, ExtractedFact) and fact.key not in merged:
-                    merged[fact.key] = fact
-        return list(merged.values())
+        """Run the chain on ``text`` (see :func:`run_extractors`)."""
+        return run_extractors(self.extractors(), text, source=source)
+
+    def store_facts(self, api_key_id: str, facts: Sequence[ExtractedFact], *,
+                    session_id: str | None = None) -> list[Memory]:
+        """Store extracted facts for ``api_key_id`` now (an upsert per key), whatever the memory gate says:
+        for explicit requests such as ``memroute extract --store``."""
+        api_key_id = _check_key(api_key_id)
+        session_id = _check_session(session_id)
+        return [
+            self.service.add(api_key_id=api_key_id, content=fact.content, key=fact.key, type=fact.type,
+                             session_id=session_id, metadata={"category": fact.category, **fact.metadata})
+            for fact in facts
+        ]
 
     def _texts(self, request: Any, response: Any) -> tuple[tuple[str, str], ...]:
         texts = []
@@ -175,11 +202,8 @@ class Conversation:
     def _store(self, job: _Job) -> list[Memory]:
         stored = []
         for text, source in job.texts:
-            for fact in self.extract(text, source=source):
-                stored.append(self.service.add(
-                    api_key_id=job.api_key_id, content=fact.content, key=fact.key, type=fact.type,
-                    session_id=job.session_id, metadata={"category": fact.category, **fact.metadata},
-                ))
+            stored.extend(self.store_facts(job.api_key_id, self.extract(text, source=source),
+                                           session_id=job.session_id))
         return stored
 
     def observe(
