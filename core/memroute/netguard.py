@@ -51,6 +51,7 @@ __all__ = [
     "check_url",
     "classify_address",
     "parse_ip_host",
+    "parse_url",
 ]
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -283,20 +284,10 @@ class _AllowList:
         return any(address.version == net.version and address in net for net in self.networks)
 
 
-def check_url(
-    url: str,
-    *,
-    allow_private: bool = False,
-    allow_hosts: Iterable[str] = (),
-    resolver: Resolver | None = None,
-) -> ParsedUrl:
-    """Approve ``url`` for an outbound request or raise :class:`BlockedUrlError`.
-
-    ``allow_private`` admits loopback, private, unique-local and CGNAT addresses. ``allow_hosts`` admits
-    hostnames (exact match), IP addresses and CIDR networks. Cloud metadata endpoints, link-local,
-    multicast, reserved and unspecified addresses are blocked whatever is allowed. ``resolver`` replaces
-    DNS (tests); it must return every address the host resolves to.
-    """
+def parse_url(url: str) -> ParsedUrl:
+    """The structural half of :func:`check_url`: scheme, credentials, host and port, with no DNS lookup
+    and no address policy (``addresses`` is empty unless the host is an IP literal). Use it to validate
+    configuration early; :func:`check_url` must still run before each request."""
     if not isinstance(url, str) or not url.strip():
         raise BlockedUrlError("SSRF guard blocked request: the URL is empty", reason="invalid")
     try:
@@ -319,6 +310,33 @@ def check_url(
     if any(ch.isspace() or ord(ch) < 0x21 for ch in host):
         raise BlockedUrlError(f"SSRF guard blocked request to {host!r}: invalid host", host=host, reason="invalid")
     port = port if port is not None else (443 if scheme == "https" else 80)
+    literal = parse_ip_host(host)
+    if literal is not None:
+        host = str(literal)
+    netloc = f"[{host}]" if ":" in host else host
+    if parts.port is not None:
+        netloc += f":{parts.port}"
+    normalised = urlunsplit((scheme, netloc, parts.path, parts.query, parts.fragment))
+    return ParsedUrl(url=normalised, scheme=scheme, host=host, port=port, path=parts.path or "/",
+                     addresses=(host,) if literal is not None else ())
+
+
+def check_url(
+    url: str,
+    *,
+    allow_private: bool = False,
+    allow_hosts: Iterable[str] = (),
+    resolver: Resolver | None = None,
+) -> ParsedUrl:
+    """Approve ``url`` for an outbound request or raise :class:`BlockedUrlError`.
+
+    ``allow_private`` admits loopback, private, unique-local and CGNAT addresses. ``allow_hosts`` admits
+    hostnames (exact match), IP addresses and CIDR networks. Cloud metadata endpoints, link-local,
+    multicast, reserved and unspecified addresses are blocked whatever is allowed. ``resolver`` replaces
+    DNS (tests); it must return every address the host resolves to.
+    """
+    parsed = parse_url(url)
+    host, port = parsed.host, parsed.port
     allow = _AllowList.build(allow_hosts)
 
     if host in METADATA_HOSTS or host.endswith(".metadata.google.internal"):
@@ -326,7 +344,6 @@ def check_url(
 
     literal = parse_ip_host(host)
     if literal is not None:
-        host = str(literal)
         addresses: list[IPAddress] = [literal]
     else:
         try:
@@ -355,12 +372,7 @@ def check_url(
             continue
         raise _blocked(host, reason, str(address) if str(address) != host else "")
 
-    netloc = f"[{host}]" if ":" in host else host
-    if parts.port is not None:
-        netloc += f":{parts.port}"
-    normalised = urlunsplit((scheme, netloc, parts.path, parts.query, parts.fragment))
-    return ParsedUrl(url=normalised, scheme=scheme, host=host, port=port, path=parts.path or "/",
-                     addresses=tuple(str(a) for a in addresses))
+    return attrs.evolve(parsed, addresses=tuple(str(a) for a in addresses))
 
 
 # --- requests integration ------------------------------------------------------------------------------

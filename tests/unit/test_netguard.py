@@ -331,3 +331,13 @@ def test_session_redirect_to_blocked_private_address_without_opt_in(server):
 def test_session_refuses_proxies(server):
     with GuardedSession(allow_private=True) as session, pytest.raises((BlockedUrlError, ValueError)):
         session.get(f"http://127.0.0.1:{server}/", proxies={"http": "http://127.0.0.1:1"})
+
+
+def test_parse_url_is_structural_only():
+    from memroute.netguard import parse_url
+
+    parsed = parse_url("HTTP://Embed.Example.com:8080/v1/")
+    assert (parsed.scheme, parsed.host, parsed.port, parsed.addresses) == ("http", "embed.example.com", 8080, ())
+    assert parse_url("http://0x7f000001/").host == "127.0.0.1"  # no policy here: check_url applies it
+    with pytest.raises(BlockedUrlError):
+        parse_url("http://u:p@example.com/")

@@ -59,7 +59,7 @@ class RetrievalEngine:
         self.indexer: Indexer | None = None
         self.vector_reason: str | None = None
         if embedder is None:
-            self.vector_reason = f"no embedding source ({self.resolution.get('reason') or 'none configured'})"
+            self.vector_reason = str(self.resolution.get("reason") or "no embedding source configured")
         elif vector_store is None:
             self.vector_reason = "no vector store configured"
         else:
