@@ -22,12 +22,13 @@ DEMO_TURNS: Final[tuple[tuple[str, str], ...]] = (
      "Great choice. TypeScript end to end and Postgres for the data. I always recommend strict mode."),
     ("I always commit before pushing. I hate Python packaging, so no Python services please.",
      "Understood: one language, small commits."),
-    ("For hosting I'm going with Fly.io. I never deploy on Fridays.",
+    ("I'm going with Fly.io for hosting. I never deploy on Fridays.",
      "Fly.io works well for that. Noted about Fridays."),
     ("My favorite is dark roast coffee. I don't like meetings before 10am.",
      "Ha, noted. I'll keep suggestions async."),
 )
-DEMO_QUESTION: Final = "Which database and hosting should I use for the billing service of this project?"
+DEMO_QUESTION: Final = ("Plan the billing service for this project: which database and hosting, any TypeScript "
+                         "libraries, and when should I deploy?")
 
 
 def _heading(text: str) -> None:
@@ -51,7 +52,7 @@ def run_demo(*, config_path: str | None = None, db_path: Path | None = None,
     started = time.perf_counter()
     overrides: dict[str, Any] = {
         "memory": {"enabled": True},
-        "backends": {"primary": "demo", "fallbacks": [], "demo": {"type": "sqlite", "path": str(db)}},
+        "backends": {"primary": "main", "fallbacks": [], "main": {"type": "sqlite", "path": str(db)}},
     }
     with Memroute.open(config_path, **overrides) as mem:
         cleared = 0
@@ -105,9 +106,9 @@ def run_demo(*, config_path: str | None = None, db_path: Path | None = None,
         _heading("Explore")
         echo(f"The demo database is {db}")
         echo("Try:")
-        echo("  " + _suggest(["memroute", "search", "database", "--api-key", DEMO_API_KEY], db))
+        echo("  " + _suggest(["memroute", "search", "hosting", "--api-key", DEMO_API_KEY], db))
         echo("  " + _suggest(["memroute", "list", "--api-key", DEMO_API_KEY], db))
-        echo(f"  echo '{json.dumps({'messages': [{'role': 'user', 'content': 'What should I host on?'}]})}' | "
+        echo(f"  echo '{json.dumps({'messages': [{'role': 'user', 'content': 'Which hosting should I use?'}]})}' | "
              + _suggest(["memroute", "augment", "--api-key", DEMO_API_KEY], db).replace(
                  "MEMROUTE_DB=", "MEMORY_ENABLED=true MEMROUTE_DB=", 1))
         echo(f"finished in {time.perf_counter() - started:.1f} s")
