@@ -155,6 +155,12 @@ def clean(text: str, max_length: int = MAX_FACT_LENGTH) -> str:
     return " ".join(text.split())[:max_length].strip()
 
 
+def _weight(text: str) -> int:
+    """Length for the minimum-length rule: wide (CJK) characters count two, since one of them carries about as
+    much as a Latin word's two letters ("寿司" is a fact; "ab" is not)."""
+    return sum(2 if unicodedata.east_asian_width(c) in ("W", "F") else 1 for c in text)
+
+
 def _normalise(text: str) -> str:
     return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
 
@@ -174,6 +180,17 @@ def fact_key(category: str, content: str) -> str:
         return f"{category}:{slug}"
     digest = hashlib.sha256(normalised.encode("utf-8")).hexdigest()[:8]
     return f"{category}:{slug}_{digest}" if slug else f"{category}:{digest}"
+
+
+def _opposite_key(rule: _Rule, subject: str) -> str:
+    """The key of the opposite statement about the same thing: ``preference:x`` ↔ ``aversion:x``,
+    ``pattern:x`` ↔ ``pattern:never_x``, ``decision:x`` ↔ ``decision:not_x``. The pipeline uses it so that a
+    newer statement supersedes an older, contradicting one."""
+    if rule.category in ("preference", "aversion"):
+        return fact_key("aversion" if rule.category == "preference" else "preference", subject)
+    if rule.polarity == "negative":
+        return fact_key(rule.category, subject)
+    return fact_key(rule.category, ("never " if rule.category == "pattern" else "not ") + subject)
 
 
 def _is_question_or_condition(text: str, start: int, end: int) -> bool:
@@ -218,7 +235,7 @@ def extract_facts(
         subject = clean(captured, settings.max_fact_length)
         if rule.strip_leading is not None:
             subject = rule.strip_leading.sub("", subject)
-        if len(subject) < settings.min_fact_length:
+        if _weight(subject) < settings.min_fact_length:
             continue
         claimed_starts.add(start)
         key = fact_key(rule.category, rule.key_prefix + subject)
@@ -227,7 +244,7 @@ def extract_facts(
         seen_keys.add(key)
         content = clean(rule.content_prefix + subject, settings.max_fact_length)
         metadata = {"category": rule.category, "extracted_at": extracted_at, "source": source,
-                    "polarity": rule.polarity, "extractor": "regex"}
+                    "polarity": rule.polarity, "extractor": "regex", "opposite_key": _opposite_key(rule, subject)}
         found.append((start, ExtractedFact(key=key, content=content, type=rule.type, category=rule.category,
                                            metadata=metadata)))
     found.sort(key=lambda item: item[0])

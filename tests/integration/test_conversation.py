@@ -410,3 +410,25 @@ def test_wrap_anthropic_puts_memory_in_top_level_system(make_service):
         assert [m["role"] for m in sent["messages"]] == ["user"]
     mem.flush()
     assert "recommend Rust" not in contents(mem, "alice")  # the reply is not mined by default
+
+
+# --- contradictions ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    ("first", "second", "kept_key"),
+    [("I like Python", "I hate Python", "aversion:python"),
+     ("I don't like Python", "I love Python", "preference:python"),
+     ("I always deploy on Fridays", "I never deploy on Fridays", "pattern:never_deploy_on_fridays"),
+     ("I'll use MongoDB", "I won't use MongoDB", "decision:not_mongodb")],
+)
+def test_a_newer_opposite_statement_supersedes_the_older_one(make_service, first, second, kept_key):
+    mem = make_service()
+    old = mem.observe(chat(first), api_key_id="alice", wait=True)[0]
+    mem.observe(chat(first), api_key_id="bob", wait=True)
+    new = mem.observe(chat(second), api_key_id="alice", wait=True)[0]
+    mem.flush()
+    assert new.key == kept_key and new.metadata["supersedes"] == [old.id]
+    assert [m.key for m in mem.export("alice")] == [kept_key]
+    assert mem.get(old.id) is None
+    assert [m.key for m in mem.export("bob")] == [old.key]  # another key's memory is never touched
+    assert old.id not in mem.vector_store_for_tests.ids("alice")

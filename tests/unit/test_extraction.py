@@ -36,6 +36,10 @@ def test_seed_example_gives_exactly_four_memories():
         ("aversion", MemoryType.FACTUAL, "Strongly dislikes Python", "aversion:python"),
     ]
     assert [f.metadata["polarity"] for f in facts] == ["positive", "positive", "positive", "negative"]
+    assert [f.metadata["opposite_key"] for f in facts] == [
+        "aversion:typescript", "decision:not_postgres_for_this_project", "pattern:never_commit_before_pushing",
+        "preference:python",
+    ]
 
 
 def test_metadata_has_category_time_source_and_polarity():
@@ -214,6 +218,8 @@ def test_too_short_facts_are_dropped():
     assert extract_facts("I like Go") == []
     assert extract_facts("I prefer ab") == []
     assert [f.content for f in extract_facts("I prefer abc")] == ["abc"]
+    assert [f.content for f in extract_facts("I like 寿司")] == ["寿司"]  # wide characters count double
+    assert extract_facts("I like 寿") == []
 
 
 def test_input_capped_at_64_kib_keeping_the_tail():

@@ -179,14 +179,30 @@ class Conversation:
     def store_facts(self, api_key_id: str, facts: Sequence[ExtractedFact], *,
                     session_id: str | None = None) -> list[Memory]:
         """Store extracted facts for ``api_key_id`` now (an upsert per key), whatever the memory gate says:
-        for explicit requests such as ``memroute extract --store``."""
+        for explicit requests such as ``memroute extract --store``.
+
+        A fact whose metadata names an ``opposite_key`` (the regex extractor sets it: ``aversion:python`` for
+        ``preference:python``) supersedes that key's memory of the same owner: the old one is deleted through
+        the manager and its id kept in the new memory's ``metadata.supersedes``."""
         api_key_id = _check_key(api_key_id)
         session_id = _check_session(session_id)
-        return [
-            self.service.add(api_key_id=api_key_id, content=fact.content, key=fact.key, type=fact.type,
-                             session_id=session_id, metadata={"category": fact.category, **fact.metadata})
-            for fact in facts
-        ]
+        stored = []
+        for fact in facts:
+            metadata = {"category": fact.category, **fact.metadata}
+            opposite = self._find_by_key(api_key_id, metadata.get("opposite_key"))
+            if opposite is not None:
+                metadata["supersedes"] = [opposite.id]
+            stored.append(self.service.add(api_key_id=api_key_id, content=fact.content, key=fact.key,
+                                           type=fact.type, session_id=session_id, metadata=metadata))
+            if opposite is not None:
+                self.service.delete(opposite.id)
+        return stored
+
+    def _find_by_key(self, api_key_id: str, key: object) -> Memory | None:
+        if not isinstance(key, str) or not key:
+            return None
+        page = self.service.list(api_key_id=api_key_id, query=key, limit=50)
+        return next((m for m in page.data if m.key == key and m.api_key_id == api_key_id), None)
 
     def _texts(self, request: Any, response: Any) -> tuple[tuple[str, str], ...]:
         texts = []
