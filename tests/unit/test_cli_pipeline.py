@@ -216,3 +216,14 @@ def test_demo_default_path_is_in_the_data_dir(run, tmp_path):
     code, out, _ = run("demo")
     assert code == 0
     assert f"database: {(tmp_path / 'data' / 'demo.db').resolve()}" in out
+
+
+def test_demo_on_the_embedded_default_uses_keyword_and_vector(capsys, monkeypatch, tmp_path):
+    # No MEMORY_EMBEDDING_SOURCE override: the shipped static embedding and sqlite-vec, as on a fresh machine.
+    try:
+        main(["demo", "--db", str(tmp_path / "fresh.db")])
+    except SystemExit as exc:
+        assert not exc.code
+    out = capsys.readouterr().out
+    assert "retrieval: strategy hybrid -> hybrid via keyword+vector" in out
+    assert "Fly.io for hosting" in out.split("The request that would be sent to the model")[1]
