@@ -432,3 +432,16 @@ def test_a_newer_opposite_statement_supersedes_the_older_one(make_service, first
     assert mem.get(old.id) is None
     assert [m.key for m in mem.export("bob")] == [old.key]  # another key's memory is never touched
     assert old.id not in mem.vector_store_for_tests.ids("alice")
+
+
+def test_session_header_names_the_session(make_service):
+    mem = make_service()
+    stored = mem.observe(chat("I prefer tabs"), api_key_id="k", headers={"X-Omniroute-Session-Id": " s9 "}, wait=True)
+    assert stored[0].session_id == "s9"
+    stored = mem.observe(chat("I prefer spaces"), api_key_id="k", session_id="explicit",
+                         headers={"x-memroute-session-id": "ignored"}, wait=True)
+    assert stored[0].session_id == "explicit"
+    mem.flush()
+    scoped = mem.conversation.explain_augment(chat("tabs or spaces?"), "k", headers={"x-memroute-session-id": "s9"},
+                                              session_scope=True)
+    assert [h.memory.content for h in scoped.result.hits] == ["tabs"]

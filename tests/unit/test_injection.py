@@ -303,3 +303,13 @@ def test_settings_gate():
     assert not memory_enabled(MemorySettings(enabled=True, max_tokens=0))
     assert not should_use_memory(MemorySettings(enabled=False), None)
     assert should_use_memory(MemorySettings(enabled=True), {"x-memroute-no-memory": "0"})
+
+
+def test_session_from_headers():
+    from memroute.pipeline.gate import session_from_headers
+
+    assert session_from_headers({"x-memroute-session-id": " abc "}) == "abc"
+    assert session_from_headers([("X-Omniroute-Session-Id", b"s1")]) == "s1"
+    assert session_from_headers({"x-memroute-session-id": "  "}) is None
+    assert session_from_headers({"x-memroute-session-id": "x" * 300}) is None
+    assert session_from_headers(None) is None and session_from_headers(7) is None

@@ -22,7 +22,7 @@ from memroute.components import build_component, make_context
 from memroute.errors import ValidationError
 from memroute.interfaces import ExtractedFact, Extractor
 from memroute.models import Memory, MemoryType, SearchHit, SearchResult, estimate_tokens, utcnow
-from memroute.pipeline.gate import memory_enabled, opted_out
+from memroute.pipeline.gate import memory_enabled, opted_out, session_from_headers
 from memroute.pipeline.inject import format_memory_block, inject_block
 from memroute.pipeline.requests import ApiShape, assistant_text, extraction_text, query_text
 from memroute.pipeline.summarize import build_summary, select_for_compaction
@@ -238,9 +238,10 @@ class Conversation:
         Runs in a background worker: failures are logged, never raised. ``wait=True`` runs it now and returns
         the stored memories (still logging, not raising, a storage failure). Invalid ``api_key_id`` /
         ``session_id`` raise :class:`ValidationError` at once. Nothing happens when memory is disabled or the
-        request opted out (``x-memroute-no-memory``)."""
+        request opted out (``x-memroute-no-memory``). Without ``session_id``, an ``x-memroute-session-id`` (or
+        ``x-omniroute-session-id``) header names the session."""
         api_key_id = _check_key(api_key_id)
-        session_id = _check_session(session_id)
+        session_id = _check_session(session_id if session_id is not None else session_from_headers(headers))
         if not memory_enabled(self.service.settings.memory) or opted_out(headers):
             return []
         texts = self._texts(request, response)
@@ -251,7 +252,7 @@ class Conversation:
             try:
                 return self._store(job)
             except Exception:
-                self.failures += 1
+                self._count_failure()
                 log.exception("memroute: extraction for key %s failed", api_key_id)
                 return []
         self._enqueue(job)
@@ -280,12 +281,16 @@ class Conversation:
             try:
                 self._store(job)
             except Exception:
-                self.failures += 1
+                self._count_failure()
                 log.exception("memroute: background extraction for key %s failed", job.api_key_id)
             finally:
                 with self._lock:
                     self._pending -= 1
                     self._changed.notify_all()
+
+    def _count_failure(self) -> None:
+        with self._lock:
+            self.failures += 1
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every queued extraction has been stored; False on timeout."""
@@ -345,7 +350,7 @@ class Conversation:
         restricts retrieval to ``session_id``. Retrieval uses ``[memory] strategy`` and ``max_tokens``. A
         retrieval failure is logged and the request goes out without memory."""
         api_key_id = _check_key(api_key_id)
-        session_id = _check_session(session_id)
+        session_id = _check_session(session_id if session_id is not None else session_from_headers(headers))
         settings = self.service.settings.memory
         if not memory_enabled(settings):
             return Augmentation(request=request, skipped="memory disabled ([memory] enabled / max_tokens)")

@@ -5,12 +5,22 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-__all__ = ["OPT_OUT_HEADERS", "OPT_OUT_VALUES", "memory_enabled", "opted_out", "should_use_memory"]
+__all__ = [
+    "OPT_OUT_HEADERS",
+    "OPT_OUT_VALUES",
+    "SESSION_HEADERS",
+    "memory_enabled",
+    "opted_out",
+    "session_from_headers",
+    "should_use_memory",
+]
 
 OPT_OUT_HEADERS: Final = ("x-memroute-no-memory", "x-omniroute-no-memory")
 """Headers that turn memory off for one request (the second is the reference system's name)."""
 OPT_OUT_VALUES: Final = frozenset({"true", "1", "yes"})
 """Values that mean "opt out", compared trimmed and case-insensitively (reference §6.3)."""
+SESSION_HEADERS: Final = ("x-memroute-session-id", "x-omniroute-session-id")
+"""Headers that name the conversation's session when the caller passes no ``session_id``."""
 
 
 def _header_items(headers: Any) -> Iterable[tuple[Any, Any]]:
@@ -37,6 +47,19 @@ def opted_out(headers: Any) -> bool:
     except (TypeError, ValueError):
         return False  # headers we cannot read carry no opt-out
     return False
+
+
+def session_from_headers(headers: Any) -> str | None:
+    """The session id a session header carries (trimmed; ``None`` when absent, empty or over 256 characters)."""
+    try:
+        for name, value in _header_items(headers):
+            if isinstance(name, str) and name.strip().lower() in SESSION_HEADERS:
+                text = value.decode("latin-1") if isinstance(value, bytes) else value
+                if isinstance(text, str) and text.strip() and len(text.strip()) <= 256:
+                    return text.strip()
+    except (TypeError, ValueError):
+        return None
+    return None
 
 
 def _truthy(value: str | bytes) -> bool:
