@@ -131,6 +131,7 @@ _NOT_A_STATEMENT = frozenset(
      "if", "whether", "unless", "when", "where", "what", "why", "how", "which", "who", "whom", "wonder"}
 )
 _PREVIOUS_WORD = re.compile(r"([\w']+)\W*$")
+_HORIZONTAL_SPACE = re.compile(r"[^\S\n]+")
 
 
 def _between(low: int, high: int) -> Any:
@@ -197,8 +198,10 @@ def _is_question_or_condition(text: str, start: int, end: int) -> bool:
     # The clause is a question when it ends with '?'.
     if text[end:end + 1] == "?" or text[end:end + 2].strip() == "?":
         return True
-    sentence_start = max(text.rfind(c, 0, start) for c in ".!?\n") + 1
-    previous = _PREVIOUS_WORD.search(text[sentence_start:start])
+    # Only the word right before "I" matters: look at a short window, never the whole (maybe 64 KiB) sentence.
+    window_start = max(start - 40, 0)
+    sentence_start = max(text.rfind(c, window_start, start) for c in ".!?\n") + 1
+    previous = _PREVIOUS_WORD.search(text[max(sentence_start, window_start):start])
     return previous is not None and previous.group(1).lower() in _NOT_A_STATEMENT
 
 
@@ -224,7 +227,9 @@ def extract_facts(
     settings = settings or RegexExtractorSettings()
     if len(text) > settings.max_input_chars:
         text = text[-settings.max_input_chars:]
-    text = text.translate(_APOSTROPHES)
+    # Collapse horizontal whitespace first: besides cleaning, it keeps every pattern linear (a 64 KiB run of
+    # spaces would otherwise make the "next statement" look-ahead quadratic).
+    text = _HORIZONTAL_SPACE.sub(" ", text.translate(_APOSTROPHES))
     extracted_at = (now or datetime.now(timezone.utc)).isoformat()
     claimed_starts: set[int] = set()
     found: list[tuple[int, ExtractedFact]] = []

@@ -445,3 +445,18 @@ def test_session_header_names_the_session(make_service):
     scoped = mem.conversation.explain_augment(chat("tabs or spaces?"), "k", headers={"x-memroute-session-id": "s9"},
                                               session_scope=True)
     assert [h.memory.content for h in scoped.result.hits] == ["tabs"]
+
+
+def test_injection_failure_sends_the_request_unchanged(make_service, caplog):
+    mem = make_service()
+    mem.observe(chat("I prefer tabs"), api_key_id="k", wait=True)
+    mem.flush()
+    deep: dict = {}
+    node = deep
+    for _ in range(20_000):  # deeper than copy.deepcopy can go
+        node["x"] = {}
+        node = node["x"]
+    request = {**chat("tabs?"), "metadata": deep}
+    with caplog.at_level(logging.ERROR, logger="memroute.pipeline"):
+        assert mem.augment(request, "k") is request
+    assert "injection failed" in caplog.text

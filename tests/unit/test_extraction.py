@@ -262,3 +262,14 @@ def test_bad_extractor_options_are_config_errors(plugin_manager, tmp_path):
             plugin_manager, "extractor", "regex", {"nope": 1},
             context=make_context(plugin_manager, "regex", tmp_path), path="extraction.regex",
         )
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["I like xyz" + " " * 65_000 + "tail", "I like " * 9_000, "I like abc and " * 4_300, "I like abc" + " \n" * 32_000,
+     "Do I " * 13_000 + "like abc", "I prefer " + "word " * 13_000],
+)
+def test_adversarial_inputs_finish(text):
+    # Each of these made a naive pattern quadratic (minutes); pytest's timeout turns a regression into a failure.
+    facts = extract_facts(text)
+    assert all(len(f.content) <= 500 for f in facts)

@@ -133,3 +133,14 @@ def test_prompt_caching_detection():
     assert uses_prompt_caching({"messages": [{"content": [{"type": "text", "cache_control": {"type": "x"}}]}]})
     assert uses_prompt_caching({"system": [{"cache_control": None}]})
     assert not uses_prompt_caching({"messages": [{"role": "user", "content": "cache_control"}]})
+
+
+def test_prompt_caching_detection_survives_deep_nesting():
+    deep: dict = {"x": None}
+    node = deep
+    for _ in range(5000):
+        node["x"] = {"x": None}
+        node = node["x"]
+    assert not uses_prompt_caching({"messages": [deep]})
+    node["cache_control"] = {}
+    assert uses_prompt_caching({"messages": [deep]})

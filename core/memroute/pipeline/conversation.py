@@ -369,7 +369,11 @@ class Conversation:
             return Augmentation(request=request, query=query, skipped="retrieval failed")
         hits = [hit for hit in result.hits if not self._decayed(hit.memory)]
         block = format_memory_block(hits)
-        augmented = inject_block(request, block, provider=provider, api=api)
+        try:
+            augmented = inject_block(request, block, provider=provider, api=api)
+        except Exception:  # e.g. a body too deeply nested to copy: send it as it is, like a failed retrieval
+            log.exception("memroute: injection failed; the request goes out without memory")
+            return Augmentation(request=request, query=query, result=result, skipped="injection failed")
         if augmented is request:
             return Augmentation(request=request, query=query, result=result,
                                 skipped="no memories" if not block else "nowhere to inject")

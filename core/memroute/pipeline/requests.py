@@ -183,9 +183,15 @@ def detect_api(request: Any, provider: str | None = None) -> ApiShape | None:
 
 
 def uses_prompt_caching(value: Any) -> bool:
-    """Whether a ``cache_control`` breakpoint appears anywhere in ``value`` (reference #3890)."""
-    if isinstance(value, Mapping):
-        return "cache_control" in value or any(uses_prompt_caching(v) for v in value.values())
-    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
-        return any(uses_prompt_caching(v) for v in value)
+    """Whether a ``cache_control`` breakpoint appears anywhere in ``value`` (reference #3890). Iterative, so
+    a deeply nested body cannot exhaust the stack."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, Mapping):
+            if "cache_control" in item:
+                return True
+            stack.extend(item.values())
+        elif isinstance(item, Sequence) and not isinstance(item, (str, bytes)):
+            stack.extend(item)
     return False
