@@ -1,11 +1,13 @@
 """The ``sqlite-vec`` vector store: the embedded default.
 
-One vec0 virtual table, partitioned by ``api_key_id`` so a tenant's KNN reads only that tenant's chunks and
-``k`` applies after the owner filter. Session, expiry and retention are vec0 metadata columns, filtered
-inside the KNN scan. vec0's chunk size is one per table and pulls two ways: the default 1,024-slot chunk
-makes every small tenant reserve ~1 MB (256-d float32), while small chunks scan about half as fast. So
-there are two tables: every tenant starts in one with small chunks and moves, once, to one with large chunks
-when it passes ``promote_at`` vectors. See ``docs/vectors.md`` for the measurements.
+Two tiers, by tenant size. Every tenant starts in a vec0 virtual table partitioned by ``api_key_id`` with
+small chunks (a tenant's KNN reads only its own chunks, ``k`` applies after the owner filter, and a tenant
+with a few memories reserves a few KB, not a 1,024-slot chunk). A tenant that passes ``promote_at``
+vectors moves, once and in one transaction, to a plain SQLite table of vector BLOBs; its queries run on an
+in-process numpy matrix loaded from that table (one SELECT), kept in step by this instance's writes and
+reloaded when the tenant's generation in SQLite shows another process wrote. vec0 is an exact scan without
+SIMD and was ~15x slower than numpy at 10k vectors per key; the matrix is the numpy scan. See
+``docs/vectors.md`` for the design and the measurements.
 
 This module also implements ``memroute_prepare_connection``: every apsw connection memroute opens gets the
 sqlite-vec extension loaded.
@@ -14,6 +16,7 @@ sqlite-vec extension loaded.
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import uuid
 from collections.abc import Sequence
@@ -28,6 +31,7 @@ from memroute.errors import BackendUnavailableError, ConfigError, MemrouteError,
 from memroute.interfaces import ComponentContext, EmbeddingSignature, VectorHit, VectorItem, VectorStore
 from memroute.models import HealthResult, SearchQuery
 from memroute.specs import VectorStoreSpec
+from memroute_builtins._matrix_cache import ID_BYTES, MatrixCache, TenantMatrix, TenantRows
 from memroute_builtins._vector_common import canonical_uuid, check_items, check_k, check_vector, unix_micros
 
 __all__ = ["SqliteVecSettings", "SqliteVecStore", "load_sqlite_vec"]
@@ -38,9 +42,13 @@ NO_EXPIRY = 2**62
 """vec0 metadata columns cannot hold NULL (0.1.9), so "never expires" is a far-future timestamp."""
 NO_SESSION = ""
 """The stored session of a memory without one; memroute never uses ``""`` as a session id."""
-SCHEMA_VERSION = "2"
-TABLES = ("memroute_vec", "memroute_vec_large")
-"""Tier 0 (small chunks, every tenant starts here) and tier 1 (large chunks, tenants past ``promote_at``)."""
+SCHEMA_VERSION = "3"
+"""3: the large tier is a plain table of BLOBs searched in process (2 had a second vec0 table)."""
+SMALL, LARGE = "memroute_vec", "memroute_vec_large"
+TABLES = (SMALL, LARGE)
+"""Tier 0 (vec0, small chunks, every tenant starts here) and tier 1 (BLOB table, tenants past ``promote_at``)."""
+TENANTS = "memroute_vec_tenants"
+"""One row per large-tier tenant: its generation, replaced in every transaction that changes its rows."""
 QUANTIZATIONS = ("float32", "int8")
 INT8_CALIBRATIONS = ("auto", "unit")
 INT8_PRIOR = 4.5
@@ -76,10 +84,12 @@ class SqliteVecSettings:
     chunk_size: int = attrs.field(default=8, validator=_check_chunk_size)
     """vec0 chunk size of the small-tenant table (vectors per chunk, per tenant): small keeps a tenant with a
     few memories from reserving a large chunk. See docs/vectors.md for the measurements."""
-    large_chunk_size: int = attrs.field(default=256, validator=_check_chunk_size)
-    """vec0 chunk size of the large-tenant table: big chunks scan about twice as fast as small ones."""
     promote_at: int = attrs.field(default=512, validator=attrs.validators.ge(1))
-    """A tenant whose vector count passes this moves (once, in one transaction) to the large-chunk table."""
+    """A tenant whose vector count passes this moves (once, in one transaction) to the large tier: a BLOB
+    table searched through an in-process numpy matrix."""
+    cache_max_mb: float = attrs.field(default=512, validator=attrs.validators.ge(0))
+    """Upper bound on the in-process matrices of large tenants (MB, LRU over tenants). A tenant larger than
+    the whole bound is searched from a matrix loaded per query and not kept."""
     int8_calibration: str = attrs.field(default="auto", validator=_check_optional_choice(*INT8_CALIBRATIONS))
     """``auto``: a symmetric scale calibrated from the first vectors stored (recorded in the meta table);
     ``unit``: map [-1, 1] to the int8 range, as ``vec_quantize_int8(v, 'unit')`` does (loses recall)."""
@@ -132,14 +142,29 @@ def memroute_prepare_connection(connection: Any) -> None:
 
 @attrs.frozen
 class _Index:
-    """What the meta table says about the current vec0 table."""
+    """What the meta table says about the current index."""
 
     signature: str
     quantization: str
     dimensions: int
     chunk_size: int
-    large_chunk_size: int
     int8_scale: float | None
+
+
+class _Delta:
+    """What one write transaction did to one large tenant, to replay on its cached matrix after commit."""
+
+    __slots__ = ("added", "removed")
+
+    def __init__(self) -> None:
+        self.removed: list[int] = []
+        self.added: list[tuple[int, bytes, bytes, str, int, int]] = []
+
+
+def _new_generation() -> int:
+    # Random, not a counter: a re-bind (from any process) drops and recreates the tenants table, and a
+    # counter restarting at 1 could match a generation a cache still holds. 62 random bits do not repeat.
+    return random.getrandbits(62) + 1
 
 
 class SqliteVecStore(VectorStore):
@@ -162,12 +187,13 @@ class SqliteVecStore(VectorStore):
 
         self._pool = ThreadConnections(self.path, busy_timeout_ms=settings.busy_timeout_ms, on_open=on_open)
         self._lock = threading.RLock()
+        self._cache = MatrixCache(int(settings.cache_max_mb * 1024 * 1024))
         self._index: _Index | None = None
         with self._pool.transaction() as conn:
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS memroute_vec_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
             )
-            # The vec0 rowid is an integer; memories are UUIDs. Ids are stored as 16-byte blobs (half a text
+            # vec0 rowids are integers; memories are UUIDs. Ids are stored as 16-byte blobs (half a text
             # UUID); api_key_id is here so count()/ids() need not scan vec0.
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS memroute_vec_ids ("
@@ -182,21 +208,20 @@ class SqliteVecStore(VectorStore):
     @staticmethod
     def _read_meta(conn: Any) -> _Index | None:
         meta = dict(conn.execute("SELECT key, value FROM memroute_vec_meta").fetchall())
-        if "signature" not in meta:
+        if "signature" not in meta or meta.get("schema_version") != SCHEMA_VERSION:
             return None
         scale = meta.get("int8_scale")
         return _Index(signature=meta["signature"], quantization=meta["quantization"],
                       dimensions=int(meta["dimensions"]), chunk_size=int(meta["chunk_size"]),
-                      large_chunk_size=int(meta.get("large_chunk_size", meta["chunk_size"])),
                       int8_scale=float(scale) if scale else None)
 
     @staticmethod
     def _write_meta(conn: Any, index: _Index) -> None:
         values = {"schema_version": SCHEMA_VERSION, "signature": index.signature, "quantization": index.quantization,
                   "dimensions": str(index.dimensions), "chunk_size": str(index.chunk_size),
-                  "large_chunk_size": str(index.large_chunk_size),
                   "int8_scale": "" if index.int8_scale is None else repr(index.int8_scale)}
-        conn.executemany("INSERT OR REPLACE INTO memroute_vec_meta (key, value) VALUES (?, ?)", list(values.items()))
+        conn.execute("DELETE FROM memroute_vec_meta")
+        conn.executemany("INSERT INTO memroute_vec_meta (key, value) VALUES (?, ?)", list(values.items()))
 
     # -- lifecycle --------------------------------------------------------------------------------------
 
@@ -212,36 +237,46 @@ class SqliteVecStore(VectorStore):
             )
         wanted = str(signature)
         with self._lock, self._pool.transaction() as conn:
-            current = self._read_meta(conn)
-            exists = self._table_exists(conn)
-            if (current is not None and exists and current.signature == wanted
+            had_meta = conn.execute("SELECT 1 FROM memroute_vec_meta WHERE key = 'signature'").fetchone()
+            current = self._read_meta(conn)  # None also for an index of an older schema: rebuilt below
+            if (current is not None and self._tables_exist(conn) and current.signature == wanted
                     and current.quantization == quantization and current.dimensions == signature.dimensions):
                 self._index = current
                 return True
-            for table in TABLES:
+            self._cache.clear()
+            for table in (*TABLES, TENANTS):
                 conn.execute(f"DROP TABLE IF EXISTS {table}")
             conn.execute("DELETE FROM memroute_vec_ids")
             scale = 127.0 if quantization == "int8" and self.settings.int8_calibration == "unit" else None
             index = _Index(signature=wanted, quantization=quantization, dimensions=signature.dimensions,
-                           chunk_size=self.settings.chunk_size, large_chunk_size=self.settings.large_chunk_size,
-                           int8_scale=scale)
+                           chunk_size=self.settings.chunk_size, int8_scale=scale)
             element = "float" if quantization == "float32" else "int8"
-            for table, chunk_size in zip(TABLES, (index.chunk_size, index.large_chunk_size), strict=True):
-                conn.execute(
-                    f"CREATE VIRTUAL TABLE {table} USING vec0("
-                    " api_key_id TEXT PARTITION KEY,"
-                    f" embedding {element}[{index.dimensions}] distance_metric=cosine,"
-                    " session_id TEXT, created_at INTEGER, expires_at INTEGER,"
-                    f" chunk_size={chunk_size})"
-                )
+            conn.execute(
+                f"CREATE VIRTUAL TABLE {SMALL} USING vec0("
+                " api_key_id TEXT PARTITION KEY,"
+                f" embedding {element}[{index.dimensions}] distance_metric=cosine,"
+                " session_id TEXT, created_at INTEGER, expires_at INTEGER,"
+                f" chunk_size={index.chunk_size})"
+            )
+            # The large tier: the same rowids as memroute_vec_ids, the vector as raw float32 / int8 bytes.
+            # memory_id is repeated here so loading a tenant's matrix is one indexed SELECT without a join.
+            conn.execute(
+                f"CREATE TABLE {LARGE} (rowid INTEGER PRIMARY KEY, api_key_id TEXT NOT NULL,"
+                " memory_id BLOB NOT NULL, vector BLOB NOT NULL, session_id TEXT NOT NULL,"
+                " created_us INTEGER NOT NULL, expires_us INTEGER NOT NULL)"
+            )
+            conn.execute(f"CREATE INDEX {LARGE}_owner ON {LARGE}(api_key_id)")
+            conn.execute(f"CREATE TABLE {TENANTS} (api_key_id TEXT PRIMARY KEY, generation INTEGER NOT NULL)")
             self._write_meta(conn, index)
             self._index = index
-            return current is None
+            return not had_meta
 
     @staticmethod
-    def _table_exists(conn: Any) -> bool:
-        found = conn.execute("SELECT count(*) FROM sqlite_master WHERE name IN (?, ?)", TABLES).fetchone()[0]
-        return bool(found == len(TABLES))
+    def _tables_exist(conn: Any) -> bool:
+        names = (*TABLES, TENANTS)
+        found = conn.execute(f"SELECT count(*) FROM sqlite_master WHERE name IN ({', '.join('?' * len(names))})",
+                             names).fetchone()[0]
+        return bool(found == len(names))
 
     def signature(self) -> str | None:
         index = self._index
@@ -253,11 +288,12 @@ class SqliteVecStore(VectorStore):
         return {"store": self.store_name, "path": str(self.path), "signature": index.signature if index else None,
                 "quantization": index.quantization if index else None,
                 "chunk_size": index.chunk_size if index else self.settings.chunk_size,
-                "large_chunk_size": index.large_chunk_size if index else self.settings.large_chunk_size,
                 "promote_at": self.settings.promote_at,
-                "int8_scale": index.int8_scale if index else None}
+                "int8_scale": index.int8_scale if index else None,
+                "large_tier_cache": self._cache.stats()}
 
     def close(self) -> None:
+        self._cache.clear()
         self._pool.close()
 
     def _bound(self) -> _Index:
@@ -300,6 +336,7 @@ class SqliteVecStore(VectorStore):
             if not checked:
                 return
             matrix = np.stack([vector for _, _, vector in checked])
+            deltas: dict[str, _Delta] = {}
             with self._pool.transaction() as conn:
                 if index.quantization == "int8":
                     scale = self._scale_for(conn, index, matrix)
@@ -309,18 +346,21 @@ class SqliteVecStore(VectorStore):
                     blobs = [row.tobytes() for row in matrix]
                     value_sql = "?"
                 tiers: dict[str, int] = {}
-                rows: list[list[Any]] = [[], []]
+                small_rows: list[tuple[Any, ...]] = []
+                large_rows: list[tuple[Any, ...]] = []
                 for (item, memory_id, _), blob in zip(checked, blobs, strict=True):
                     owner = item.api_key_id
                     if owner not in tiers:
                         tiers[owner] = self._tier_of(conn, owner)
                     key = uuid.UUID(memory_id).bytes
-                    found = conn.execute("SELECT rowid, tier FROM memroute_vec_ids WHERE memory_id = ?",
+                    found = conn.execute("SELECT rowid, tier, api_key_id FROM memroute_vec_ids WHERE memory_id = ?",
                                          (key,)).fetchone()
                     if found is not None:
-                        rowid, old_tier = found
-                        # vec0 cannot move a row to another partition: replace it whole.
+                        rowid, old_tier, old_owner = found
+                        # vec0 cannot move a row to another partition: replace it whole (in either tier).
                         conn.execute(f"DELETE FROM {TABLES[old_tier]} WHERE rowid = ?", (rowid,))
+                        if old_tier == 1:
+                            deltas.setdefault(old_owner, _Delta()).removed.append(rowid)
                         conn.execute("UPDATE memroute_vec_ids SET api_key_id = ?, tier = ? WHERE rowid = ?",
                                      (owner, tiers[owner], rowid))
                     else:
@@ -328,50 +368,157 @@ class SqliteVecStore(VectorStore):
                             "INSERT INTO memroute_vec_ids (memory_id, api_key_id, tier) VALUES (?, ?, ?)"
                             " RETURNING rowid", (key, owner, tiers[owner])).fetchone()[0]
                     expires = NO_EXPIRY if item.expires_at is None else unix_micros(item.expires_at)
-                    rows[tiers[owner]].append((rowid, owner, blob, item.session_id or NO_SESSION,
-                                               unix_micros(item.created_at), expires))
-                for table, table_rows in zip(TABLES, rows, strict=True):
-                    if table_rows:
-                        conn.executemany(
-                            f"INSERT INTO {table} (rowid, api_key_id, embedding, session_id, created_at, expires_at)"
-                            f" VALUES (?, ?, {value_sql}, ?, ?, ?)", table_rows)
+                    row = (rowid, owner, blob, item.session_id or NO_SESSION, unix_micros(item.created_at), expires)
+                    if tiers[owner] == 0:
+                        small_rows.append(row)
+                    else:
+                        large_rows.append((*row, key))
+                        deltas.setdefault(owner, _Delta()).added.append(
+                            (rowid, key, blob, row[3], row[4], row[5]))
+                if small_rows:
+                    conn.executemany(
+                        f"INSERT INTO {SMALL} (rowid, api_key_id, embedding, session_id, created_at, expires_at)"
+                        f" VALUES (?, ?, {value_sql}, ?, ?, ?)", small_rows)
+                if large_rows:
+                    conn.executemany(
+                        f"INSERT INTO {LARGE} (rowid, api_key_id, vector, session_id, created_us, expires_us,"
+                        " memory_id) VALUES (?, ?, ?, ?, ?, ?, ?)", large_rows)
                 for owner, tier in tiers.items():
                     if tier == 0:
-                        self._promote_if_large(conn, owner, value_sql)
+                        self._promote_if_large(conn, owner)
+                generations = self._bump(conn, deltas)
+            self._replay(deltas, generations)
 
     @staticmethod
     def _tier_of(conn: Any, api_key_id: str) -> int:
-        row = conn.execute("SELECT tier FROM memroute_vec_ids WHERE api_key_id = ? LIMIT 1", (api_key_id,)).fetchone()
-        return 0 if row is None else int(row[0])
+        row = conn.execute(f"SELECT 1 FROM {TENANTS} WHERE api_key_id = ?", (api_key_id,)).fetchone()
+        return 0 if row is None else 1
 
-    def _promote_if_large(self, conn: Any, api_key_id: str, value_sql: str) -> None:
-        """Move a tenant that outgrew the small-chunk table to the large-chunk one (same transaction)."""
+    def _promote_if_large(self, conn: Any, api_key_id: str) -> None:
+        """Move a tenant that outgrew the vec0 table to the BLOB table (same transaction, once: a large
+        tenant stays large, also when it shrinks)."""
         count = conn.execute("SELECT count(*) FROM memroute_vec_ids WHERE api_key_id = ?", (api_key_id,)).fetchone()[0]
         if count <= self.settings.promote_at:
             return
+        # vec0 returns a vector column as its raw bytes: float32 or int8, the large tier's format.
         rows = conn.execute(
-            f"SELECT rowid, api_key_id, embedding, session_id, created_at, expires_at FROM {TABLES[0]}"
-            " WHERE api_key_id = ?", (api_key_id,)).fetchall()
+            f"SELECT v.rowid, v.api_key_id, v.embedding, v.session_id, v.created_at, v.expires_at, i.memory_id"
+            f" FROM {SMALL} v JOIN memroute_vec_ids i ON i.rowid = v.rowid WHERE v.api_key_id = ?",
+            (api_key_id,)).fetchall()
         conn.executemany(
-            f"INSERT INTO {TABLES[1]} (rowid, api_key_id, embedding, session_id, created_at, expires_at)"
-            f" VALUES (?, ?, {value_sql}, ?, ?, ?)", rows)
-        conn.executemany(f"DELETE FROM {TABLES[0]} WHERE rowid = ?", [(row[0],) for row in rows])
+            f"INSERT INTO {LARGE} (rowid, api_key_id, vector, session_id, created_us, expires_us, memory_id)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+        conn.executemany(f"DELETE FROM {SMALL} WHERE rowid = ?", [(row[0],) for row in rows])
         conn.execute("UPDATE memroute_vec_ids SET tier = 1 WHERE api_key_id = ?", (api_key_id,))
+        conn.execute(f"INSERT INTO {TENANTS} (api_key_id, generation) VALUES (?, ?)",
+                     (api_key_id, _new_generation()))
+
+    @staticmethod
+    def _bump(conn: Any, deltas: dict[str, _Delta]) -> dict[str, tuple[int | None, int]]:
+        """Give every changed large tenant a new generation (inside the write transaction): ``(old, new)``."""
+        changed: dict[str, tuple[int | None, int]] = {}
+        for owner in deltas:
+            row = conn.execute(f"SELECT generation FROM {TENANTS} WHERE api_key_id = ?", (owner,)).fetchone()
+            new = _new_generation()
+            conn.execute(f"INSERT OR REPLACE INTO {TENANTS} (api_key_id, generation) VALUES (?, ?)", (owner, new))
+            changed[owner] = (None if row is None else int(row[0]), new)
+        return changed
+
+    def _replay(self, deltas: dict[str, _Delta], generations: dict[str, tuple[int | None, int]]) -> None:
+        """After commit: apply each large tenant's delta to its cached matrix, if that matrix reflected the
+        generation this transaction started from. Otherwise another process wrote in between (or the matrix
+        was never loaded): leave it to reload on its next query."""
+        index = self._bound()
+        for owner, delta in deltas.items():
+            matrix = self._cache.peek(owner)
+            if matrix is None:
+                continue
+            old, new = generations[owner]
+            with matrix.lock:
+                if matrix.generation == new:
+                    continue  # a query reloaded it after the commit: already current
+                if old is None or matrix.generation != old or matrix.dimensions != index.dimensions:
+                    matrix.generation = None
+                    continue
+                if delta.removed:
+                    matrix.remove(delta.removed)
+                if delta.added:
+                    matrix.append(self._rows(index, delta.added))
+                matrix.generation = new
+            if delta.added and not self._cache.account(owner, matrix):
+                self._cache.discard(owner)
 
     def delete(self, memory_ids: Sequence[str]) -> None:
         if isinstance(memory_ids, str):
             raise VectorStoreError("delete() takes a sequence of ids, not one string")
         keys = [uuid.UUID(canonical_uuid(m)).bytes for m in memory_ids]
-        with self._lock, self._pool.transaction() as conn:
-            exists = self._table_exists(conn)
-            for key in keys:
-                found = conn.execute("SELECT rowid, tier FROM memroute_vec_ids WHERE memory_id = ?",
-                                     (key,)).fetchone()
-                if found is None:
-                    continue
-                if exists:
-                    conn.execute(f"DELETE FROM {TABLES[found[1]]} WHERE rowid = ?", (found[0],))
-                conn.execute("DELETE FROM memroute_vec_ids WHERE rowid = ?", (found[0],))
+        deltas: dict[str, _Delta] = {}
+        with self._lock:
+            with self._pool.transaction() as conn:
+                exists = self._tables_exist(conn)
+                for key in keys:
+                    found = conn.execute("SELECT rowid, tier, api_key_id FROM memroute_vec_ids WHERE memory_id = ?",
+                                         (key,)).fetchone()
+                    if found is None:
+                        continue
+                    rowid, tier, owner = found
+                    if exists:
+                        conn.execute(f"DELETE FROM {TABLES[tier]} WHERE rowid = ?", (rowid,))
+                    if tier == 1:
+                        deltas.setdefault(owner, _Delta()).removed.append(rowid)
+                    conn.execute("DELETE FROM memroute_vec_ids WHERE rowid = ?", (rowid,))
+                generations = self._bump(conn, deltas) if exists else {}
+            if generations:
+                self._replay(deltas, generations)
+
+    # -- the large tier's matrices ----------------------------------------------------------------------
+
+    @staticmethod
+    def _rows(index: _Index, rows: Sequence[tuple[int, bytes, bytes, str, int, int]]) -> TenantRows:
+        """``(rowid, memory id, vector bytes, session, created_us, expires_us)`` rows as matrix columns.
+
+        int8 rows are dequantised and re-normalised: cosine does not depend on the scale, so the scores are
+        the cosine between the query and the stored int8 vector (the query itself is not quantised).
+        """
+        count = len(rows)
+        rowids, ids, blobs, sessions, created, expires = zip(*rows, strict=True) if rows else ((),) * 6
+        element = np.float32 if index.quantization == "float32" else np.int8
+        try:
+            vectors = np.frombuffer(b"".join(blobs), dtype=element).reshape(count, index.dimensions)
+            memory_ids = np.frombuffer(b"".join(ids), dtype=np.uint8).reshape(count, ID_BYTES)
+        except ValueError as exc:  # a vector of another size: the file was re-bound under this instance
+            raise VectorStoreError(f"the large-tier vectors in {LARGE} do not match the bound index: {exc}") from exc
+        if element is np.int8:
+            vectors = vectors.astype(np.float32)
+            norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+            vectors /= np.where(norms == 0, 1, norms)
+        return TenantRows(rowids=np.array(rowids, dtype=np.int64), memory_ids=memory_ids, vectors=vectors,
+                          sessions=sessions, created=np.array(created, dtype=np.int64),
+                          expires=np.array(expires, dtype=np.int64))
+
+    def _load(self, matrix: TenantMatrix, index: _Index, api_key_id: str) -> None:
+        """(Re)load a tenant's matrix: its generation and rows from one read snapshot. Caller holds the lock."""
+        conn = self._pool.get()
+        with conn:  # one transaction, so the rows are exactly those of the generation read with them
+            row = conn.execute(f"SELECT generation FROM {TENANTS} WHERE api_key_id = ?", (api_key_id,)).fetchone()
+            rows = conn.execute(
+                f"SELECT rowid, memory_id, vector, session_id, created_us, expires_us FROM {LARGE}"
+                " WHERE api_key_id = ?", (api_key_id,)).fetchall()
+        matrix.replace(self._rows(index, rows), None if row is None else int(row[0]))
+        self._cache.loads += 1
+
+    def _query_large(self, index: _Index, unit: np.ndarray, query: SearchQuery, k: int,
+                     generation: int) -> list[tuple[bytes, float]]:
+        matrix = self._cache.entry(query.api_key_id, index.dimensions)
+        with matrix.lock:
+            if matrix.generation != generation:
+                self._load(matrix, index, query.api_key_id)
+                if not self._cache.account(query.api_key_id, matrix):
+                    log.warning("tenant %r's vectors (%d MB) exceed cache_max_mb; searched without caching",
+                                query.api_key_id, matrix.nbytes // 2**20)
+            cutoff = query.created_after
+            return matrix.search(unit, k, now_us=unix_micros(query.now), session_id=query.session_id,
+                                 created_after_us=None if cutoff is None else unix_micros(cutoff))
 
     # -- reads ------------------------------------------------------------------------------------------
 
@@ -381,9 +528,27 @@ class SqliteVecStore(VectorStore):
         k = check_k(k)
         index = self._bound()
         unit = check_vector(vector, index.dimensions, "query vector")
+        connection = self._pool.get()
+        try:
+            large = connection.execute(f"SELECT generation FROM {TENANTS} WHERE api_key_id = ?",
+                                       (query.api_key_id,)).fetchone()
+            if large is not None:
+                found = self._query_large(index, unit, query, k, int(large[0]))
+            else:
+                found = self._query_small(connection, index, unit, query, k)
+        except MemrouteError:
+            raise
+        except Exception as exc:
+            raise VectorStoreError(f"sqlite-vec query failed: {exc}") from exc
+        # Clamp float rounding at the ends of [-1, 1].
+        return [VectorHit(memory_id=str(uuid.UUID(bytes=blob)), score=max(-1.0, min(1.0, score)))
+                for blob, score in found]
+
+    def _query_small(self, connection: Any, index: _Index, unit: np.ndarray, query: SearchQuery,
+                     k: int) -> list[tuple[bytes, float]]:
         if index.quantization == "int8":
             if index.int8_scale is None:
-                stored = self._read_meta(self._pool.get())  # another process may have written since
+                stored = self._read_meta(connection)  # another process may have written since
                 if stored is None or stored.signature != index.signature or stored.int8_scale is None:
                     return []  # nothing stored yet (the scale is set by the first upsert)
                 self._index = index = stored
@@ -404,22 +569,13 @@ class SqliteVecStore(VectorStore):
         if cutoff is not None:
             where.append("created_at >= ?")
             params.append(unix_micros(cutoff))
-        connection = self._pool.get()
-        table = TABLES[self._tier_of(connection, query.api_key_id)]
         sql = (
-            f"WITH knn AS (SELECT rowid, distance FROM {table} WHERE {' AND '.join(where)}) "
+            f"WITH knn AS (SELECT rowid, distance FROM {SMALL} WHERE {' AND '.join(where)}) "
             "SELECT i.memory_id, knn.distance FROM knn JOIN memroute_vec_ids i ON i.rowid = knn.rowid "
             "ORDER BY knn.distance"
         )
-        try:
-            rows = connection.execute(sql, params).fetchall()
-        except MemrouteError:
-            raise
-        except Exception as exc:
-            raise VectorStoreError(f"sqlite-vec query failed: {exc}") from exc
-        # cosine distance = 1 - cosine similarity; clamp float rounding at the ends of [-1, 1].
-        return [VectorHit(memory_id=str(uuid.UUID(bytes=blob)), score=max(-1.0, min(1.0, 1.0 - distance)))
-                for blob, distance in rows]
+        # cosine distance = 1 - cosine similarity
+        return [(blob, 1.0 - distance) for blob, distance in connection.execute(sql, params).fetchall()]
 
     def count(self, api_key_id: str | None = None) -> int:
         conn = self._pool.get()

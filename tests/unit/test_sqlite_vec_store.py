@@ -89,28 +89,35 @@ def test_schema_is_partitioned_with_a_small_chunk_and_meta_recorded(tmp_path: Pa
     assert meta["quantization"] == "float32" and meta["int8_scale"] == ""
 
 
-def test_a_growing_tenant_moves_to_the_large_chunk_table(tmp_path: Path) -> None:
-    store = _store(tmp_path, chunk_size=8, large_chunk_size=64, promote_at=10)
+def test_a_growing_tenant_moves_to_the_large_tier(tmp_path: Path) -> None:
+    store = _store(tmp_path, chunk_size=8, promote_at=10)
     store.bind(SIG)
     big, small = _items(_rows(8), "big"), _items(_rows(3, seed=1), "small")
     store.upsert(big + small)
     conn = store._pool.get()
-    assert conn.execute("SELECT count(*) FROM memroute_vec_large_rowids").fetchone()[0] == 0
+    assert conn.execute("SELECT count(*) FROM memroute_vec_large").fetchone()[0] == 0
     more = _items(_rows(5, seed=2), "big")
     store.upsert(more)  # 13 > 10: "big" moves, "small" stays
     tiers = dict(conn.execute("SELECT api_key_id, max(tier) FROM memroute_vec_ids GROUP BY 1").fetchall())
     assert tiers == {"big": 1, "small": 0}
-    assert conn.execute("SELECT count(*) FROM memroute_vec_large_rowids").fetchone()[0] == 13
+    assert conn.execute("SELECT api_key_id FROM memroute_vec_tenants").fetchall() == [("big",)]
+    assert conn.execute("SELECT count(*) FROM memroute_vec_large WHERE api_key_id = 'big'").fetchone()[0] == 13
     assert conn.execute("SELECT count(*) FROM memroute_vec_rowids").fetchone()[0] == 3
+    # The moved blobs are the vectors' raw float32 bytes.
+    blob = conn.execute("SELECT vector FROM memroute_vec_large l JOIN memroute_vec_ids i ON i.rowid = l.rowid"
+                        " WHERE i.memory_id = ?", (uuid.UUID(big[3].memory_id).bytes,)).fetchone()[0]
+    assert np.frombuffer(blob, dtype=np.float32) == pytest.approx(_rows(8)[3], abs=1e-6)
     rows = _rows(8)
     assert store.query(rows[3], SearchQuery(api_key_id="big", now=NOW), 1)[0].memory_id == big[3].memory_id
     assert len(store.query(rows[3], SearchQuery(api_key_id="big", now=NOW), 50)) == 13
     assert len(store.query(rows[3], SearchQuery(api_key_id="small", now=NOW), 50)) == 3
     store.delete([big[0].memory_id])
-    store.upsert([attrs.evolve(big[1], api_key_id="small")])  # moves back to a small-table tenant
+    store.upsert([attrs.evolve(big[1], api_key_id="small")])  # moves to a small-tier tenant
     assert store.count("big") == 11 and store.count("small") == 4
     assert {h.memory_id for h in store.query(rows[1], SearchQuery(api_key_id="small", now=NOW), 50)} == {
         big[1].memory_id, *(i.memory_id for i in small)}
+    assert {h.memory_id for h in store.query(rows[1], SearchQuery(api_key_id="big", now=NOW), 50)} == {
+        i.memory_id for i in big[2:] + more}
     store.close()
 
 

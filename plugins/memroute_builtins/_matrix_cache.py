@@ -1,0 +1,213 @@
+"""In-process matrices for the sqlite-vec store's large tenants: exact KNN by numpy instead of a vec0 scan.
+
+A :class:`TenantMatrix` holds one tenant's vectors as a contiguous float32 matrix (``capacity x dim``, the
+first ``n`` rows live) plus parallel arrays of SQLite rowids, 16-byte memory ids, session codes and
+created / expiry times (unix microseconds). Owner, session, expiry and retention are boolean masks
+applied before the top-``k``, so ``k`` counts only admitted rows. The store keeps a matrix in step with
+its own writes (append; swap-remove) and reloads it from SQLite when the tenant's generation there
+changed (another process wrote). :class:`MatrixCache` bounds the total bytes with an LRU over tenants.
+
+Locking: ``TenantMatrix.lock`` guards one matrix (searches and updates hold it, so a search never sees a
+half-applied swap-remove); ``MatrixCache`` has its own lock for the LRU order. Order: the store's write
+lock, then a matrix lock, then the cache lock.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+
+import numpy as np
+
+__all__ = ["ID_BYTES", "MatrixCache", "TenantMatrix", "TenantRows"]
+
+ID_BYTES = 16
+"""A memory id is a UUID's 16 bytes."""
+_NO_MATCH = -1
+"""Session code of a session the tenant has never used: no row carries it."""
+
+
+class TenantRows:
+    """A batch of rows to load into or append to a :class:`TenantMatrix` (vectors already unit length)."""
+
+    __slots__ = ("created", "expires", "memory_ids", "rowids", "sessions", "vectors")
+
+    def __init__(self, rowids: np.ndarray, memory_ids: np.ndarray, vectors: np.ndarray, sessions: Sequence[str],
+                 created: np.ndarray, expires: np.ndarray) -> None:
+        self.rowids = rowids
+        self.memory_ids = memory_ids
+        self.vectors = vectors
+        self.sessions = sessions
+        self.created = created
+        self.expires = expires
+
+    def __len__(self) -> int:
+        return int(self.rowids.shape[0])
+
+
+class TenantMatrix:
+    """One tenant's vectors and filter columns, searched exactly with one matrix-vector product."""
+
+    def __init__(self, dimensions: int) -> None:
+        self.lock = threading.Lock()
+        self.dimensions = dimensions
+        self.generation: int | None = None
+        """The tenant's generation in SQLite that this matrix reflects; ``None``: not loaded (or invalid)."""
+        self.n = 0
+        self._session_codes: dict[str, int] = {}
+        self._allocate(0)
+
+    def _allocate(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.vectors = np.empty((capacity, self.dimensions), dtype=np.float32)
+        self.rowids = np.empty(capacity, dtype=np.int64)
+        self.memory_ids = np.empty((capacity, ID_BYTES), dtype=np.uint8)
+        self.sessions = np.empty(capacity, dtype=np.int32)
+        self.created = np.empty(capacity, dtype=np.int64)
+        self.expires = np.empty(capacity, dtype=np.int64)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the arrays (allocated capacity, not just the live rows)."""
+        return self.capacity * (self.dimensions * 4 + 8 + ID_BYTES + 4 + 8 + 8)
+
+    def _codes(self, sessions: Sequence[str]) -> np.ndarray:
+        codes = self._session_codes
+        return np.fromiter((codes.setdefault(s, len(codes)) for s in sessions), dtype=np.int32, count=len(sessions))
+
+    def replace(self, rows: TenantRows, generation: int | None) -> None:
+        """Drop everything and hold exactly ``rows`` (a reload from SQLite). Caller holds ``lock``."""
+        count = len(rows)
+        self._session_codes = {}
+        self._allocate(count + max(64, count // 8))  # headroom so the next appends do not copy the matrix
+        self.n = 0
+        self._put(rows)
+        self.generation = generation
+
+    def append(self, rows: TenantRows) -> None:
+        """Add rows at the end, growing the arrays by half when full. Caller holds ``lock``."""
+        needed = self.n + len(rows)
+        if needed > self.capacity:
+            old, live = self, self.n
+            keep = (old.vectors[:live], old.rowids[:live], old.memory_ids[:live], old.sessions[:live],
+                    old.created[:live], old.expires[:live])
+            self._allocate(max(needed, self.capacity + self.capacity // 2, 64))
+            for target, source in zip((self.vectors, self.rowids, self.memory_ids, self.sessions, self.created,
+                                       self.expires), keep, strict=True):
+                target[:live] = source
+        self._put(rows)
+
+    def _put(self, rows: TenantRows) -> None:
+        start, stop = self.n, self.n + len(rows)
+        self.vectors[start:stop] = rows.vectors
+        self.rowids[start:stop] = rows.rowids
+        self.memory_ids[start:stop] = rows.memory_ids
+        self.sessions[start:stop] = self._codes(rows.sessions)
+        self.created[start:stop] = rows.created
+        self.expires[start:stop] = rows.expires
+        self.n = stop
+
+    def remove(self, rowids: Sequence[int]) -> None:
+        """Swap-remove rows by SQLite rowid (unknown rowids are ignored). Caller holds ``lock``."""
+        for rowid in rowids:
+            found = np.flatnonzero(self.rowids[:self.n] == rowid)
+            if found.size == 0:
+                continue
+            at, last = int(found[0]), self.n - 1
+            if at != last:
+                for array in (self.vectors, self.rowids, self.memory_ids, self.sessions, self.created, self.expires):
+                    array[at] = array[last]
+            self.n = last
+
+    def search(self, probe: np.ndarray, k: int, *, now_us: int, session_id: str | None,
+               created_after_us: int | None) -> list[tuple[bytes, float]]:
+        """The ``k`` best admitted rows as ``(memory id bytes, cosine)``, best first. Caller holds ``lock``.
+
+        Filters are masks over all live rows before the top-``k``: ``k`` counts only admitted rows.
+        """
+        n = self.n
+        if n == 0:
+            return []
+        mask = self.expires[:n] > now_us
+        if session_id is not None:
+            mask &= self.sessions[:n] == self._session_codes.get(session_id, _NO_MATCH)
+        if created_after_us is not None:
+            mask &= self.created[:n] >= created_after_us
+        admitted = np.flatnonzero(mask)
+        if admitted.size == 0:
+            return []
+        if admitted.size == n:
+            scores = self.vectors[:n] @ probe
+            positions = None
+        elif admitted.size * 4 < n:
+            # Few admitted rows (a narrow session or window): score only those.
+            scores = self.vectors[admitted] @ probe
+            positions = admitted
+        else:
+            scores = (self.vectors[:n] @ probe)[admitted]
+            positions = admitted
+        top = np.argpartition(-scores, k - 1)[:k] if k < scores.shape[0] else np.arange(scores.shape[0])
+        top = top[np.argsort(-scores[top], kind="stable")]
+        rows = top if positions is None else positions[top]
+        ids = self.memory_ids[rows]
+        return [(ids[i].tobytes(), float(scores[t])) for i, t in enumerate(top)]
+
+
+class MatrixCache:
+    """An LRU of :class:`TenantMatrix` by tenant, bounded by the arrays' bytes."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[str, TenantMatrix] = OrderedDict()
+        self.loads = 0
+        self.evictions = 0
+
+    def entry(self, api_key_id: str, dimensions: int) -> TenantMatrix:
+        """The tenant's matrix (created empty and unloaded if absent), marked most recently used."""
+        with self._lock:
+            found = self._entries.get(api_key_id)
+            if found is None or found.dimensions != dimensions:
+                found = self._entries[api_key_id] = TenantMatrix(dimensions)
+            self._entries.move_to_end(api_key_id)
+            return found
+
+    def peek(self, api_key_id: str) -> TenantMatrix | None:
+        """The tenant's matrix if cached, without touching the LRU order (for write-through updates)."""
+        with self._lock:
+            return self._entries.get(api_key_id)
+
+    def account(self, api_key_id: str, matrix: TenantMatrix) -> bool:
+        """After ``matrix`` grew: evict least recently used tenants until the total fits. A tenant larger than
+        the whole budget is not kept (``False``): its caller uses the matrix once and drops it."""
+        with self._lock:
+            if matrix.nbytes > self.max_bytes:
+                if self._entries.get(api_key_id) is matrix:
+                    del self._entries[api_key_id]
+                return False
+            total = sum(m.nbytes for m in self._entries.values())
+            while total > self.max_bytes and self._entries:
+                victim_key = next(iter(self._entries))
+                if victim_key == api_key_id:
+                    self._entries.move_to_end(victim_key)
+                    if next(iter(self._entries)) == api_key_id:
+                        break
+                    continue
+                victim = self._entries.pop(victim_key)
+                total -= victim.nbytes
+                self.evictions += 1
+            return True
+
+    def discard(self, api_key_id: str) -> None:
+        with self._lock:
+            self._entries.pop(api_key_id, None)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            return {"tenants": len(self._entries), "bytes": sum(m.nbytes for m in self._entries.values()),
+                    "max_bytes": self.max_bytes, "loads": self.loads, "evictions": self.evictions}
