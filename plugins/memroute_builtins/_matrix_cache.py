@@ -77,12 +77,19 @@ class TenantMatrix:
         return np.fromiter((codes.setdefault(s, len(codes)) for s in sessions), dtype=np.int32, count=len(sessions))
 
     def replace(self, rows: TenantRows, generation: int | None) -> None:
-        """Drop everything and hold exactly ``rows`` (a reload from SQLite). Caller holds ``lock``."""
-        count = len(rows)
+        """Drop everything and hold exactly ``rows`` (a reload from SQLite). Caller holds ``lock``.
+
+        The batch's arrays are adopted, not copied (a 100k x 256 matrix is 100 MB): they must be writable
+        and not shared. The next append grows them by half (one copy), later appends fill the headroom.
+        """
         self._session_codes = {}
-        self._allocate(count + max(64, count // 8))  # headroom so the next appends do not copy the matrix
-        self.n = 0
-        self._put(rows)
+        self.capacity = self.n = len(rows)
+        self.vectors = np.ascontiguousarray(rows.vectors, dtype=np.float32)
+        self.rowids = rows.rowids
+        self.memory_ids = rows.memory_ids
+        self.sessions = self._codes(rows.sessions)
+        self.created = rows.created
+        self.expires = rows.expires
         self.generation = generation
 
     def append(self, rows: TenantRows) -> None:

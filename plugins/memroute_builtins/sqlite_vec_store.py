@@ -484,17 +484,18 @@ class SqliteVecStore(VectorStore):
         rowids, ids, blobs, sessions, created, expires = zip(*rows, strict=True) if rows else ((),) * 6
         element = np.float32 if index.quantization == "float32" else np.int8
         try:
-            vectors = np.frombuffer(b"".join(blobs), dtype=element).reshape(count, index.dimensions)
-            memory_ids = np.frombuffer(b"".join(ids), dtype=np.uint8).reshape(count, ID_BYTES)
+            # bytearray.join: one copy into a writable buffer the matrix adopts as is.
+            vectors = np.frombuffer(bytearray().join(blobs), dtype=element).reshape(count, index.dimensions)
+            memory_ids = np.frombuffer(bytearray().join(ids), dtype=np.uint8).reshape(count, ID_BYTES)
         except ValueError as exc:  # a vector of another size: the file was re-bound under this instance
             raise VectorStoreError(f"the large-tier vectors in {LARGE} do not match the bound index: {exc}") from exc
         if element is np.int8:
             vectors = vectors.astype(np.float32)
             norms = np.linalg.norm(vectors, axis=1, keepdims=True)
             vectors /= np.where(norms == 0, 1, norms)
-        return TenantRows(rowids=np.array(rowids, dtype=np.int64), memory_ids=memory_ids, vectors=vectors,
-                          sessions=sessions, created=np.array(created, dtype=np.int64),
-                          expires=np.array(expires, dtype=np.int64))
+        return TenantRows(rowids=np.fromiter(rowids, dtype=np.int64, count=count), memory_ids=memory_ids,
+                          vectors=vectors, sessions=sessions, created=np.fromiter(created, dtype=np.int64, count=count),
+                          expires=np.fromiter(expires, dtype=np.int64, count=count))
 
     def _load(self, matrix: TenantMatrix, index: _Index, api_key_id: str) -> None:
         """(Re)load a tenant's matrix: its generation and rows from one read snapshot. Caller holds the lock."""

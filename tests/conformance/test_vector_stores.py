@@ -55,6 +55,25 @@ class TestSqliteVecPromoted(VectorStoreContract):
         store.close()
 
 
+class TestSqliteVecPromotedFloat32(VectorStoreContract):
+    """The large tier (numpy matrices over the BLOB table) for float32, with a cache too small to keep the
+    crowd tenant (searched uncached) and persistence across reopen (the matrix reloads from SQLite)."""
+
+    @pytest.fixture
+    def store(self, tmp_path: Path) -> Iterator[VectorStore]:
+        store = SqliteVecStore(SqliteVecSettings(promote_at=2, cache_max_mb=0.05), _context(tmp_path))
+        yield store
+        store.close()
+
+    @pytest.fixture
+    def reopen(self, tmp_path: Path):
+        def again(store: VectorStore) -> VectorStore:
+            store.close()
+            return SqliteVecStore(SqliteVecSettings(promote_at=2, cache_max_mb=0.05), _context(tmp_path))
+
+        return again
+
+
 class TestQdrantLocalMemory(VectorStoreContract):
     persistent = False
 
@@ -105,9 +124,13 @@ def _same_data(stores: list[VectorStore], dim: int = 64, tenants: int = 3, per_t
     return probes, SearchQuery(api_key_id="t1", now=now)
 
 
+@pytest.mark.parametrize("tier", ["small", "large"])
 @pytest.mark.parametrize("quantization,min_overlap", [("float32", 10), ("int8", 8)])
-def test_sqlite_vec_and_qdrant_give_the_same_top_10(tmp_path: Path, quantization: str, min_overlap: int) -> None:
-    sqlite = SqliteVecStore(SqliteVecSettings(quantization=quantization), _context(tmp_path))
+def test_sqlite_vec_and_qdrant_give_the_same_top_10(tmp_path: Path, quantization: str, min_overlap: int,
+                                                    tier: str) -> None:
+    # 150 vectors per tenant: below promote_at (vec0) or past it (the numpy large tier).
+    promote_at = 512 if tier == "small" else 100
+    sqlite = SqliteVecStore(SqliteVecSettings(quantization=quantization, promote_at=promote_at), _context(tmp_path))
     qdrant = QdrantStore(QdrantSettings(location=":memory:"), _context(tmp_path))
     try:
         probes, query = _same_data([sqlite, qdrant])

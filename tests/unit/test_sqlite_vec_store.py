@@ -222,3 +222,219 @@ def test_int8_scale_set_by_another_connection_is_picked_up(tmp_path: Path) -> No
     assert reader.describe()["int8_scale"] == writer.describe()["int8_scale"]
     reader.close()
     writer.close()
+
+
+# --- the large tier: numpy matrices over a BLOB table --------------------------------------------------
+
+def _exact(rows: np.ndarray, items: list[VectorItem], probe: np.ndarray, query: SearchQuery, k: int):
+    """Brute force over the admitted items: the reference the large tier must equal."""
+    admitted = [i for i, it in enumerate(items) if it.api_key_id == query.api_key_id and (
+        it.expires_at is None or it.expires_at > query.now) and (
+        query.session_id is None or it.session_id == query.session_id) and (
+        query.created_after is None or it.created_at >= query.created_after)]
+    scores = rows[admitted] @ probe
+    order = np.argsort(-scores, kind="stable")[:k]
+    return [items[admitted[i]].memory_id for i in order], [float(scores[i]) for i in order]
+
+
+def _varied_items(rows: np.ndarray, key: str = "k") -> list[VectorItem]:
+    """Items with sessions, expiries and creation times spread around NOW."""
+    from datetime import timedelta
+
+    out = []
+    for i, vector in enumerate(rows):
+        out.append(VectorItem(memory_id=str(uuid.uuid4()), api_key_id=key,
+                              session_id=None if i % 3 == 0 else f"s{i % 3}",
+                              created_at=NOW - timedelta(days=i % 40),
+                              expires_at=None if i % 4 else NOW + timedelta(hours=(i % 7) - 3), vector=vector))
+    return out
+
+
+@pytest.mark.parametrize("filters", [{}, {"session_id": "s1"}, {"session_id": "nope"}, {"retention_days": 10},
+                                     {"session_id": "s2", "retention_days": 20}])
+def test_large_tier_equals_brute_force_with_filters(tmp_path: Path, filters) -> None:
+    rows = _rows(600, seed=11)
+    items = _varied_items(rows) + _items(_rows(50, seed=12), "other")
+    store = _store(tmp_path, promote_at=8)
+    store.bind(SIG)
+    store.upsert(items)
+    assert store._tier_of(store._pool.get(), "k") == 1
+    query = SearchQuery(api_key_id="k", now=NOW, **filters)
+    for probe in _rows(5, seed=13):
+        for k in (1, 10, 400):
+            hits = store.query(probe, query, k)
+            ids, scores = _exact(rows, items[:600], probe, query, k)
+            assert [h.memory_id for h in hits] == ids
+            assert [h.score for h in hits] == pytest.approx(scores, abs=1e-5)
+    store.close()
+
+
+def test_large_tier_matrix_follows_own_writes_without_reloading(tmp_path: Path) -> None:
+    store = _store(tmp_path, promote_at=8)
+    store.bind(SIG)
+    rows = _rows(100, seed=1)
+    items = _items(rows)
+    store.upsert(items[:50])
+    q = SearchQuery(api_key_id="k", now=NOW)
+    store.query(rows[0], q, 5)
+    loads = store._cache.loads
+    store.upsert(items[50:])                      # appends (grows past the loaded capacity)
+    store.delete([items[0].memory_id, items[77].memory_id])  # swap-removes
+    fresh = _rows(1, seed=99)[0]
+    moved = attrs.evolve(items[5], vector=fresh)          # re-upsert: replace in place
+    store.upsert([moved, attrs.evolve(items[6], api_key_id="elsewhere")])
+    keep = [i for i in range(100) if i not in (0, 6, 77)]
+    live = [items[i] for i in keep]
+    vectors = np.stack([fresh if i == 5 else rows[i] for i in keep])
+    for probe in (rows[0], rows[77], fresh, rows[5], rows[6]):
+        ids, scores = _exact(vectors, live, probe, q, 20)
+        hits = store.query(probe, q, 20)
+        assert [h.memory_id for h in hits] == ids and [h.score for h in hits] == pytest.approx(scores, abs=1e-5)
+    assert store._cache.loads == loads, "own writes are replayed on the matrix, not reloaded"
+    assert store.count("k") == 97 and store.query(rows[6], SearchQuery(api_key_id="elsewhere", now=NOW), 1)
+    store.close()
+
+
+def test_another_writer_on_the_same_file_invalidates_the_matrix(tmp_path: Path) -> None:
+    a, b = _store(tmp_path, promote_at=8), _store(tmp_path, promote_at=8)
+    a.bind(SIG)
+    b.bind(SIG)
+    rows = _rows(60, seed=2)
+    items = _items(rows)
+    a.upsert(items[:30])
+    q = SearchQuery(api_key_id="k", now=NOW)
+    assert a.query(rows[0], q, 1)[0].memory_id == items[0].memory_id   # a's matrix is loaded
+    b.upsert(items[30:40])                                              # another "process" writes
+    b.delete([items[0].memory_id])
+    assert a.query(rows[35], q, 1)[0].memory_id == items[35].memory_id
+    assert items[0].memory_id not in {h.memory_id for h in a.query(rows[0], q, 50)}
+    # b writes, then a writes: a's matrix must not replay its delta on top of a stale matrix.
+    b.upsert(items[40:50])
+    a.upsert(items[50:])
+    ids = {h.memory_id for h in a.query(rows[0], q, 100)}
+    assert ids == {it.memory_id for it in items[1:]}
+    assert {h.memory_id for h in b.query(rows[0], q, 100)} == ids
+    a.close()
+    b.close()
+
+
+def test_another_process_writing_is_seen(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    store = _store(tmp_path, promote_at=8)
+    store.bind(SIG)
+    rows = _rows(30, seed=3)
+    items = _items(rows)
+    store.upsert(items[:20])
+    q = SearchQuery(api_key_id="k", now=NOW)
+    assert len(store.query(rows[0], q, 100)) == 20
+    script = f"""
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+import numpy as np
+from memroute.interfaces import ComponentContext, EmbeddingSignature, VectorItem
+from memroute_builtins.sqlite_vec_store import SqliteVecSettings, SqliteVecStore
+context = ComponentContext(instance_name="v", data_dir=Path({str(tmp_path)!r}))
+store = SqliteVecStore(SqliteVecSettings(promote_at=8), context)
+assert store.bind(EmbeddingSignature(source="t", model="m", dimensions=64))
+rows = np.random.default_rng(3).standard_normal((30, 64)).astype(np.float32)
+now = datetime.now(timezone.utc)
+store.upsert([VectorItem(memory_id=str(uuid.uuid4()), api_key_id="k", session_id=None, created_at=now,
+                         expires_at=None, vector=rows[i]) for i in range(20, 30)])
+store.delete({[it.memory_id for it in items[:5]]!r})
+store.close()
+"""
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
+    hits = store.query(rows[25], q, 100)
+    assert len(hits) == 25 and hits[0].score == pytest.approx(1.0, abs=1e-5)
+    assert not {it.memory_id for it in items[:5]} & {h.memory_id for h in hits}
+    store.close()
+
+
+def test_cache_is_bounded_lru_and_evicted_tenants_reload(tmp_path: Path) -> None:
+    # One 64-d tenant of 400 rows holds 120 KB (300 B a row): a 0.3 MB budget keeps two of three.
+    store = _store(tmp_path, promote_at=8, cache_max_mb=0.3)
+    store.bind(SIG)
+    data = {key: (_rows(400, seed=s), None) for s, key in enumerate(("a", "b", "c"))}
+    data = {key: (rows, _items(rows, key)) for key, (rows, _) in data.items()}
+    for _, items in data.values():
+        store.upsert(items)
+    for key in ("a", "b", "c", "a"):
+        rows, items = data[key]
+        assert store.query(rows[7], SearchQuery(api_key_id=key, now=NOW), 1)[0].memory_id == items[7].memory_id
+    stats = store._cache.stats()
+    assert stats["tenants"] == 2 and stats["bytes"] <= stats["max_bytes"] and stats["loads"] == 4
+    assert store._cache.peek("b") is None, "b was least recently used"
+    store.close()
+
+
+def test_a_tenant_larger_than_the_cache_is_searched_without_being_kept(tmp_path: Path) -> None:
+    store = _store(tmp_path, promote_at=8, cache_max_mb=0.01)
+    store.bind(SIG)
+    rows = _rows(300)
+    items = _items(rows)
+    store.upsert(items)
+    for i in (3, 200):
+        assert store.query(rows[i], SearchQuery(api_key_id="k", now=NOW), 1)[0].memory_id == items[i].memory_id
+    assert store._cache.stats()["tenants"] == 0 and store._cache.loads == 2
+    store.close()
+
+
+def test_int8_large_tier_recalls_at_least_as_well_as_vec0(tmp_path: Path) -> None:
+    dim = 256
+    rows, probes = _rows(1000, dim, seed=5), _rows(30, dim, seed=6)
+    items = _items(rows)
+    recalls = {}
+    for tier, promote_at in (("vec0", 10**6), ("matrix", 8)):
+        store = _store(tmp_path / tier, quantization="int8", promote_at=promote_at)
+        store.bind(EmbeddingSignature(source="t", model="m", dimensions=dim))
+        store.upsert(items)
+        assert store._tier_of(store._pool.get(), "k") == (1 if tier == "matrix" else 0)
+        recalls[tier] = _recall_at_10(store, rows, items, probes)
+        hit = store.query(rows[0], SearchQuery(api_key_id="k", now=NOW), 1)[0]
+        assert hit.memory_id == items[0].memory_id and hit.score == pytest.approx(1.0, abs=0.01)
+        store.close()
+    assert recalls["matrix"] >= recalls["vec0"] - 0.01 and recalls["matrix"] >= 0.9, recalls
+
+
+def test_concurrent_queries_and_writes_on_a_large_tenant(tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    store = _store(tmp_path, promote_at=8)
+    store.bind(SIG)
+    rows = _rows(400, seed=8)
+    items = _items(rows)
+    store.upsert(items[:200])
+    q = SearchQuery(api_key_id="k", now=NOW)
+
+    def write(i: int) -> None:
+        store.upsert(items[200 + 10 * i:210 + 10 * i])
+        store.delete([items[i].memory_id])
+
+    def read(i: int) -> None:
+        hits = store.query(rows[100 + i], q, 10)
+        assert hits[0].memory_id == items[100 + i].memory_id
+        assert len({h.memory_id for h in hits}) == len(hits) == 10
+
+    with ThreadPoolExecutor(4) as pool:
+        futures = [pool.submit(write, i) for i in range(20)] + [pool.submit(read, i) for i in range(60)]
+        for future in futures:
+            future.result()
+    expected = {it.memory_id for it in items[20:]}
+    assert {h.memory_id for h in store.query(rows[0], q, 1000)} == expected and store.count("k") == 380
+    store.close()
+
+
+def test_an_index_of_the_older_schema_is_rebuilt(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    store.bind(SIG)
+    store.upsert(_items(_rows(5)))
+    store._pool.get().execute("UPDATE memroute_vec_meta SET value = '2' WHERE key = 'schema_version'")
+    store.close()
+    store = _store(tmp_path)
+    assert store.signature() is None
+    assert store.bind(SIG) is False, "an index of schema 2 (vec0 large tier) is rebuilt, so reindex runs"
+    assert store.count() == 0
+    store.close()
