@@ -67,6 +67,9 @@ class TenantMatrix:
         self.created = np.empty(capacity, dtype=np.int64)
         self.expires = np.empty(capacity, dtype=np.int64)
 
+    def _arrays(self) -> list[np.ndarray]:
+        return [self.vectors, self.rowids, self.memory_ids, self.sessions, self.created, self.expires]
+
     @property
     def nbytes(self) -> int:
         """Bytes held by the arrays (allocated capacity, not just the live rows)."""
@@ -74,7 +77,9 @@ class TenantMatrix:
 
     def _codes(self, sessions: Sequence[str]) -> np.ndarray:
         codes = self._session_codes
-        return np.fromiter((codes.setdefault(s, len(codes)) for s in sessions), dtype=np.int32, count=len(sessions))
+        for session in dict.fromkeys(sessions):  # the distinct sessions, at C speed (a tenant has few)
+            codes.setdefault(session, len(codes))
+        return np.fromiter(map(codes.__getitem__, sessions), dtype=np.int32, count=len(sessions))
 
     def replace(self, rows: TenantRows, generation: int | None) -> None:
         """Drop everything and hold exactly ``rows`` (a reload from SQLite). Caller holds ``lock``.
@@ -96,13 +101,11 @@ class TenantMatrix:
         """Add rows at the end, growing the arrays by half when full. Caller holds ``lock``."""
         needed = self.n + len(rows)
         if needed > self.capacity:
-            old, live = self, self.n
-            keep = (old.vectors[:live], old.rowids[:live], old.memory_ids[:live], old.sessions[:live],
-                    old.created[:live], old.expires[:live])
+            live = self.n
+            keep = self._arrays()
             self._allocate(max(needed, self.capacity + self.capacity // 2, 64))
-            for target, source in zip((self.vectors, self.rowids, self.memory_ids, self.sessions, self.created,
-                                       self.expires), keep, strict=True):
-                target[:live] = source
+            for target, source in zip(self._arrays(), keep, strict=True):
+                target[:live] = source[:live]
         self._put(rows)
 
     def _put(self, rows: TenantRows) -> None:
@@ -123,7 +126,7 @@ class TenantMatrix:
                 continue
             at, last = int(found[0]), self.n - 1
             if at != last:
-                for array in (self.vectors, self.rowids, self.memory_ids, self.sessions, self.created, self.expires):
+                for array in self._arrays():
                     array[at] = array[last]
             self.n = last
 

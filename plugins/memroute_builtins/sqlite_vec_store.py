@@ -490,9 +490,9 @@ class SqliteVecStore(VectorStore):
         except ValueError as exc:  # a vector of another size: the file was re-bound under this instance
             raise VectorStoreError(f"the large-tier vectors in {LARGE} do not match the bound index: {exc}") from exc
         if element is np.int8:
-            vectors = vectors.astype(np.float32)
-            norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-            vectors /= np.where(norms == 0, 1, norms)
+            dequantised = vectors.astype(np.float32)
+            norms = np.linalg.norm(dequantised, axis=1, keepdims=True)
+            vectors = np.divide(dequantised, np.where(norms == 0, 1, norms), out=dequantised)
         return TenantRows(rowids=np.fromiter(rowids, dtype=np.int64, count=count), memory_ids=memory_ids,
                           vectors=vectors, sessions=sessions, created=np.fromiter(created, dtype=np.int64, count=count),
                           expires=np.fromiter(expires, dtype=np.int64, count=count))
