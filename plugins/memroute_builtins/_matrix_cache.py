@@ -144,20 +144,20 @@ class TenantMatrix:
             mask &= self.sessions[:n] == self._session_codes.get(session_id, _NO_MATCH)
         if created_after_us is not None:
             mask &= self.created[:n] >= created_after_us
-        admitted = np.flatnonzero(mask)
-        if admitted.size == 0:
-            return []
-        if admitted.size == n:
+        if mask.all():
             scores = self.vectors[:n] @ probe
             positions = None
-        elif admitted.size * 4 < n:
-            # Few admitted rows (a narrow session or window): score only those.
-            scores = self.vectors[admitted] @ probe
-            positions = admitted
         else:
-            scores = (self.vectors[:n] @ probe)[admitted]
+            admitted = np.flatnonzero(mask)
+            if admitted.size == 0:
+                return []
+            # Few admitted rows (a narrow session or window): score only those.
+            few = admitted.size * 4 < n
+            scores = self.vectors[admitted] @ probe if few else (self.vectors[:n] @ probe)[admitted]
             positions = admitted
-        top = np.argpartition(-scores, k - 1)[:k] if k < scores.shape[0] else np.arange(scores.shape[0])
+        count = scores.shape[0]
+        # argpartition on the scores themselves (no negated copy): the k largest sit at the end.
+        top = np.argpartition(scores, count - k)[count - k:] if k < count else np.arange(count)
         top = top[np.argsort(-scores[top], kind="stable")]
         rows = top if positions is None else positions[top]
         ids = self.memory_ids[rows]
