@@ -91,10 +91,12 @@ def test_per_key_query_latency_small_large_numpy(tmp_path: Path, per_key: int, q
     query = SearchQuery(api_key_id="big-tenant", now=NOW)
     probes = _gaussian(40 if per_key > 10_000 else 100, seed=3)
     large = stores["large"]
-    large._cache.clear()
-    started = time.perf_counter()
-    large.query(probes[0], query, 20)  # loads the tenant's matrix from the BLOB table
-    load = time.perf_counter() - started
+    loads = []
+    for _ in range(3):  # loading the tenant's matrix from the BLOB table: cold after clear(), three times
+        large._cache.clear()
+        started = time.perf_counter()
+        large.query(probes[0], query, 20)
+        loads.append(time.perf_counter() - started)
     cache = large._cache.stats()
     stores["small"].query(probes[0], query, 20)  # warm the page cache
     samples: dict[str, list[float]] = {"small": [], "large": [], "numpy": []}
@@ -112,7 +114,8 @@ def test_per_key_query_latency_small_large_numpy(tmp_path: Path, per_key: int, q
         assert found == exact, "the large tier is exact"
     n50, _ = _percentiles(samples["numpy"])
     print(f"\n{quantization} {per_key:>7} vectors/key, k=20, {len(probes)} probes; large-tier load "
-          f"{load * 1000:.0f} ms, matrix {cache['bytes'] / 2**20:.1f} MB ({cache['bytes'] / per_key:.0f} B/vector)")
+          f"{' / '.join(f'{t * 1000:.0f}' for t in loads)} ms,"
+          f" matrix {cache['bytes'] / 2**20:.1f} MB ({cache['bytes'] / per_key:.0f} B/vector)")
     for name in ("small", "large", "numpy"):
         p50, p95 = _percentiles(samples[name])
         print(f"  {name:>5}: p50 {p50:8.2f} ms  p95 {p95:8.2f} ms  ratio p50 vs numpy {p50 / n50:5.2f}x")
