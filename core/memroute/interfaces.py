@@ -70,6 +70,9 @@ class BackendCapabilities:
     """Content of 100 KB round-trips."""
     persistent: bool = True
     """Data survives ``close()`` and re-open with the same options."""
+    bounded_latency: bool = False
+    """Every call returns within a bound the backend enforces itself (a local file with a busy timeout), so
+    the manager may call it on the caller's thread instead of a worker thread with a timeout."""
 
 
 class MemoryBackend(abc.ABC):

@@ -235,10 +235,15 @@ class MemoryManager:
                 f"backend {name!r} is skipped: circuit breaker open after {breaker.consecutive_failures} "
                 f"failure(s) (last: {breaker.last_error})", backend=name,
             )
-        future = self._runners[name].submit(getattr(backend, op), args)
         timeout = self.settings.operation_timeout_s
         try:
-            result = future.result(timeout=timeout)
+            if backend.capabilities.bounded_latency:
+                # A local backend bounds its own latency (SQLite's busy timeout): calling it on this thread
+                # skips a worker-thread handoff that costs more than the write itself.
+                result = getattr(backend, op)(*args)
+            else:
+                future = self._runners[name].submit(getattr(backend, op), args)
+                result = future.result(timeout=timeout)
         except FutureTimeout:
             if not future.cancel() and op in _WRITE_OPS:
                 self._track_abandoned(name, future)

@@ -299,9 +299,15 @@ class Indexer:
         self.last_error = None
         return len(entries), 0
 
+    LINGER_S = 0.05
+    """How long the worker lets writes accumulate before embedding them, so a burst of adds is embedded in a
+    few batches instead of one call per memory (the per-call overhead dominates a static model's cost)."""
+
     def _run(self) -> None:
         backoff = 0.05
         while not self._stopping:
+            if 0 < self.queue.depth() < self.batch_size:
+                time.sleep(self.LINGER_S)
             try:
                 processed, errors = self.process(self.batch_size * 4)
             except Exception as exc:
