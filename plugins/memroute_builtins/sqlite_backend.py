@@ -40,6 +40,7 @@ from typing import Any, Final
 
 import apsw
 import attrs
+
 import memroute
 from memroute.cache import MISSING, TTLCache
 from memroute.db import ThreadConnections
@@ -694,6 +695,11 @@ class SqliteBackend(MemoryBackend):
             return HealthResult(ok=False, latency_ms=(time.perf_counter() - started) * 1000, error=str(exc))
         return HealthResult(ok=True, latency_ms=(time.perf_counter() - started) * 1000,
                             details={"memories": count, "schema_version": version, "path": self.path})
+
+    def identity(self) -> str:
+        """The database file's absolute path: the vector index and outbox of this primary live in a state
+        directory derived from it, so two databases never share an index."""
+        return f"sqlite:{self.path if self.path == ':memory:' else Path(self.path).resolve()}"
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "type": self.type_name, "path": self.path, "schema_version": SCHEMA_VERSION,
