@@ -8,6 +8,7 @@ from pathlib import Path
 
 import apsw
 import pytest
+
 from memroute.errors import BackendUnavailableError, ConfigError
 from memroute.interfaces import ComponentContext
 from memroute.models import ListFilter, Memory, MemoryPatch, NewMemory, SearchQuery, new_memory_id, utcnow
