@@ -139,22 +139,30 @@ _MIGRATIONS: Final[dict[int, str]] = {
         CREATE INDEX idx_memories_expires ON memories(expires_at);
         CREATE INDEX idx_memories_needs_reindex ON memories(needs_reindex) WHERE needs_reindex = 1;
 
+        -- The FTS source adds an `owner` column (the api key as one hex token) so a keyword search intersects
+        -- the tenant's posting list inside FTS5 instead of joining every tenant's matches to the table; the
+        -- owner filter in SQL stays the authority.
+        CREATE VIEW memory_fts_source AS
+            SELECT memory_rowid, content, key, hex(api_key_id) AS owner FROM memories;
         CREATE VIRTUAL TABLE memory_fts USING fts5(
-            content, key, content='memories', content_rowid='memory_rowid'
+            content, key, owner, content='memory_fts_source', content_rowid='memory_rowid'
         );
         CREATE TRIGGER memory_fts_ai AFTER INSERT ON memories BEGIN
-            INSERT INTO memory_fts(rowid, content, key) VALUES (new.memory_rowid, new.content, new.key);
+            INSERT INTO memory_fts(rowid, content, key, owner)
+                VALUES (new.memory_rowid, new.content, new.key, hex(new.api_key_id));
         END;
         CREATE TRIGGER memory_fts_ad AFTER DELETE ON memories BEGIN
-            INSERT INTO memory_fts(memory_fts, rowid, content, key)
-                VALUES ('delete', old.memory_rowid, old.content, old.key);
+            INSERT INTO memory_fts(memory_fts, rowid, content, key, owner)
+                VALUES ('delete', old.memory_rowid, old.content, old.key, hex(old.api_key_id));
         END;
-        CREATE TRIGGER memory_fts_au AFTER UPDATE OF content, key, memory_rowid ON memories
-        WHEN old.content IS NOT new.content OR old.key IS NOT new.key OR old.memory_rowid IS NOT new.memory_rowid
+        CREATE TRIGGER memory_fts_au AFTER UPDATE OF content, key, api_key_id, memory_rowid ON memories
+        WHEN old.content IS NOT new.content OR old.key IS NOT new.key OR old.api_key_id IS NOT new.api_key_id
+            OR old.memory_rowid IS NOT new.memory_rowid
         BEGIN
-            INSERT INTO memory_fts(memory_fts, rowid, content, key)
-                VALUES ('delete', old.memory_rowid, old.content, old.key);
-            INSERT INTO memory_fts(rowid, content, key) VALUES (new.memory_rowid, new.content, new.key);
+            INSERT INTO memory_fts(memory_fts, rowid, content, key, owner)
+                VALUES ('delete', old.memory_rowid, old.content, old.key, hex(old.api_key_id));
+            INSERT INTO memory_fts(rowid, content, key, owner)
+                VALUES (new.memory_rowid, new.content, new.key, hex(new.api_key_id));
         END;
 
         CREATE TABLE settings (
@@ -613,12 +621,14 @@ class SqliteBackend(MemoryBackend):
         return [BackendHit(memory=_to_memory(row), score=1.0 / rank) for rank, row in enumerate(rows, start=1)]
 
     def keyword(self, query: SearchQuery) -> builtins.list[BackendHit]:
-        match = fts_query(query.text)
-        if not match:
+        terms = fts_query(query.text)
+        if not terms:
             return []
+        owner = query.api_key_id.encode("utf-8").hex().upper()  # what hex(api_key_id) indexed
+        match = f'owner : "{owner}" AND {{content key}} : ({terms})'
         where, params = self._scope(query, "m.")
         rows = self._read(
-            f"SELECT {_M_COLUMNS}, bm25(memory_fts, {CONTENT_WEIGHT}, {KEY_WEIGHT}) AS rank "
+            f"SELECT {_M_COLUMNS}, bm25(memory_fts, {CONTENT_WEIGHT}, {KEY_WEIGHT}, 0.0) AS rank "
             "FROM memory_fts JOIN memories AS m ON m.memory_rowid = memory_fts.rowid "
             f"WHERE memory_fts MATCH ? AND {where} ORDER BY rank, m.created_at DESC LIMIT ?",
             [match, *params, query.limit], "search memories")

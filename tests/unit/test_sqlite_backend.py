@@ -65,9 +65,9 @@ def test_schema_version_and_objects(backend: SqliteBackend) -> None:
     assert {"memories", "memory_fts", "settings", "idx_memories_owner_key", "memory_fts_ai", "memory_fts_ad",
             "memory_fts_au", "idx_memories_needs_reindex", "idx_memories_expires"} <= names
     fts_sql = scalar(backend, "SELECT sql FROM sqlite_schema WHERE name = 'memory_fts'")
-    assert "content_rowid='memory_rowid'" in str(fts_sql)
+    assert "content='memory_fts_source', content_rowid='memory_rowid'" in str(fts_sql)
     trigger = str(scalar(backend, "SELECT sql FROM sqlite_schema WHERE name = 'memory_fts_au'"))
-    assert "WHEN old.content IS NOT new.content OR old.key IS NOT new.key" in trigger
+    assert "WHEN old.content IS NOT new.content OR old.key IS NOT new.key OR old.api_key_id" in trigger
 
 
 def test_timestamps_are_fixed_width_utc_text(backend: SqliteBackend) -> None:
@@ -192,7 +192,7 @@ def test_or_of_terms_finds_what_strict_and_misses(backend: SqliteBackend) -> Non
     def top_hit(match: str) -> str | None:
         rows = backend._connection().execute(
             "SELECT m.id FROM memory_fts JOIN memories m ON m.memory_rowid = memory_fts.rowid "
-            "WHERE memory_fts MATCH ? ORDER BY bm25(memory_fts, 1.0, 2.0) LIMIT 1", (match,)).fetchall()
+            "WHERE memory_fts MATCH ? ORDER BY bm25(memory_fts, 1.0, 2.0, 0.0) LIMIT 1", (match,)).fetchall()
         return rows[0][0] if rows else None
 
     or_found = sum(top_hit(fts_query(q)) == ids[k] for k, q in questions.items())
@@ -369,3 +369,17 @@ def test_bad_options_are_config_errors() -> None:
         structure_options({"busy_timeout_ms": -1}, SqliteSettings, "backends.main")
     with pytest.raises(ConfigError):
         structure_options({"pathh": "x.db"}, SqliteSettings, "backends.main")
+
+
+def test_keyword_owner_token_follows_owner_changes(backend: SqliteBackend) -> None:
+    odd = add(backend, "k", "ramen noodles", api_key_id="!!! ☃")  # no word characters: still one owner token
+    assert [h.memory.id for h in backend.search(SearchQuery(api_key_id="!!! ☃", text="ramen"))] == [odd.id]
+    assert backend.search(SearchQuery(api_key_id="other", text="ramen")) == []
+    moved = Memory(id=odd.id, api_key_id="other", key="k", content="ramen noodles", created_at=odd.created_at,
+                   updated_at=utcnow())
+    backend.put(moved)  # same id, new owner: the FTS owner column must follow
+    assert backend.search(SearchQuery(api_key_id="!!! ☃", text="ramen")) == []
+    assert [h.memory.id for h in backend.search(SearchQuery(api_key_id="other", text="ramen"))] == [odd.id]
+    owner_token = b"other".hex().upper()
+    assert backend.search(SearchQuery(api_key_id="other", text=owner_token)) == [], "query text matched the owner"
+    fts_in_step(backend)
