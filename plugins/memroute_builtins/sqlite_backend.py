@@ -135,8 +135,11 @@ _MIGRATIONS: Final[dict[int, str]] = {
         -- ((api_key_id, created_at) also serves recency order). Its type index is left out on purpose: four
         -- values are never selective, and every write would pay for it.
         CREATE INDEX idx_memories_api_key ON memories(api_key_id, created_at);
-        CREATE INDEX idx_memories_session ON memories(api_key_id, session_id, created_at);
-        CREATE INDEX idx_memories_expires ON memories(expires_at);
+        -- Partial: rows without a session or an expiry (most) cost these indexes nothing; `session_id = ?` and
+        -- `expires_at <= ?` imply NOT NULL, so the queries that need them still use them.
+        CREATE INDEX idx_memories_session ON memories(api_key_id, session_id, created_at)
+            WHERE session_id IS NOT NULL;
+        CREATE INDEX idx_memories_expires ON memories(expires_at) WHERE expires_at IS NOT NULL;
         CREATE INDEX idx_memories_needs_reindex ON memories(needs_reindex) WHERE needs_reindex = 1;
 
         -- The FTS source adds an `owner` column (the api key as one hex token) so a keyword search intersects
@@ -209,7 +212,7 @@ def format_ts(value: datetime) -> str:
     """Fixed-width ISO-8601 UTC text (``2026-11-29T14:27:46.123456Z``): sorts as it compares."""
     if value.tzinfo is not timezone.utc:
         value = value.astimezone(timezone.utc)
-    return value.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+    return value.isoformat(timespec="microseconds")[:-6] + "Z"  # drop "+00:00"
 
 
 def _opt_ts(value: datetime | None) -> str | None:
@@ -233,10 +236,13 @@ def _to_memory(row: Sequence[Any]) -> Memory:
     )
 
 
+_dump_metadata = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
 def _row_values(memory: Memory) -> tuple[Any, ...]:
     return (
         memory.id, memory.api_key_id, memory.session_id, memory.type.value, memory.key, memory.content,
-        json.dumps(memory.metadata, ensure_ascii=False, separators=(",", ":")),
+        _dump_metadata(memory.metadata) if memory.metadata else "{}",
         format_ts(memory.created_at), format_ts(memory.updated_at), _opt_ts(memory.expires_at),
     )
 
