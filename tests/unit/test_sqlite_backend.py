@@ -383,3 +383,37 @@ def test_keyword_owner_token_follows_owner_changes(backend: SqliteBackend) -> No
     owner_token = b"other".hex().upper()
     assert backend.search(SearchQuery(api_key_id="other", text=owner_token)) == [], "query text matched the owner"
     fts_in_step(backend)
+
+
+def test_content_drift_is_found_by_the_full_check(db_path: Path) -> None:
+    backend = open_backend(db_path)
+    memory = add(backend, "k", "original words")
+    connection = backend._connection()
+    connection.execute("DROP TRIGGER memory_fts_au")  # a tool that writes around the index
+    connection.execute("UPDATE memories SET content = 'replaced text' WHERE id = ?", (memory.id,))
+    backend.close()
+    reopened = open_backend(db_path)  # small database: the full check runs on every open
+    try:
+        assert reopened.fts_rebuilt
+        assert [h.memory.id for h in reopened.search(SearchQuery(api_key_id="a", text="replaced"))] == [memory.id]
+        assert reopened.search(SearchQuery(api_key_id="a", text="original")) == []
+    finally:
+        reopened.close()
+
+
+def test_large_database_skips_the_full_check_until_due(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from memroute_builtins import sqlite_backend
+
+    monkeypatch.setattr(sqlite_backend, "FTS_ALWAYS_CHECK_BELOW", 0)
+    backend = open_backend(db_path)
+    add(backend, "k", "alpha")
+    first = backend.get_setting("sqlite.fts_checked_at")
+    backend.close()
+    assert first is not None, "the first open must run the full check and record it"
+    reopened = open_backend(db_path)
+    assert reopened.get_setting("sqlite.fts_checked_at") == first, "the full check ran although it was not due"
+    reopened.close()
+    monkeypatch.setattr(sqlite_backend, "FTS_FULL_CHECK_INTERVAL_S", -1.0)
+    due = open_backend(db_path)
+    assert due.get_setting("sqlite.fts_checked_at") != first, "the full check did not run once it was due"
+    due.close()
