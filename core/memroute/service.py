@@ -250,7 +250,7 @@ class Memroute:
         """Every memory (of one tenant, or all), oldest first."""
         if api_key_id is not None:
             ListFilter(api_key_id=api_key_id)  # validates
-        return iter(self.manager.primary.iter_all(api_key_id))
+        return iter(self.manager.iter_all(api_key_id))
 
     def export_jsonl(self, out: IO[str], api_key_id: str | None = None) -> int:
         count = 0

@@ -66,7 +66,7 @@ class RetrievalEngine:
             try:
                 self.indexer = Indexer(
                     fetch=manager.get_many,
-                    enumerate_memories=lambda: manager.primary.iter_all(),
+                    enumerate_memories=lambda: manager.iter_all(),
                     count_memories=self._count_memories,
                     embedder=embedder,
                     store=vector_store,
@@ -80,7 +80,7 @@ class RetrievalEngine:
     def _count_memories(self) -> int:
         from memroute.models import ListFilter
 
-        return self.manager.primary.list(ListFilter(limit=1)).total
+        return self.manager.list(ListFilter(limit=1)).total
 
     # --- writes ----------------------------------------------------------------------------------------
     def on_written(self, memories: Sequence[Memory]) -> None:
@@ -115,7 +115,7 @@ class RetrievalEngine:
             hits = [attrs.evolve(h, score=h.leg_scores["vector"]) for h in hits]
             legs, used = ("vector",), "semantic"
         else:
-            hits = fuse(keyword_hits, vector_hits, k=self.settings.rrf_k)
+            hits = fuse(keyword_hits, vector_hits, k=self.settings.rrf_k, query=query.text)
             legs, used = ("keyword", "vector"), "hybrid"
         backend, fallback = self._served_by(keyword_served)
         if fallback and keyword_served is not None:
