@@ -225,7 +225,8 @@ class SqliteBackend(MemoryBackend):
         counts: tuple[Any, ...] = connection.execute(
             "SELECT (SELECT count(*) FROM memories), (SELECT count(*) FROM memory_fts_docsize)").fetchall()[0]
         memories, documents = int(counts[0]), int(counts[1])
-        checked: builtins.list[tuple[Any, ...]] = connection.execute("SELECT value FROM settings WHERE key = ?", (_FTS_CHECKED,)).fetchall()
+        checked: builtins.list[tuple[Any, ...]] = connection.execute(
+            "SELECT value FROM settings WHERE key = ?", (_FTS_CHECKED,)).fetchall()
         now = time.time()
         due = not checked or now - float(checked[0][0]) > FTS_FULL_CHECK_INTERVAL_S
         if memories == documents and memories > FTS_ALWAYS_CHECK_BELOW and not due:
