@@ -101,9 +101,11 @@ _SQL_INSERT = (
 _SQL_INSERT_NEW = _SQL_INSERT + " ON CONFLICT DO NOTHING RETURNING memory_rowid"
 _SQL_UPDATE = (
     "UPDATE memories SET session_id = ?2, type = ?3, key = ?4, content = ?5, metadata = ?6, updated_at = ?7, "
-    "expires_at = ?8, needs_reindex = CASE WHEN content IS NOT ?5 OR key IS NOT ?4 THEN 1 ELSE needs_reindex END "
-    "WHERE id = ?1"
+    "expires_at = ?8, needs_reindex = CASE WHEN content IS NOT ?5 OR key IS NOT ?4 OR session_id IS NOT ?2 "
+    "OR expires_at IS NOT ?8 THEN 1 ELSE needs_reindex END WHERE id = ?1"
 )
+# needs_reindex marks the rows whose vector must be (re)written: new rows, and changes to anything the vector
+# or its filter payload holds (content, key, owner, session, created/expiry times).
 # put: drop a different memory holding the same (owner, key), then insert-or-replace by id in place (the
 # rowid, access telemetry and — when content and key are unchanged — the FTS row and vector stay).
 _SQL_PUT_EVICT = (
@@ -115,7 +117,8 @@ _SQL_PUT = (
     "session_id = excluded.session_id, type = excluded.type, key = excluded.key, content = excluded.content, "
     "metadata = excluded.metadata, created_at = excluded.created_at, updated_at = excluded.updated_at, "
     "expires_at = excluded.expires_at, needs_reindex = CASE WHEN content IS NOT excluded.content "
-    "OR key IS NOT excluded.key THEN 1 ELSE needs_reindex END"
+    "OR key IS NOT excluded.key OR session_id IS NOT excluded.session_id OR expires_at IS NOT excluded.expires_at "
+    "OR created_at IS NOT excluded.created_at OR api_key_id IS NOT excluded.api_key_id THEN 1 ELSE needs_reindex END"
 )
 
 

@@ -497,15 +497,24 @@ class SqliteBackend(MemoryBackend):
 
     # --- reindex queue, access telemetry, settings -----------------------------------------------------
 
-    def pending_reindex(self, limit: int = 100) -> builtins.list[Memory]:
-        """Memories whose vector is missing or stale (``needs_reindex = 1``), oldest first."""
-        rows = self._read(
-            f"SELECT {_COLUMNS} FROM memories WHERE needs_reindex = 1 ORDER BY created_at, memory_rowid LIMIT ?",
-            (int(limit),), "read the reindex queue")
+    def pending_reindex(self, limit: int = 100, api_key_id: str | None = None) -> builtins.list[Memory]:
+        """Memories whose vector is missing or stale (``needs_reindex = 1``), oldest first (of one tenant, or
+        all)."""
+        if api_key_id is None:
+            rows = self._read(
+                f"SELECT {_COLUMNS} FROM memories WHERE needs_reindex = 1 ORDER BY memory_rowid LIMIT ?",
+                (int(limit),), "read the reindex queue")
+        else:
+            rows = self._read(
+                f"SELECT {_COLUMNS} FROM memories WHERE needs_reindex = 1 AND api_key_id = ? ORDER BY memory_rowid "
+                "LIMIT ?", (api_key_id, int(limit)), "read the reindex queue")
         return [_to_memory(r) for r in rows]
 
-    def count_pending_reindex(self) -> int:
-        return int(self._read("SELECT count(*) FROM memories WHERE needs_reindex = 1")[0][0])
+    def count_pending_reindex(self, api_key_id: str | None = None) -> int:
+        if api_key_id is None:
+            return int(self._read("SELECT count(*) FROM memories WHERE needs_reindex = 1")[0][0])
+        return int(self._read("SELECT count(*) FROM memories WHERE needs_reindex = 1 AND api_key_id = ?",
+                              (api_key_id,))[0][0])
 
     def mark_indexed(self, memories: Iterable[Memory | str]) -> int:
         """Clear ``needs_reindex``. Pass the :class:`Memory` objects that were embedded to clear only rows
