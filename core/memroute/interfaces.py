@@ -161,6 +161,12 @@ class MemoryBackend(abc.ABC):
         """A JSON-able description for ``memroute status`` (no secrets)."""
         return {"name": self.name, "type": self.type_name}
 
+    def identity(self) -> str:
+        """A stable string naming the data this backend holds (a file path, a URL + folder, ...). memroute
+        keeps the vector index and the outbox of a primary in a state directory derived from it, so two
+        databases never share an index. No secrets."""
+        return f"{self.type_name}:{self.name}"
+
 
 # --- embedding -----------------------------------------------------------------------------------------
 

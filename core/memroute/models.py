@@ -108,8 +108,20 @@ def as_utc(value: datetime | str, field: str = "datetime") -> datetime:
     return value.astimezone(timezone.utc)
 
 
-def _opt_utc(value: datetime | str | None) -> datetime | None:
-    return None if value is None else as_utc(value)
+def _opt_utc(value: datetime | str | None, field: str = "expires_at") -> datetime | None:
+    return None if value is None else as_utc(value, field)
+
+
+def _created_at(value: datetime | str) -> datetime:
+    return as_utc(value, "created_at")
+
+
+def _updated_at(value: datetime | str) -> datetime:
+    return as_utc(value, "updated_at")
+
+
+def _now(value: datetime | str) -> datetime:
+    return as_utc(value, "now")
 
 
 def _coerce_type(value: MemoryType | str) -> MemoryType:
@@ -180,8 +192,8 @@ class Memory:
     key: str = attrs.field(validator=_require_text("key", MAX_KEY_CHARS))
     content: str = attrs.field(validator=_require_text("content", MAX_CONTENT_CHARS))
     metadata: dict[str, Any] = attrs.field(factory=dict, converter=_coerce_metadata, eq=False, hash=False)
-    created_at: datetime = attrs.field(converter=as_utc)
-    updated_at: datetime = attrs.field(converter=as_utc)
+    created_at: datetime = attrs.field(converter=_created_at)
+    updated_at: datetime = attrs.field(converter=_updated_at)
     expires_at: datetime | None = attrs.field(default=None, converter=_opt_utc)
 
     def same_as(self, other: Memory) -> bool:
@@ -213,7 +225,7 @@ class NewMemory:
     metadata: dict[str, Any] = attrs.field(factory=dict, converter=_coerce_metadata, eq=False, hash=False)
     expires_at: datetime | None = attrs.field(default=None, converter=_opt_utc)
     id: str = attrs.field(factory=new_memory_id, validator=check_id("id"))
-    now: datetime = attrs.field(factory=utcnow, converter=as_utc)
+    now: datetime = attrs.field(factory=utcnow, converter=_now)
     """The write's timestamp: ``created_at`` of a new memory and ``updated_at`` in both cases."""
 
     def as_memory(self) -> Memory:

@@ -156,6 +156,10 @@ class MemroutePluginManager(pluggy.PluginManager):
             raise PluginLoadError(full, entry_point=origin.plugin, distribution=origin.distribution) from exc
         warnings.warn(full, PluginWarning, stacklevel=3)
 
+    def collect(self) -> None:
+        """Call every discovery hook now (normally done lazily), so broken plugins warn at start-up."""
+        self._collect()
+
     def _collect(self) -> None:
         with self._lock:
             if self._collected:
@@ -263,6 +267,7 @@ def make_plugin_manager(
         pm.load_entrypoints()
     for name, plugin in plugins:
         pm.add_plugin(plugin, name=name)
+    pm.collect()
     return pm
 
 

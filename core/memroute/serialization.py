@@ -37,7 +37,7 @@ def _datetime(value: Any) -> datetime:
     try:
         return as_utc(value)
     except ValidationError as exc:
-        raise ValueError(str(exc).removeprefix("datetime: ")) from None
+        raise ValueError(str(exc).split(": ", 1)[-1]) from None
 
 
 def make_converter() -> cattrs.Converter:

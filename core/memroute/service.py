@@ -18,6 +18,7 @@ from typing import IO, Any
 
 from memroute.components import build_backend
 from memroute.errors import MemrouteError, ValidationError
+from memroute.interfaces import EmbeddingSource, MemoryBackend, VectorStore
 from memroute.manager import MemoryManager
 from memroute.models import (
     ListFilter,
@@ -30,7 +31,7 @@ from memroute.models import (
     SearchResult,
 )
 from memroute.plugins import MemroutePluginManager, get_plugin_manager
-from memroute.retrieval import RetrievalEngine
+from memroute.retrieval.build import build_retrieval
 from memroute.serialization import memory_from_dict, memory_to_dict
 from memroute.settings import MemrouteSettings, load_settings
 
@@ -52,7 +53,16 @@ def derive_key(content: str) -> str:
 class Memroute:
     """memroute's Python API. Use as a context manager, or call :meth:`close`."""
 
-    def __init__(self, settings: MemrouteSettings, *, plugins: MemroutePluginManager | None = None) -> None:
+    def __init__(
+        self,
+        settings: MemrouteSettings,
+        *,
+        plugins: MemroutePluginManager | None = None,
+        embedder: EmbeddingSource | None = None,
+        vector_store: VectorStore | None = None,
+    ) -> None:
+        """Prefer :func:`memroute.open`. ``embedder`` / ``vector_store`` replace the configured ones (for
+        components built in code rather than named in configuration)."""
         self.settings = settings
         self.plugins = plugins or get_plugin_manager()
         self.data_dir = settings.data_path
@@ -63,7 +73,8 @@ class Memroute:
         try:
             for name in [backends.primary, *backends.fallbacks]:
                 built.append(build_backend(self.plugins, name, backends.instances[name], self.data_dir))
-            outbox = settings.manager.outbox_path or str(self.data_dir / "outbox.db")
+            self.state_dir = state_dir_for(self.data_dir, built[0])
+            outbox = settings.manager.outbox_path or str(self.state_dir / "outbox.db")
             self.manager = MemoryManager(
                 built[0], built[1:], settings=settings.manager, outbox_path=outbox,
                 prepare_connection=self.plugins.prepare_connection,
@@ -76,11 +87,25 @@ class Memroute:
                 except Exception:
                     pass
             raise
-        self.retrieval = RetrievalEngine(self.manager)
+        try:
+            self.retrieval = build_retrieval(
+                self.manager, settings, self.plugins, self.state_dir, embedder=embedder, vector_store=vector_store
+            )
+        except BaseException:
+            self.manager.close()
+            raise
 
     @classmethod
-    def open(cls, config: Any = None, *, plugins: MemroutePluginManager | None = None, **overrides: Any) -> Memroute:
-        return cls(load_settings(config, **overrides), plugins=plugins)
+    def open(
+        cls,
+        config: Any = None,
+        *,
+        plugins: MemroutePluginManager | None = None,
+        embedder: EmbeddingSource | None = None,
+        vector_store: VectorStore | None = None,
+        **overrides: Any,
+    ) -> Memroute:
+        return cls(load_settings(config, **overrides), plugins=plugins, embedder=embedder, vector_store=vector_store)
 
     # --- lifecycle -----------------------------------------------------------------------------------
     def __enter__(self) -> Memroute:
@@ -101,7 +126,8 @@ class Memroute:
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait for background work (outbox replication, embedding); True when all of it finished."""
-        return self.manager.flush(timeout)
+        indexed = self.retrieval.flush(timeout)
+        return self.manager.flush(timeout) and indexed
 
     # --- CRUD ----------------------------------------------------------------------------------------
     def add(
@@ -123,7 +149,9 @@ class Memroute:
             api_key_id=api_key_id, key=key if key is not None else derive_key(content), content=content,
             type=type, session_id=session_id, metadata=metadata, expires_at=expires_at,
         )
-        return self.manager.create(new)
+        memory = self.manager.create(new)
+        self.retrieval.on_written([memory])
+        return memory
 
     def get(self, memory_id: str) -> Memory | None:
         _check_id(memory_id)
@@ -140,11 +168,17 @@ class Memroute:
             )
         if not changes:
             raise ValidationError("update: nothing to change", [("(root)", "empty")])
-        return self.manager.update(memory_id, MemoryPatch(**changes)) is not None
+        updated = self.manager.update(memory_id, MemoryPatch(**changes))
+        if updated is not None:
+            self.retrieval.on_written([updated])
+        return updated is not None
 
     def delete(self, memory_id: str) -> bool:
         _check_id(memory_id)
-        return self.manager.delete(memory_id)
+        deleted = self.manager.delete(memory_id)
+        if deleted:
+            self.retrieval.on_deleted(memory_id)
+        return deleted
 
     def list(
         self,
@@ -201,6 +235,7 @@ class Memroute:
     def status(self) -> dict[str, Any]:
         return {
             "data_dir": str(self.data_dir),
+            "state_dir": str(self.state_dir),
             "memory": {"enabled": self.settings.memory.enabled, "strategy": self.settings.memory.strategy,
                        "max_tokens": self.settings.memory.max_tokens,
                        "retention_days": self.settings.memory.retention_days},
@@ -229,6 +264,7 @@ class Memroute:
         count = 0
         for memory in memories:
             self.manager.put(memory)
+            self.retrieval.on_written([memory])
             count += 1
         return count
 
@@ -254,7 +290,19 @@ class Memroute:
             count += 1
             if progress is not None:
                 progress(1)
+        self.retrieval.on_written(parsed)
         return count
+
+
+def state_dir_for(data_dir: Path, primary: MemoryBackend) -> Path:
+    """Where the vector index, its queue and the outbox of this primary live: one directory per primary
+    identity, so two databases never share an index."""
+    identity = primary.identity()
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", identity).strip("-")[-40:] or "store"
+    digest = hashlib.sha256(identity.encode("utf-8")).hexdigest()[:10]
+    path = data_dir / "state" / f"{slug}-{digest}"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def _check_id(memory_id: object) -> None:

@@ -84,6 +84,10 @@ class MemorySettings:
     """Reciprocal Rank Fusion constant ``k`` (``MEMORY_RRF_K``)."""
     vec_top_k: int = attrs.field(default=20, validator=_range(1, 1000))
     """Default number of vector-leg candidates (``MEMORY_VEC_TOP_K``)."""
+    min_similarity: float = attrs.field(default=0.2, validator=_range(-1.0, 1.0))
+    """Cosine similarity below which a vector candidate is never returned (the relevance floor)."""
+    similarity_window: float = attrs.field(default=0.35, validator=_range(0.0, 2.0))
+    """Vector candidates more than this below the best candidate's cosine are dropped."""
     typed_decay_enabled: bool = False
     """Opt-in typed decay (reference §16): episodic memories expire unless accessed often."""
     typed_decay_episodic_days: int = attrs.field(default=30, validator=_range(1, 3650))
@@ -376,9 +380,9 @@ def _normalise(raw: Mapping[str, Any]) -> dict[str, Any]:
         if flat:
             target = fixed.get(selector)
             if not isinstance(target, str) or target in ("auto", "none") or section_name == "extraction":
-                bad = ", ".join(sorted(flat))
                 raise ConfigError(
-                    f"{section_name}: options ({bad}) need a selected {selector} or a [{section_name}.<name>] table",
+                    f"{', '.join(f'{section_name}.{k}' for k in sorted(flat))}: unknown field (component options "
+                    f"need a selected {selector} or a [{section_name}.<name>] table)",
                     [(f"{section_name}.{k}", "unknown field") for k in sorted(flat)],
                 )
             options[target] = {**options.get(target, {}), **flat}

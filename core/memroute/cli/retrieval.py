@@ -1,7 +1,80 @@
-"""CLI commands of this area (filled in by the feature that owns it)."""
+"""Retrieval operations: ``memroute reindex`` and ``memroute bench``."""
 
 from __future__ import annotations
 
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
 import click
 
-COMMANDS: list[click.Command] = []
+from memroute.cli.common import CliState, echo_json, open_service
+
+
+@click.command()
+@click.option("--force", is_flag=True, help="Drop every vector and rebuild the whole index.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def reindex(ctx: click.Context, force: bool, as_json: bool) -> None:
+    """Embed every memory that has no current vector (resumable: interrupted work continues next time)."""
+    from rich.progress import Progress
+
+    service = open_service(ctx)
+    with Progress(transient=True, disable=as_json or not sys.stderr.isatty()) as progress:
+        task = progress.add_task("reindexing", total=None)
+
+        def report(done: int, remaining: int) -> None:
+            progress.update(task, completed=done, total=done + remaining)
+
+        result = service.retrieval.reindex(force=force, progress=report)
+    if as_json:
+        echo_json(result)
+        return
+    if result.get("reason"):
+        click.echo(f"nothing to index: {result['reason']}")
+        return
+    click.echo(f"indexed {result['processed']} memories; {result['pending']} pending; {result['errors']} errors")
+    if result["errors"]:
+        raise click.ClickException(f"reindex stopped on an error: {result.get('last_error')}")
+
+
+@click.command()
+@click.option("--sizes", default="10000,100000", show_default=True,
+              help="Comma-separated numbers of memories for one key.")
+@click.option("--single-adds", type=int, default=2000, show_default=True)
+@click.option("--tenants", type=int, default=1000, show_default=True)
+@click.option("--per-tenant", type=int, default=20, show_default=True)
+@click.option("--queries", type=int, default=50, show_default=True)
+@click.option("--quick", is_flag=True, help="Small sizes (1,000 / 100 tenants) for a smoke run.")
+@click.option("--output", type=click.Path(dir_okay=False), default=None, help="Also write the JSON report here.")
+@click.pass_context
+def bench(ctx: click.Context, sizes: str, single_adds: int, tenants: int, per_tenant: int, queries: int,
+          quick: bool, output: str | None) -> None:
+    """Benchmark the configured engine on synthetic data in a temporary directory (your data is untouched)."""
+    from memroute.bench import run_bench
+    from memroute.service import Memroute
+    from memroute.settings import load_settings
+
+    state = ctx.find_object(CliState)
+    assert state is not None
+    base = load_settings(state.config_path)
+    if quick:
+        sizes, single_adds, tenants, queries = "1000", 300, 100, 20
+    try:
+        size_list = tuple(int(part) for part in sizes.split(",") if part.strip())
+    except ValueError:
+        raise click.BadParameter("expected comma-separated integers", param_hint="--sizes") from None
+
+    def open_fresh(path: Path) -> Any:
+        return Memroute.open(base, data_dir=str(path), backends={
+            "primary": "main", "fallbacks": [], "instances": {"main": {"type": "sqlite", "options": {}}}})
+
+    report = run_bench(open_fresh, sizes=size_list, single_adds=single_adds, tenants=tenants,
+                       per_tenant=per_tenant, queries=queries, progress=lambda m: click.echo(f"... {m}", err=True))
+    echo_json(report)
+    if output:
+        Path(output).write_text(json.dumps(report, indent=2, default=str), encoding="utf-8")
+
+
+COMMANDS: list[click.Command] = [reindex, bench]

@@ -1,55 +1,233 @@
-"""The retrieval engine.
+"""The retrieval engine: keyword, vector and hybrid search over one tenant's memories, with every path
+applying the same filters (owner, expiry, retention, session) and saying how it was served.
 
-FOUNDATION VERSION: keyword (FTS5 bm25 through the backend) and recency only; ``semantic`` and ``hybrid``
-degrade to keyword and say so in the provenance. The retrieval issue adds embedding sources, vector
-stores and fusion here.
+Tiers, best first: hybrid (keyword + vector, fused) → vector → keyword → recency. When a tier cannot serve
+(no embedding source, no vector store, an index being rebuilt after a signature change, an embedding error)
+the search degrades to the next one **visibly**: the result's provenance names the legs that ran and why it
+is degraded.
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
-from memroute.manager import MemoryManager
-from memroute.models import Provenance, SearchHit, SearchQuery, SearchResult
+import attrs
+
+from memroute.interfaces import EmbeddingSource, VectorStore
+from memroute.manager import ManagedSearch, MemoryManager
+from memroute.models import Memory, Provenance, SearchHit, SearchQuery, SearchResult
 from memroute.retrieval.budget import fit_budget
+from memroute.retrieval.fusion import fuse, keyword_query
+from memroute.retrieval.indexer import Indexer, IndexQueue
+from memroute.settings import MemorySettings
 
 __all__ = ["RetrievalEngine"]
 
+log = logging.getLogger("memroute.retrieval")
+
 
 class RetrievalEngine:
-    def __init__(self, manager: MemoryManager) -> None:
-        self.manager = manager
+    """Searches through the :class:`MemoryManager` (keyword / recency legs, served by the primary or a
+    fallback) and the vector store (vector leg), and keeps the vector index in step with writes."""
 
+    def __init__(
+        self,
+        manager: MemoryManager,
+        *,
+        memory_settings: MemorySettings | None = None,
+        embedder: EmbeddingSource | None = None,
+        vector_store: VectorStore | None = None,
+        index_path: str | Path = ":memory:",
+        resolution: dict[str, Any] | None = None,
+        prepare: Callable[[Any], None] | None = None,
+        background: bool = True,
+        lazy_budget: int = 256,
+    ) -> None:
+        self.manager = manager
+        self.settings = memory_settings or MemorySettings()
+        self.embedder = embedder
+        self.vector_store = vector_store
+        self.lazy_budget = lazy_budget
+        self.resolution = resolution or {
+            "source": getattr(embedder, "source", None), "model": getattr(embedder, "model", None),
+            "dimensions": getattr(embedder, "dimensions", None),
+            "reason": None if embedder else "no embedding source configured",
+        }
+        self.indexer: Indexer | None = None
+        self.vector_reason: str | None = None
+        if embedder is None:
+            self.vector_reason = f"no embedding source ({self.resolution.get('reason') or 'none configured'})"
+        elif vector_store is None:
+            self.vector_reason = "no vector store configured"
+        else:
+            try:
+                self.indexer = Indexer(
+                    fetch=manager.get_many,
+                    enumerate_memories=lambda: manager.primary.iter_all(),
+                    count_memories=self._count_memories,
+                    embedder=embedder,
+                    store=vector_store,
+                    queue=IndexQueue(index_path, prepare=prepare),
+                    background=background,
+                )
+            except Exception as exc:
+                self.vector_reason = f"vector index unavailable: {type(exc).__name__}: {exc}"
+                log.warning("memroute: %s", self.vector_reason)
+
+    def _count_memories(self) -> int:
+        from memroute.models import ListFilter
+
+        return self.manager.primary.list(ListFilter(limit=1)).total
+
+    # --- writes ----------------------------------------------------------------------------------------
+    def on_written(self, memories: Sequence[Memory]) -> None:
+        """Queue the vectors of created / updated memories (embedded in the background)."""
+        if self.indexer is not None and memories:
+            self.indexer.enqueue(memories)
+
+    def on_deleted(self, memory_id: str, api_key_id: str = "") -> None:
+        if self.indexer is not None:
+            self.indexer.enqueue_delete(memory_id, api_key_id)
+
+    # --- search ----------------------------------------------------------------------------------------
     def search(self, query: SearchQuery, *, max_tokens: int | None = None) -> SearchResult:
-        served = self.manager.search(query)
-        tier = "recency" if query.strategy == "exact" else "keyword"
-        hits = [
-            SearchHit(memory=h.memory, score=h.score, tier=tier, ranks={tier: i}, leg_scores={tier: h.score})
-            for i, h in enumerate(served.hits, start=1)
-        ]
-        degraded = query.strategy in ("semantic", "hybrid")
-        reasons = []
-        if degraded:
-            reasons.append("no vector store configured: degraded to keyword")
-        if served.fallback:
-            reasons.append(f"primary unavailable ({served.error}); served by fallback {served.backend}")
+        if query.strategy == "exact" or not query.text.strip():
+            return self._recency(query, max_tokens)
+        candidates = max(query.limit * 3, self.settings.vec_top_k)
+        reasons: list[str] = []
+        vector_hits = self._vector_leg(query, candidates, reasons)
+        keyword_served: ManagedSearch | None = None
+        keyword_hits: list[tuple[Memory, float]] = []
+        if query.strategy == "hybrid" or vector_hits is None:
+            keyword_served = self.manager.search(
+                attrs.evolve(query, text=keyword_query(query.text), strategy="hybrid", limit=candidates)
+            )
+            keyword_hits = [(h.memory, h.score) for h in keyword_served.hits if query.admits(h.memory)]
+        if vector_hits is None:
+            hits = fuse(keyword_hits, [], k=self.settings.rrf_k)
+            legs: tuple[str, ...] = ("keyword",)
+            used = "keyword"
+        elif query.strategy == "semantic":
+            hits = fuse([], vector_hits, k=self.settings.rrf_k)
+            hits = [attrs.evolve(h, score=h.leg_scores["vector"]) for h in hits]
+            legs, used = ("vector",), "semantic"
+        else:
+            hits = fuse(keyword_hits, vector_hits, k=self.settings.rrf_k)
+            legs, used = ("keyword", "vector"), "hybrid"
+        backend, fallback = self._served_by(keyword_served)
+        if fallback and keyword_served is not None:
+            reasons.append(f"primary unavailable ({keyword_served.error}); served by fallback {backend}")
         provenance = Provenance(
-            backend=served.backend,
-            strategy_requested=query.strategy,
-            strategy_used="exact" if query.strategy == "exact" else "keyword",
-            legs=(tier,),
-            degraded=degraded or served.fallback,
-            reason="; ".join(reasons) or None,
-            fallback=served.fallback,
+            backend=backend, strategy_requested=query.strategy, strategy_used=used, legs=legs,
+            degraded=bool(reasons), reason="; ".join(reasons) or None, fallback=fallback,
+            vector_store=getattr(self.vector_store, "store_name", None) if vector_hits is not None else None,
         )
         return SearchResult(hits=tuple(fit_budget(hits, max_tokens, query.limit)), provenance=provenance)
 
+    def _served_by(self, served: ManagedSearch | None) -> tuple[str, bool]:
+        if served is None:
+            return self.manager.primary.name, False
+        return served.backend, served.fallback
+
+    def _recency(self, query: SearchQuery, max_tokens: int | None) -> SearchResult:
+        served = self.manager.search(attrs.evolve(query, strategy="exact"))
+        hits = [
+            SearchHit(memory=h.memory, score=h.score, tier="recency", ranks={"recency": i},
+                      leg_scores={"recency": h.score})
+            for i, h in enumerate(served.hits, start=1) if query.admits(h.memory)
+        ]
+        reasons = []
+        if query.strategy != "exact":
+            reasons.append("empty query: most recent memories")
+        if served.fallback:
+            reasons.append(f"primary unavailable ({served.error}); served by fallback {served.backend}")
+        provenance = Provenance(
+            backend=served.backend, strategy_requested=query.strategy, strategy_used="exact", legs=("recency",),
+            degraded=(bool(reasons) and query.strategy != "exact") or served.fallback,
+            reason="; ".join(reasons) or None, fallback=served.fallback,
+        )
+        return SearchResult(hits=tuple(fit_budget(hits, max_tokens, query.limit)), provenance=provenance)
+
+    def _vector_leg(self, query: SearchQuery, k: int, reasons: list[str]) -> list[tuple[Memory, float]] | None:
+        """The vector ranking, or ``None`` (with a reason) when the vector tier cannot serve this query."""
+        if self.indexer is None or self.embedder is None or self.vector_store is None:
+            reasons.append(f"{self.vector_reason}: degraded to keyword")
+            return None
+        ready, pending = self.indexer.tenant_ready(query.api_key_id, self.lazy_budget)
+        if not ready:
+            reasons.append(f"vector index rebuilding ({pending} memories pending): degraded to keyword")
+            return None
+        try:
+            vector = self.embedder.embed(query.text)
+            found = self.vector_store.query(vector, query, k)
+        except Exception as exc:
+            reasons.append(f"vector leg failed ({type(exc).__name__}: {exc}): degraded to keyword")
+            return None
+        if found:
+            floor = max(self.settings.min_similarity, found[0].score - self.settings.similarity_window)
+            found = [hit for hit in found if hit.score >= floor]
+        memories = self.manager.get_many([hit.memory_id for hit in found]) if found else {}
+        return [
+            (memories[hit.memory_id], hit.score) for hit in found
+            if hit.memory_id in memories and query.admits(memories[hit.memory_id])
+        ]
+
+    # --- operations ------------------------------------------------------------------------------------
+    def flush(self, timeout: float | None = None) -> bool:
+        return True if self.indexer is None else self.indexer.flush(timeout)
+
+    def reindex(self, *, force: bool = False, progress: Callable[[int, int], None] | None = None,
+                batch: int = 256) -> dict[str, Any]:
+        """Rebuild missing vectors now (all of them with ``force``); resumable, since the queue is durable.
+        ``progress(done, remaining)`` is called after each batch."""
+        if self.indexer is None:
+            return {"processed": 0, "errors": 0, "pending": 0, "reason": self.vector_reason}
+        enqueued = self.indexer.reset() if force else self.indexer.heal()
+        done = errors = 0
+        while True:
+            processed, failed = self.indexer.process(batch)
+            done += processed
+            errors += failed
+            remaining = self.indexer.queue.depth()
+            if progress is not None:
+                progress(done, remaining)
+            if remaining == 0 or failed or processed == 0:
+                break
+        return {"processed": done, "errors": errors, "pending": self.indexer.queue.depth(), "enqueued": enqueued,
+                "last_error": self.indexer.last_error}
+
     def status(self) -> dict[str, Any]:
+        embedding: dict[str, Any] = {**self.resolution, "available": self.embedder is not None}
+        stats = getattr(self.embedder, "cache_stats", None)
+        if callable(stats):
+            embedding["cache_stats"] = stats()
+        vector: dict[str, Any] = {
+            "backend": getattr(self.vector_store, "store_name", "none") if self.vector_store else "none",
+            "available": self.indexer is not None,
+            "reason": self.vector_reason,
+        }
+        if self.indexer is not None and self.vector_store is not None:
+            vector.update(
+                rows=self.vector_store.count(), pending_reindex=self.indexer.queue.depth(),
+                signature=self.indexer.signature, failing=self.indexer.queue.failing(),
+                last_error=self.indexer.last_error,
+            )
         return {
-            "keyword": {"available": True, "backend": self.manager.primary.type_name},
-            "embedding": {"source": None, "available": False, "reason": "no embedding source configured"},
-            "vector_store": {"backend": "none", "available": False},
+            "keyword": {"available": True, "backend": f"{self.manager.primary.type_name} keyword search"},
+            "embedding": embedding,
+            "vector_store": vector,
+            "fusion": {"method": "weighted RRF", "rrf_k": self.settings.rrf_k,
+                       "min_similarity": self.settings.min_similarity},
         }
 
     def close(self) -> None:
-        pass
+        if self.indexer is not None:
+            self.indexer.close()
+            self.indexer.queue.close()
+        if self.vector_store is not None:
+            self.vector_store.close()
+        if self.embedder is not None:
+            self.embedder.close()

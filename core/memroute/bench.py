@@ -1,0 +1,186 @@
+"""``memroute bench``: speed and size of the configured engine, with ratios against a baseline measured in the
+same run (never absolute thresholds in unit tests).
+
+Measures single durable add/s (embedding included), bulk import/s, keyword / semantic / hybrid search latency
+(p50, p95) at N memories for one key, bytes on disk per memory (also with many small tenants), and a numpy
+brute-force KNN over the very same vectors as the baseline for the vector legs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import random
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from memroute.models import Memory, MemoryType, new_memory_id, utcnow
+from memroute.serialization import memory_to_dict
+
+__all__ = ["machine_description", "run_bench", "synthetic_contents"]
+
+_SUBJECTS = ["the billing service", "the search page", "a trail run", "the autumn menu", "the thesis draft",
+             "a Postgres migration", "the Kubernetes cluster", "a sourdough starter", "the quarterly report",
+             "a trip to Lisbon", "the React dashboard", "a marathon plan", "the garden beds", "a jazz concert",
+             "the mobile app", "a team offsite", "the data pipeline", "a birthday dinner", "the CI runners"]
+_VERBS = ["prefers", "decided to change", "always reviews", "is worried about", "wants to improve",
+          "finished working on", "asked about", "never skips", "scheduled time for", "dislikes"]
+_DETAILS = ["on Mondays", "before lunch", "with Sam", "for the next sprint", "after the holidays", "every week",
+            "using Python", "with TypeScript", "in the morning", "at the weekend", "for the client demo",
+            "with oat milk", "in Berlin", "after the review", "before the deadline"]
+_QUERIES = ["what does the user think about the billing service?", "marathon training plan",
+            "which language for the dashboard", "trip to Lisbon", "database migration decision",
+            "weekend cooking routine", "what happens before the deadline", "code review habits",
+            "how is the data pipeline going", "team offsite plans"]
+
+
+def synthetic_contents(count: int, seed: int = 1) -> Iterator[str]:
+    """``count`` varied memory-like sentences (deterministic)."""
+    rng = random.Random(seed)
+    for index in range(count):
+        yield (f"{rng.choice(['User', 'She', 'He', 'They'])} {rng.choice(_VERBS)} {rng.choice(_SUBJECTS)} "
+               f"{rng.choice(_DETAILS)} (note {index})")
+
+
+def machine_description() -> dict[str, Any]:
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "cpus": os.cpu_count(),
+    }
+
+
+def _jsonl(api_key_id: str, contents: Iterator[str]) -> Iterator[str]:
+    now = utcnow()
+    for index, content in enumerate(contents):
+        memory = Memory(id=new_memory_id(), api_key_id=api_key_id, type=MemoryType.FACTUAL, key=f"bench:{index}",
+                        content=content, created_at=now, updated_at=now)
+        yield json.dumps(memory_to_dict(memory))
+
+
+def _percentiles(samples: list[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+    return {
+        "p50_ms": round(statistics.median(ordered) * 1000, 3),
+        "p95_ms": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))] * 1000, 3),
+    }
+
+
+def _dir_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def run_bench(
+    open_service: Callable[[Path], Any],
+    *,
+    sizes: tuple[int, ...] = (10_000, 100_000),
+    single_adds: int = 2_000,
+    tenants: int = 1_000,
+    per_tenant: int = 20,
+    queries: int = 50,
+    progress: Callable[[str], None] = lambda message: None,
+) -> dict[str, Any]:
+    """Run every measurement with services made by ``open_service(data_dir)`` (the configured engine, on a
+    fresh data directory each time)."""
+    report: dict[str, Any] = {"machine": machine_description(), "results": {}}
+    with tempfile.TemporaryDirectory(prefix="memroute-bench-") as tmp:
+        root = Path(tmp)
+
+        progress(f"single durable adds ({single_adds})")
+        with open_service(root / "adds") as mem:
+            report["engine"] = mem.retrieval.status()
+            contents = list(synthetic_contents(single_adds, seed=2))
+            started = time.perf_counter()
+            for content in contents:
+                mem.add(api_key_id="bench", content=content)
+            mem.flush()
+            elapsed = time.perf_counter() - started
+        report["results"]["single_add_per_s"] = round(single_adds / elapsed, 1)
+
+        for size in sizes:
+            progress(f"bulk import and search at {size} memories for one key")
+            report["results"][str(size)] = _measure_size(open_service, root / f"n{size}", size, queries)
+
+        progress(f"{tenants} tenants x {per_tenant} memories")
+        path = root / "tenants"
+        with open_service(path) as mem:
+            lines: list[str] = []
+            for tenant in range(tenants):
+                lines.extend(_jsonl(f"tenant-{tenant}", synthetic_contents(per_tenant, seed=tenant)))
+            mem.import_jsonl(lines)
+            mem.flush()
+        report["results"]["many_tenants"] = {
+            "tenants": tenants, "per_tenant": per_tenant,
+            "bytes_per_memory": round(_dir_bytes(path) / (tenants * per_tenant), 1),
+        }
+    return report
+
+
+def _measure_size(open_service: Callable[[Path], Any], path: Path, size: int, queries: int) -> dict[str, Any]:
+    lines = list(_jsonl("bench", synthetic_contents(size, seed=size)))
+    result: dict[str, Any] = {}
+    with open_service(path) as mem:
+        started = time.perf_counter()
+        mem.import_jsonl(lines)
+        stored = time.perf_counter() - started
+        mem.flush()
+        total = time.perf_counter() - started
+        result["bulk_import_per_s"] = round(size / stored, 1)
+        result["bulk_import_with_embedding_per_s"] = round(size / total, 1)
+        rng = random.Random(3)
+        texts = [rng.choice(_QUERIES) + f" {rng.randint(0, 999)}" for _ in range(queries)]
+        for strategy in ("keyword", "semantic", "hybrid"):
+            samples = []
+            for text in texts:
+                began = time.perf_counter()
+                if strategy == "keyword":
+                    mem.manager.search(_keyword_query(text))
+                else:
+                    mem.search(text, api_key_id="bench", strategy=strategy, limit=10)
+                samples.append(time.perf_counter() - began)
+            result[strategy] = _percentiles(samples)
+        result["brute_force_knn"] = _brute_force(mem, texts)
+        result["bytes_per_memory"] = round(_dir_bytes(path) / size, 1)
+    for strategy in ("semantic", "hybrid"):
+        baseline = result["brute_force_knn"]["p50_ms"]
+        if baseline:
+            result[f"{strategy}_vs_brute_force_p50"] = round(result[strategy]["p50_ms"] / baseline, 2)
+    return result
+
+
+def _keyword_query(text: str) -> Any:
+    from memroute.models import SearchQuery
+    from memroute.retrieval.fusion import keyword_query
+
+    return SearchQuery(api_key_id="bench", text=keyword_query(text), strategy="hybrid", limit=30)
+
+
+def _brute_force(mem: Any, texts: list[str]) -> dict[str, float]:
+    """The baseline: embed the query, then exact top-k by a numpy matrix product over the same vectors the
+    vector store holds (every memory of the key, re-embedded here into one matrix)."""
+    embedder = mem.retrieval.embedder
+    if embedder is None:
+        return {"p50_ms": 0.0, "p95_ms": 0.0}
+    contents = [m.content for m in mem.manager.primary.iter_all("bench", batch=5000)]
+    matrix = np.vstack([embedder.embed_batch(contents[i:i + 2048]) for i in range(0, len(contents), 2048)])
+    samples = []
+    for text in texts:
+        began = time.perf_counter()
+        query = embedder.embed(text)
+        scores = matrix @ query
+        top = np.argpartition(-scores, 30)[:30]
+        top[np.argsort(-scores[top])]
+        samples.append(time.perf_counter() - began)
+    return _percentiles(samples)
+
+
+def format_report(report: dict[str, Any]) -> str:
+    return json.dumps(report, indent=2, default=str)

@@ -1,0 +1,5 @@
+"""``python -m memroute.cli``."""
+
+from memroute.cli import main
+
+main()

@@ -1,0 +1,77 @@
+"""Building the retrieval engine from settings: the embedding source (``[embedding]``) and the vector store
+(``[vectors]``), each a plugin component."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from memroute.components import build_component, make_context
+from memroute.errors import MemrouteError
+from memroute.interfaces import EmbeddingSource, VectorStore
+from memroute.manager import MemoryManager
+from memroute.plugins import MemroutePluginManager
+from memroute.retrieval.engine import RetrievalEngine
+from memroute.settings import MemrouteSettings
+
+__all__ = ["build_retrieval", "build_vector_store"]
+
+log = logging.getLogger("memroute.retrieval")
+
+
+def build_vector_store(
+    settings: MemrouteSettings, pm: MemroutePluginManager, data_dir: Path
+) -> tuple[VectorStore | None, str | None]:
+    """The configured vector store, or ``(None, reason)``. ``auto`` means sqlite-vec."""
+    name = settings.vectors.store
+    if name == "none":
+        return None, "vector store disabled ([vectors] store = \"none\")"
+    if name == "auto":
+        name = "sqlite-vec"
+    options: dict[str, Any] = dict(settings.vectors.options.get(name, {}))
+    spec = pm.component("vector-store", name)
+    field_names = {f.name for f in attrs.fields(spec.settings_class)} if attrs.has(spec.settings_class) else set()
+    if "quantization" in field_names and "quantization" not in options:
+        options["quantization"] = settings.vectors.quantization
+    store = build_component(pm, "vector-store", name, options, context=make_context(pm, name, data_dir),
+                            path=f"vectors.{name}")
+    assert isinstance(store, VectorStore)
+    return store, None
+
+
+def build_retrieval(
+    manager: MemoryManager,
+    settings: MemrouteSettings,
+    pm: MemroutePluginManager,
+    data_dir: Path,
+    *,
+    embedder: EmbeddingSource | None = None,
+    vector_store: VectorStore | None = None,
+) -> RetrievalEngine:
+    """The engine for these settings. An embedding source that cannot be resolved leaves retrieval keyword-only
+    (visibly: status and every search's provenance say why); a broken vector store configuration is an error."""
+    resolution: dict[str, Any] | None = None
+    if embedder is None:
+        from memroute.embedding import build_embedding_source
+
+        embedder, resolved = build_embedding_source(settings.embedding, pm, data_dir)
+        resolution = resolved.to_dict()
+    if embedder is not None and vector_store is None:
+        try:
+            vector_store, _reason = build_vector_store(settings, pm, data_dir)
+        except MemrouteError:
+            if embedder is not None:
+                embedder.close()
+            raise
+    return RetrievalEngine(
+        manager,
+        memory_settings=settings.memory,
+        embedder=embedder,
+        vector_store=vector_store,
+        index_path=data_dir / "index.db",
+        resolution=resolution,
+        prepare=pm.prepare_connection,
+    )

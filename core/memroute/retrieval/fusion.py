@@ -1,0 +1,79 @@
+"""Fusing the keyword and vector rankings.
+
+Weighted Reciprocal Rank Fusion: ``score(d) = Σ_leg w_leg / (k + rank_leg(d))``. Plain RRF gives both legs
+equal say, and loses to the vector leg when the keyword leg is noisy (a query sharing only common words with
+unrelated memories). Two measures keep fusion at least as good as its best leg (measured in
+``tests/bench/test_retrieval_quality.py``; see docs/retrieval.md):
+
+* the keyword leg searches the query **without stop words**, so it matches on content words only;
+* the vector leg has a relevance floor (candidates far below the best cosine are dropped), so a query with no
+  relevant memory returns nothing rather than the nearest irrelevant ones.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from memroute.models import Memory, SearchHit
+
+__all__ = ["STOP_WORDS", "fuse", "keyword_query"]
+
+STOP_WORDS = frozenset((
+    "a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any", "anything", "are",
+    "aren't", "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by",
+    "can", "can't", "cannot", "could", "couldn't", "did", "didn't", "do", "does", "doesn't", "doing", "don't",
+    "down", "during", "each", "few", "for", "from", "further", "had", "hadn't", "has", "hasn't", "have",
+    "haven't", "having", "he", "he'd", "he'll", "he's", "her", "here", "here's", "hers", "herself", "him",
+    "himself", "his", "how", "how's", "i", "i'd", "i'll", "i'm", "i've", "if", "in", "into", "is", "isn't",
+    "it", "it's", "its", "itself", "know", "let's", "like", "me", "more", "most", "mustn't", "my", "myself",
+    "no", "nor", "not", "of", "off", "on", "once", "only", "or", "other", "ought", "our", "ours", "ourselves",
+    "out", "over", "own", "please", "recall", "remember", "same", "shan't", "she", "she'd", "she'll", "she's",
+    "should", "shouldn't", "so", "some", "something", "such", "tell", "than", "that", "that's", "the", "their",
+    "theirs", "them", "themselves", "then", "there", "there's", "these", "they", "they'd", "they'll", "they're",
+    "they've", "thing", "things", "this", "those", "through", "to", "too", "under", "until", "up", "use",
+    "used", "using", "very", "want", "wants", "was", "wasn't", "we", "we'd", "we'll", "we're", "we've", "were",
+    "weren't", "what", "what's", "when", "when's", "where", "where's", "which", "while", "who", "who's", "whom",
+    "why", "why's", "with", "won't", "would", "wouldn't", "you", "you'd", "you'll", "you're", "you've", "your",
+    "yours", "yourself", "yourselves",
+))
+
+_WORD = re.compile(r"[\w']+", re.UNICODE)
+
+
+def keyword_query(text: str) -> str:
+    """The query the keyword leg runs: the content words of ``text`` (stop words removed), or ``text``
+    itself when it has nothing but stop words."""
+    words = _WORD.findall(text)
+    content = [w for w in words if w.casefold().replace("\u2019", "'") not in STOP_WORDS]
+    return " ".join(content) if content else text
+
+
+def fuse(
+    keyword: Sequence[tuple[Memory, float]],
+    vector: Sequence[tuple[Memory, float]],
+    *,
+    k: int,
+    keyword_weight: float = 1.0,
+    vector_weight: float = 1.0,
+) -> list[SearchHit]:
+    """RRF over the two rankings (each best first, as ``(memory, leg score)``)."""
+    scores: dict[str, float] = {}
+    memories: dict[str, Memory] = {}
+    ranks: dict[str, dict[str, int]] = {}
+    leg_scores: dict[str, dict[str, float]] = {}
+    for leg, ranking, weight in (("keyword", keyword, keyword_weight), ("vector", vector, vector_weight)):
+        for rank, (memory, score) in enumerate(ranking, start=1):
+            memories[memory.id] = memory
+            scores[memory.id] = scores.get(memory.id, 0.0) + weight / (k + rank)
+            ranks.setdefault(memory.id, {})[leg] = rank
+            leg_scores.setdefault(memory.id, {})[leg] = float(score)
+    ordered = sorted(scores, key=lambda mid: (-scores[mid], -memories[mid].created_at.timestamp()))
+    hits = []
+    for mid in ordered:
+        legs = ranks[mid]
+        tier = "hybrid" if len(legs) == 2 else next(iter(legs))
+        hits.append(
+            SearchHit(memory=memories[mid], score=scores[mid], tier=tier, ranks=legs, leg_scores=leg_scores[mid])
+        )
+    return hits

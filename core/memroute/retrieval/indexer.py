@@ -1,0 +1,354 @@
+"""Keeping the vector index in step with the stored memories.
+
+Writes enqueue memory ids in a durable queue (a small SQLite file); a background worker embeds them in
+batches and upserts the vectors, so ``add()`` never waits for the model. A crash leaves the queue on disk and
+the work resumes on the next open. When the index's embedding signature changes, the store is reset and every
+memory is enqueued again (the rebuild); reads do a bounded amount of that work for the tenant they serve
+(lazy backfill), and ``memroute reindex`` drives it explicitly with progress.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import apsw
+
+from memroute.db import open_connection
+from memroute.interfaces import EmbeddingSource, VectorItem, VectorStore
+from memroute.models import Memory
+
+__all__ = ["IndexQueue", "Indexer"]
+
+log = logging.getLogger("memroute.index")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS index_queue (
+    memory_id   TEXT PRIMARY KEY,
+    api_key_id  TEXT NOT NULL,
+    op          TEXT NOT NULL CHECK (op IN ('upsert', 'delete')),
+    attempts    INTEGER NOT NULL DEFAULT 0,
+    last_error  TEXT,
+    seq         INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS idx_index_queue_seq ON index_queue(seq);
+CREATE INDEX IF NOT EXISTS idx_index_queue_tenant ON index_queue(api_key_id, seq);
+CREATE TABLE IF NOT EXISTS index_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+
+class IndexQueue:
+    """The durable queue of memory ids whose vector must be written or removed. Re-enqueueing an id replaces
+    its pending op (the newest op wins; the worker always reads the memory's current state)."""
+
+    def __init__(self, path: str | Path, *, prepare: Callable[[apsw.Connection], None] | None = None) -> None:
+        self._conn = open_connection(path, prepare=prepare)
+        self._lock = threading.Lock()
+        with self._lock, self._conn:
+            self._conn.execute(_SCHEMA)
+        row = self._conn.execute("SELECT COALESCE(MAX(seq), 0) FROM index_queue").fetchone()
+        self._seq = int(row[0]) if row else 0
+
+    def put(self, entries: Iterable[tuple[str, str, str]]) -> int:
+        """Enqueue ``(memory_id, api_key_id, op)`` entries in one transaction."""
+        count = 0
+        with self._lock, self._conn:
+            for memory_id, api_key_id, op in entries:
+                self._seq += 1
+                self._conn.execute(
+                    "INSERT INTO index_queue(memory_id, api_key_id, op, seq) VALUES (?, ?, ?, ?) "
+                    "ON CONFLICT(memory_id) DO UPDATE SET op = excluded.op, api_key_id = excluded.api_key_id, "
+                    "attempts = 0, last_error = NULL, seq = excluded.seq",
+                    (memory_id, api_key_id, op, self._seq),
+                )
+                count += 1
+        return count
+
+    def take(self, limit: int, api_key_id: str | None = None) -> list[tuple[str, str, str, int]]:
+        """The oldest entries ``(memory_id, api_key_id, op, seq)`` (of one tenant, or all)."""
+        with self._lock:
+            if api_key_id is None:
+                rows = self._conn.execute(
+                    "SELECT memory_id, api_key_id, op, seq FROM index_queue ORDER BY seq LIMIT ?", (limit,)
+                ).fetchall()
+            else:
+                rows = self._conn.execute(
+                    "SELECT memory_id, api_key_id, op, seq FROM index_queue WHERE api_key_id = ? ORDER BY seq "
+                    "LIMIT ?", (api_key_id, limit),
+                ).fetchall()
+        return [(str(r[0]), str(r[1]), str(r[2]), int(r[3] or 0)) for r in rows]
+
+    def done(self, entries: Sequence[tuple[str, int]]) -> None:
+        """Remove entries ``(memory_id, seq)`` — only if not re-enqueued meanwhile (same seq)."""
+        with self._lock, self._conn:
+            for memory_id, seq in entries:
+                self._conn.execute("DELETE FROM index_queue WHERE memory_id = ? AND seq = ?", (memory_id, seq))
+
+    def failed(self, memory_ids: Sequence[str], error: str) -> None:
+        with self._lock, self._conn:
+            for memory_id in memory_ids:
+                self._conn.execute(
+                    "UPDATE index_queue SET attempts = attempts + 1, last_error = ? WHERE memory_id = ?",
+                    (error[:500], memory_id),
+                )
+
+    def depth(self, api_key_id: str | None = None) -> int:
+        with self._lock:
+            if api_key_id is None:
+                row = self._conn.execute("SELECT COUNT(*) FROM index_queue").fetchone()
+            else:
+                row = self._conn.execute(
+                    "SELECT COUNT(*) FROM index_queue WHERE api_key_id = ?", (api_key_id,)
+                ).fetchone()
+        return int(row[0]) if row else 0
+
+    def failing(self, limit: int = 5) -> list[dict[str, Any]]:
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT memory_id, op, attempts, last_error FROM index_queue WHERE attempts > 0 "
+                "ORDER BY attempts DESC LIMIT ?", (limit,),
+            ).fetchall()
+        return [{"memory_id": r[0], "op": r[1], "attempts": r[2], "last_error": r[3]} for r in rows]
+
+    def get_meta(self, key: str) -> str | None:
+        with self._lock:
+            row = self._conn.execute("SELECT value FROM index_meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str | None) -> None:
+        with self._lock, self._conn:
+            if value is None:
+                self._conn.execute("DELETE FROM index_meta WHERE key = ?", (key,))
+            else:
+                self._conn.execute(
+                    "INSERT INTO index_meta(key, value) VALUES (?, ?) "
+                    "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                    (key, value),
+                )
+
+    def clear(self) -> None:
+        with self._lock, self._conn:
+            self._conn.execute("DELETE FROM index_queue")
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+def embedding_text(memory: Memory) -> str:
+    """What is embedded for a memory: its content (keys are machine-made slugs that add noise to vectors)."""
+    return memory.content
+
+
+class Indexer:
+    """Drains the :class:`IndexQueue` into the vector store. One processor at a time (a lock), shared by the
+    background worker, lazy backfill on reads, ``flush`` and ``reindex``."""
+
+    META_SIGNATURE = "signature"
+    META_ENUMERATED = "enumerated"
+
+    def __init__(
+        self,
+        *,
+        fetch: Callable[[Sequence[str]], dict[str, Memory]],
+        enumerate_memories: Callable[[], Iterable[Memory]],
+        count_memories: Callable[[], int] | None = None,
+        embedder: EmbeddingSource,
+        store: VectorStore,
+        queue: IndexQueue,
+        batch_size: int = 64,
+        background: bool = True,
+    ) -> None:
+        self._fetch = fetch
+        self._enumerate = enumerate_memories
+        self._count = count_memories
+        self.embedder = embedder
+        self.store = store
+        self.queue = queue
+        self.batch_size = batch_size
+        self._process_lock = threading.Lock()
+        self._wake = threading.Condition()
+        self._stopping = False
+        self._idle = threading.Event()
+        self._idle.set()
+        self._thread: threading.Thread | None = None
+        self._background = background
+        self.last_error: str | None = None
+        self.signature = str(embedder.signature())
+        self._prepare_index()
+        if background:
+            self._thread = threading.Thread(target=self._run, name="memroute-indexer", daemon=True)
+            self._thread.start()
+
+    # --- signature and rebuild -------------------------------------------------------------------------
+    def _prepare_index(self) -> None:
+        signature = self.embedder.signature()
+        kept = self.store.bind(signature)
+        recorded = self.queue.get_meta(self.META_SIGNATURE)
+        if not kept or recorded != str(signature):
+            # The index was built under another signature (or never recorded): it is never queried; every
+            # memory is enqueued again.
+            self.queue.set_meta(self.META_SIGNATURE, str(signature))
+            self.queue.set_meta(self.META_ENUMERATED, None)
+        if self.queue.get_meta(self.META_ENUMERATED) is None:
+            self.enqueue_all()
+        else:
+            self.heal()
+
+    def heal(self) -> int:
+        """Repair drift left by a crash between a write and its enqueue: when nothing is queued and the
+        store's vector count differs from the number of memories, enqueue the difference. Returns how many
+        entries were enqueued."""
+        if self._count is None or self.queue.depth():
+            return 0
+        total = self._count()
+        if total == self.store.count():
+            return 0
+        indexed = self.store.ids()
+        stored: dict[str, str] = {m.id: m.api_key_id for m in self._enumerate()}
+        entries = [(mid, key, "upsert") for mid, key in stored.items() if mid not in indexed]
+        entries += [(mid, "", "delete") for mid in indexed - stored.keys()]
+        if entries:
+            log.info("memroute indexer: healing %d vectors out of step with the stored memories", len(entries))
+            self.queue.put(entries)
+            self._notify()
+        return len(entries)
+
+    def enqueue_all(self) -> int:
+        """Enqueue every stored memory (a rebuild); marks enumeration complete."""
+        count = 0
+        batch: list[tuple[str, str, str]] = []
+        for memory in self._enumerate():
+            batch.append((memory.id, memory.api_key_id, "upsert"))
+            if len(batch) >= 1000:
+                count += self.queue.put(batch)
+                batch = []
+        count += self.queue.put(batch)
+        self.queue.set_meta(self.META_ENUMERATED, "1")
+        self._notify()
+        return count
+
+    def reset(self) -> int:
+        """Forget every vector and enqueue every memory (``reindex --force``)."""
+        with self._process_lock:
+            self.queue.clear()
+            self.queue.set_meta(self.META_ENUMERATED, None)
+            for memory_id_batch in _chunks(sorted(self.store.ids()), 1000):
+                self.store.delete(memory_id_batch)
+        return self.enqueue_all()
+
+    # --- writes ----------------------------------------------------------------------------------------
+    def enqueue(self, memories: Sequence[Memory]) -> None:
+        self.queue.put((m.id, m.api_key_id, "upsert") for m in memories)
+        self._notify()
+
+    def enqueue_delete(self, memory_id: str, api_key_id: str) -> None:
+        self.queue.put([(memory_id, api_key_id, "delete")])
+        self._notify()
+
+    def _notify(self) -> None:
+        self._idle.clear()
+        with self._wake:
+            self._wake.notify_all()
+
+    # --- processing ------------------------------------------------------------------------------------
+    def process(self, limit: int, api_key_id: str | None = None) -> tuple[int, int]:
+        """Process up to ``limit`` queued entries (of one tenant, or the oldest overall); returns
+        ``(processed, errors)``."""
+        processed = errors = 0
+        with self._process_lock:
+            while processed + errors < limit:
+                entries = self.queue.take(min(self.batch_size, limit - processed - errors), api_key_id)
+                if not entries:
+                    break
+                ok, failed = self._process_batch(entries)
+                processed += ok
+                errors += failed
+                if failed:
+                    break
+        return processed, errors
+
+    def _process_batch(self, entries: list[tuple[str, str, str, int]]) -> tuple[int, int]:
+        deletes = [(mid, seq) for mid, _key, op, seq in entries if op == "delete"]
+        upserts = [(mid, seq) for mid, _key, op, seq in entries if op == "upsert"]
+        try:
+            if deletes:
+                self.store.delete([mid for mid, _ in deletes])
+            found = self._fetch([mid for mid, _ in upserts]) if upserts else {}
+            memories = [found[mid] for mid, _ in upserts if mid in found]
+            missing = [mid for mid, _ in upserts if mid not in found]
+            if missing:
+                self.store.delete(missing)  # deleted since it was enqueued
+            if memories:
+                vectors = self.embedder.embed_batch([embedding_text(m) for m in memories])
+                self.store.upsert([
+                    VectorItem(memory_id=m.id, api_key_id=m.api_key_id, session_id=m.session_id,
+                               created_at=m.created_at, expires_at=m.expires_at, vector=vectors[i])
+                    for i, m in enumerate(memories)
+                ])
+        except Exception as exc:
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            log.warning("memroute indexer: batch failed, will retry: %s", self.last_error)
+            self.queue.failed([mid for mid, _k, _o, _s in entries], self.last_error)
+            return 0, len(entries)
+        self.queue.done(deletes + upserts)
+        self.last_error = None
+        return len(entries), 0
+
+    def _run(self) -> None:
+        backoff = 0.05
+        while not self._stopping:
+            try:
+                processed, errors = self.process(self.batch_size * 4)
+            except Exception as exc:
+                processed, errors = 0, 1
+                self.last_error = f"{type(exc).__name__}: {exc}"
+            if errors:
+                with self._wake:
+                    self._wake.wait(backoff)
+                backoff = min(backoff * 2, 30.0)
+                continue
+            backoff = 0.05
+            if processed == 0:
+                self._idle.set()
+                with self._wake:
+                    if self.queue.depth() == 0 and not self._stopping:
+                        self._wake.wait(1.0)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Process the queue until it is empty (or ``timeout`` seconds pass); True when empty."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.queue.depth():
+            _processed, errors = self.process(self.batch_size * 16)
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+            if errors:
+                if deadline is None:
+                    return False
+                time.sleep(0.05)
+        return self.queue.depth() == 0
+
+    def tenant_ready(self, api_key_id: str, lazy_budget: int) -> tuple[bool, int]:
+        """Whether the tenant's vectors are complete, doing up to ``lazy_budget`` of its queued work first.
+        Returns ``(ready, still_pending)``."""
+        pending = self.queue.depth(api_key_id)
+        if pending and lazy_budget > 0:
+            self.process(lazy_budget, api_key_id)
+            pending = self.queue.depth(api_key_id)
+        return pending == 0, pending
+
+    def close(self) -> None:
+        self._stopping = True
+        with self._wake:
+            self._wake.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+
+def _chunks(items: Sequence[str], size: int) -> Iterable[list[str]]:
+    for start in range(0, len(items), size):
+        yield list(items[start:start + size])

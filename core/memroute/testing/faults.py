@@ -1,0 +1,188 @@
+"""A fault-injecting wrapper around any :class:`~memroute.interfaces.MemoryBackend`, for failover tests.
+
+``FaultyBackend(inner)`` behaves exactly like ``inner`` until told otherwise::
+
+    faulty = FaultyBackend(SqliteBackend(...))
+    faulty.fail()                      # every operation raises BackendUnavailableError
+    faulty.fail("create", "update")    # only these operations fail
+    faulty.hang("search")              # search blocks until release() / recover() (or hang_timeout_s)
+    faulty.recover()                   # back to normal; releases hung calls
+    faulty.calls["create"]             # how many times create was called (faulted calls included)
+
+Operation names are the backend's method names: ``create``, ``put``, ``get``, ``get_many``, ``update``,
+``delete``, ``list``, ``search``, ``health``, ``iter_all``. A faulted ``health`` reports ``ok=False``
+(or hangs) instead of raising, as a real probe would.
+"""
+
+from __future__ import annotations
+
+import builtins
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Any, Final
+
+from memroute.errors import BackendUnavailableError
+from memroute.interfaces import MemoryBackend
+from memroute.models import BackendHit, HealthResult, ListFilter, ListPage, Memory, MemoryPatch, NewMemory, SearchQuery
+
+__all__ = ["FaultyBackend"]
+
+OPERATIONS: Final = frozenset(
+    {"create", "put", "get", "get_many", "update", "delete", "list", "search", "health", "iter_all"}
+)
+
+
+class FaultyBackend(MemoryBackend):
+    """Wraps ``inner``; fails, hangs or recovers on command, per operation. Thread-safe."""
+
+    def __init__(self, inner: MemoryBackend, *, name: str | None = None, hang_timeout_s: float = 10.0) -> None:
+        super().__init__(name or inner.name)
+        self.inner = inner
+        self.type_name = inner.type_name
+        self.capabilities = inner.capabilities
+        self.hang_timeout_s = hang_timeout_s
+        self.calls: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        self._failing: frozenset[str] = frozenset()
+        self._hanging: frozenset[str] = frozenset()
+        self._error = "injected fault"
+        self._release = threading.Event()
+        self._hung_now = 0
+        self._hung_changed = threading.Condition(self._lock)
+
+    # --- commands -------------------------------------------------------------------------------------
+    def fail(self, *operations: str, message: str = "injected fault") -> None:
+        """Make ``operations`` (all when none given) raise :class:`BackendUnavailableError`."""
+        with self._lock:
+            self._failing = self._select(operations)
+            self._error = message
+
+    def hang(self, *operations: str) -> None:
+        """Make ``operations`` (all when none given) block until :meth:`release` or :meth:`recover`."""
+        with self._lock:
+            self._release.clear()
+            self._hanging = self._select(operations)
+
+    def release(self) -> None:
+        """Let calls that are hanging now continue (they then run normally); new calls still hang."""
+        with self._lock:
+            old, self._release = self._release, threading.Event()
+        old.set()
+
+    def recover(self) -> None:
+        """Back to normal: no failures, no hangs, hung calls released."""
+        with self._lock:
+            self._failing = frozenset()
+            self._hanging = frozenset()
+            old, self._release = self._release, threading.Event()
+        old.set()
+
+    def reset_calls(self) -> None:
+        with self._lock:
+            self.calls.clear()
+
+    @property
+    def hung_calls(self) -> int:
+        """Calls blocked in a hang right now."""
+        with self._lock:
+            return self._hung_now
+
+    def wait_for_hung(self, count: int = 1, timeout: float = 5.0) -> bool:
+        """Block until at least ``count`` calls are hanging (tests use it to sequence threads)."""
+        deadline = time.monotonic() + timeout
+        with self._hung_changed:
+            while self._hung_now < count:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._hung_changed.wait(remaining)
+            return True
+
+    @staticmethod
+    def _select(operations: Iterable[str]) -> frozenset[str]:
+        chosen = frozenset(operations) or OPERATIONS
+        unknown = chosen - OPERATIONS
+        if unknown:
+            raise ValueError(f"unknown operation(s): {', '.join(sorted(unknown))}")
+        return chosen
+
+    # --- the fault gate -------------------------------------------------------------------------------
+    def _enter(self, operation: str) -> None:
+        with self._lock:
+            self.calls[operation] += 1
+            hanging = operation in self._hanging
+            release = self._release
+        if hanging:
+            with self._hung_changed:
+                self._hung_now += 1
+                self._hung_changed.notify_all()
+            try:
+                released = release.wait(self.hang_timeout_s)
+            finally:
+                with self._hung_changed:
+                    self._hung_now -= 1
+                    self._hung_changed.notify_all()
+            if not released:
+                raise BackendUnavailableError(f"{self.name}: {operation} hung (injected)", backend=self.name)
+        with self._lock:
+            failing = operation in self._failing
+            message = self._error
+        if failing:
+            raise BackendUnavailableError(f"{self.name}: {operation} failed: {message}", backend=self.name)
+
+    # --- the backend surface --------------------------------------------------------------------------
+    def initialize(self) -> None:
+        self.inner.initialize()
+
+    def close(self) -> None:
+        self.recover()
+        self.inner.close()
+
+    def create(self, new: NewMemory) -> Memory:
+        self._enter("create")
+        return self.inner.create(new)
+
+    def put(self, memory: Memory) -> None:
+        self._enter("put")
+        self.inner.put(memory)
+
+    def get(self, memory_id: str) -> Memory | None:
+        self._enter("get")
+        return self.inner.get(memory_id)
+
+    def get_many(self, memory_ids: Sequence[str]) -> dict[str, Memory]:
+        self._enter("get_many")
+        return self.inner.get_many(memory_ids)
+
+    def update(self, memory_id: str, patch: MemoryPatch) -> Memory | None:
+        self._enter("update")
+        return self.inner.update(memory_id, patch)
+
+    def delete(self, memory_id: str) -> bool:
+        self._enter("delete")
+        return self.inner.delete(memory_id)
+
+    def list(self, filter: ListFilter) -> ListPage:
+        self._enter("list")
+        return self.inner.list(filter)
+
+    def search(self, query: SearchQuery) -> builtins.list[BackendHit]:
+        self._enter("search")
+        return self.inner.search(query)
+
+    def iter_all(self, api_key_id: str | None = None, batch: int = 500) -> Iterable[Memory]:
+        self._enter("iter_all")
+        return self.inner.iter_all(api_key_id, batch)
+
+    def health(self) -> HealthResult:
+        started = time.perf_counter()
+        try:
+            self._enter("health")
+        except BackendUnavailableError as exc:
+            return HealthResult(ok=False, latency_ms=(time.perf_counter() - started) * 1000, error=str(exc))
+        return self.inner.health()
+
+    def describe(self) -> dict[str, Any]:
+        return {**self.inner.describe(), "name": self.name, "faulty": True}

@@ -1,0 +1,142 @@
+"""The data model: validation, upsert merge semantics, patches, query filters, JSON round trips."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from memroute.errors import ValidationError
+from memroute.models import (
+    UNSET,
+    ListFilter,
+    Memory,
+    MemoryPatch,
+    MemoryType,
+    NewMemory,
+    SearchQuery,
+    estimate_tokens,
+)
+from memroute.serialization import dumps_memory, loads_memory, memory_from_dict, memory_to_dict
+
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
+
+
+def memory(**changes):
+    base = dict(id="m1", api_key_id="k", key="k1", content="hello", created_at=NOW, updated_at=NOW)
+    return Memory(**{**base, **changes})
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "problem"),
+    [
+        ("api_key_id", "", "must not be empty"),
+        ("api_key_id", "   ", "must not be empty"),
+        ("api_key_id", 5, "expected a string"),
+        ("key", "", "must not be empty"),
+        ("content", "", "must not be empty"),
+        ("content", "a\x00b", "NUL"),
+        ("type", "opinion", "not a memory type"),
+        ("metadata", ["not", "an", "object"], "JSON object"),
+        ("metadata", {"x": object()}, "JSON-serialisable"),
+        ("metadata", {"x": float("nan")}, "JSON-serialisable"),
+        ("expires_at", "tomorrow", "ISO-8601"),
+    ],
+)
+def test_new_memory_rejects_bad_input_with_the_field_named(field, value, problem):
+    kwargs = dict(api_key_id="k", key="a", content="c")
+    kwargs[field] = value
+    with pytest.raises(ValidationError, match=problem) as info:
+        NewMemory(**kwargs)
+    assert info.value.problems[0][0] == field
+
+
+def test_naive_datetimes_are_taken_as_utc_and_offsets_converted():
+    m = memory(created_at=datetime(2026, 1, 1, 10, 0), updated_at="2026-01-01T12:00:00+02:00")
+    assert m.created_at.tzinfo is timezone.utc
+    assert m.updated_at == datetime(2026, 1, 1, 10, 0, tzinfo=timezone.utc)
+
+
+def test_empty_session_is_none():
+    assert NewMemory(api_key_id="k", key="a", content="c", session_id="").session_id is None
+
+
+def test_upsert_merge_keeps_id_and_created_at_and_merges_metadata_shallowly():
+    existing = memory(metadata={"a": 1, "nested": {"x": 1}}, type="factual", session_id="s1",
+                      expires_at=NOW + timedelta(days=1))
+    new = NewMemory(api_key_id="k", key="k1", content="new", metadata={"b": 2, "nested": {"y": 2}},
+                    type=MemoryType.EPISODIC, session_id="s2", expires_at=None, now=NOW + timedelta(hours=1))
+    merged = new.merged_into(existing)
+    assert merged.id == "m1" and merged.created_at == NOW
+    assert merged.updated_at == NOW + timedelta(hours=1)
+    assert merged.metadata == {"a": 1, "b": 2, "nested": {"y": 2}}
+    assert merged.type is MemoryType.EPISODIC and merged.session_id == "s2" and merged.expires_at is None
+
+
+def test_patch_distinguishes_unset_from_none():
+    patch = MemoryPatch(expires_at=None, content="x")
+    assert patch.changes() == {"expires_at": None, "content": "x"}
+    assert MemoryPatch().is_empty()
+    assert MemoryPatch().content is UNSET
+    updated = MemoryPatch(metadata={"only": True}, now=NOW).applied_to(memory(metadata={"gone": 1}))
+    assert updated.metadata == {"only": True}
+
+
+def test_patch_validates_given_fields_only():
+    with pytest.raises(ValidationError, match="content"):
+        MemoryPatch(content="")
+    with pytest.raises(ValidationError, match="type"):
+        MemoryPatch(type="nope")
+
+
+def test_search_query_admits_applies_owner_expiry_retention_and_session():
+    q = SearchQuery(api_key_id="k", text="x", retention_days=30, session_id="s", now=NOW)
+    assert q.admits(memory(session_id="s"))
+    assert not q.admits(memory(session_id="s", api_key_id="other"))
+    assert not q.admits(memory(session_id="other"))
+    assert not q.admits(memory(session_id="s", expires_at=NOW))
+    assert not q.admits(memory(session_id="s", created_at=NOW - timedelta(days=31), updated_at=NOW))
+    assert SearchQuery(api_key_id="k", now=NOW).admits(memory(created_at=NOW - timedelta(days=400)))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "problem"),
+    [({"limit": 0}, "limit"), ({"offset": -1}, "offset"), ({"order_by": "key"}, "order_by"),
+     ({"order_dir": "up"}, "order_dir"), ({"limit": True}, "limit"), ({"api_key_id": ""}, "api_key_id")],
+)
+def test_list_filter_validation(kwargs, problem):
+    with pytest.raises(ValidationError, match=problem):
+        ListFilter(**kwargs)
+
+
+def test_search_query_validation():
+    with pytest.raises(ValidationError, match="strategy"):
+        SearchQuery(api_key_id="k", strategy="fuzzy")
+    with pytest.raises(ValidationError, match="api_key_id"):
+        SearchQuery(api_key_id="")
+
+
+def test_json_round_trip_is_exact():
+    m = memory(content="ünïcødé 🚀\r\n---\n", metadata={"a": [1, 2], "b": None}, session_id="s",
+               expires_at=NOW + timedelta(days=3))
+    again = loads_memory(dumps_memory(m))
+    assert again.same_as(m)
+    assert memory_to_dict(m)["created_at"] == "2026-11-29T12:00:00Z"
+
+
+def test_memory_from_dict_rejects_bad_documents():
+    good = memory_to_dict(memory())
+    with pytest.raises(ValidationError, match="extra_field: unknown field"):
+        memory_from_dict({**good, "extra_field": 1})
+    with pytest.raises(ValidationError, match="key: required"):
+        memory_from_dict({k: v for k, v in good.items() if k != "key"})
+    with pytest.raises(ValidationError, match="expected an object"):
+        memory_from_dict(["nope"])  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="not valid JSON"):
+        loads_memory("{nope")
+
+
+def test_token_estimate_is_ceil_len_over_4():
+    assert estimate_tokens("") == 0
+    assert estimate_tokens("abcd") == 1
+    assert estimate_tokens("abcde") == 2

@@ -1,0 +1,213 @@
+"""The plugin manager: discovery through entry points, failure isolation, strict mode, disabling, duplicates,
+API versions, and `memroute plugins`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+from pathlib import Path
+
+import pytest
+
+import memroute
+from memroute.errors import DuplicatePluginError, PluginLoadError, UnknownComponentError
+from memroute.plugins import PluginWarning, make_plugin_manager
+from memroute.specs import BackendSpec, EmbeddingSourceSpec
+
+
+def _fake_distribution(site: Path, dist: str, module: str, source: str, entry_name: str | None = None) -> None:
+    """Install a tiny distribution into ``site`` the way pip would lay it out (module + dist-info with an
+    entry point in the ``memroute`` group)."""
+    (site / f"{module}.py").write_text(textwrap.dedent(source), encoding="utf-8")
+    info = site / f"{dist.replace('-', '_')}-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1\n", encoding="utf-8")
+    (info / "entry_points.txt").write_text(f"[memroute]\n{entry_name or dist} = {module}\n", encoding="utf-8")
+
+
+@pytest.fixture
+def site(tmp_path, monkeypatch):
+    path = tmp_path / "site"
+    path.mkdir()
+    monkeypatch.syspath_prepend(str(path))
+    yield path
+    for name in list(sys.modules):
+        if name.startswith("mr_test_"):
+            del sys.modules[name]
+
+
+BROKEN_IMPORT = "raise ImportError('this plugin needs a library that is not installed')\n"
+
+GOOD_PLUGIN = """
+import memroute
+from memroute.specs import BackendSpec
+
+class Factory:
+    pass
+
+@memroute.hookimpl
+def memroute_backends():
+    yield BackendSpec(name="{name}", factory=lambda settings, context: None, description="test backend")
+"""
+
+
+def test_builtin_sqlite_backend_is_discovered_through_its_entry_point():
+    pm = make_plugin_manager()
+    infos = {(i.kind, i.name): i for i in pm.infos()}
+    sqlite = infos.get(("backend", "sqlite"))
+    if sqlite is None:
+        pytest.skip("the SQLite backend is not registered in this build yet")
+    assert sqlite.status == "ok"
+    assert sqlite.distribution == "memroute"
+
+
+def test_broken_plugin_is_reported_not_fatal(site):
+    _fake_distribution(site, "mr-test-broken", "mr_test_broken", BROKEN_IMPORT)
+    with pytest.warns(PluginWarning, match=r"mr-test-broken.*distribution mr-test-broken"):
+        pm = make_plugin_manager()
+    failed = [i for i in pm.infos() if i.plugin == "mr-test-broken"]
+    assert len(failed) == 1
+    assert failed[0].status == "failed"
+    assert "not installed" in (failed[0].error or "")
+    assert failed[0].distribution == "mr-test-broken"
+
+
+def test_broken_plugin_is_fatal_in_strict_mode(site, monkeypatch):
+    _fake_distribution(site, "mr-test-broken", "mr_test_broken", BROKEN_IMPORT)
+    monkeypatch.setenv("MEMROUTE_STRICT_PLUGINS", "1")
+    with pytest.raises(PluginLoadError, match="mr-test-broken") as info:
+        make_plugin_manager()
+    assert info.value.distribution == "mr-test-broken"
+
+
+def test_hook_that_raises_is_isolated(site):
+    _fake_distribution(site, "mr-test-raises", "mr_test_raises", """
+        import memroute
+
+        @memroute.hookimpl
+        def memroute_backends():
+            raise RuntimeError("boom")
+            yield
+    """)
+    with pytest.warns(PluginWarning, match="boom"):
+        pm = make_plugin_manager()
+    assert "boom" in next(i.error for i in pm.infos() if i.plugin == "mr-test-raises")
+
+
+def test_wrong_api_version_is_rejected(site):
+    _fake_distribution(site, "mr-test-future", "mr_test_future", """
+        import memroute
+        from memroute.specs import BackendSpec
+
+        @memroute.hookimpl
+        def memroute_backends():
+            yield BackendSpec(name="future", factory=lambda s, c: None, api_version=99)
+    """)
+    with pytest.warns(PluginWarning, match="plugin API version 99"):
+        pm = make_plugin_manager()
+    assert "future" not in pm.backends()
+
+
+def test_duplicate_names_name_both_distributions(site, monkeypatch):
+    _fake_distribution(site, "mr-test-dup-a", "mr_test_dup_a", GOOD_PLUGIN.format(name="twin"))
+    _fake_distribution(site, "mr-test-dup-b", "mr_test_dup_b", GOOD_PLUGIN.format(name="twin"))
+    with pytest.warns(PluginWarning) as caught:
+        pm = make_plugin_manager()
+    message = " ".join(str(w.message) for w in caught)
+    assert "mr-test-dup-a" in message and "mr-test-dup-b" in message
+    assert "twin" in pm.backends()  # the first one wins, the second is reported
+    monkeypatch.setenv("MEMROUTE_STRICT_PLUGINS", "1")
+    with pytest.raises(DuplicatePluginError, match=r"mr-test-dup-a.*mr-test-dup-b"):
+        make_plugin_manager().backends()
+
+
+def test_disable_plugins_blocks_by_entry_point_or_component_name(site, monkeypatch):
+    _fake_distribution(site, "mr-test-good", "mr_test_good", GOOD_PLUGIN.format(name="goody"))
+    monkeypatch.setenv("MEMROUTE_DISABLE_PLUGINS", "mr-test-good")
+    pm = make_plugin_manager()
+    assert "goody" not in pm.backends()
+    assert any(i.status == "disabled" and i.plugin == "mr-test-good" for i in pm.infos())
+    monkeypatch.setenv("MEMROUTE_DISABLE_PLUGINS", "goody")
+    pm = make_plugin_manager()
+    assert "goody" not in pm.backends()
+    assert any(i.status == "disabled" and i.name == "goody" for i in pm.infos())
+
+
+def test_wrong_spec_type_is_rejected(register_plugin, plugin_manager):
+    class Plugin:
+        @memroute.hookimpl
+        def memroute_backends(self):
+            yield EmbeddingSourceSpec(name="oops", factory=lambda s, c: None)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        register_plugin(Plugin(), name="wrong-type")
+        assert "oops" not in plugin_manager.backends()
+    assert any("expected BackendSpec" in str(w.message) for w in caught)
+
+
+def test_register_plugin_fixture_adds_for_one_test(register_plugin, plugin_manager):
+    class Plugin:
+        @memroute.hookimpl
+        def memroute_backends(self):
+            yield BackendSpec(name="temporary", factory=lambda s, c: None)
+
+    register_plugin(Plugin(), name="temporary-plugin")
+    assert "temporary" in plugin_manager.backends()
+    plugin_manager.remove_plugin("temporary-plugin")
+    assert "temporary" not in plugin_manager.backends()
+
+
+def test_unknown_component_lists_what_is_installed(plugin_manager):
+    with pytest.raises(UnknownComponentError, match="no backend plugin named 'nope'"):
+        plugin_manager.component("backend", "nope")
+
+
+def test_spec_names_are_validated():
+    with pytest.raises(ValueError, match="component name"):
+        BackendSpec(name="has space", factory=lambda s, c: None)
+
+
+def test_prepare_connection_hook_runs_for_every_connection(register_plugin, plugin_manager):
+    import apsw
+
+    from memroute.db import open_connection
+
+    class Plugin:
+        @memroute.hookimpl
+        def memroute_prepare_connection(self, connection):
+            connection.create_scalar_function("memroute_test_double", lambda x: x * 2, 1, deterministic=True)
+
+    register_plugin(Plugin(), name="functions")
+    connection = open_connection(":memory:", prepare=plugin_manager.prepare_connection)
+    assert connection.execute("select memroute_test_double(21)").fetchone() == (42,)
+    assert isinstance(connection, apsw.Connection)
+
+
+def _run_cli(args: list[str], env_extra: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, **env_extra}
+    return subprocess.run([sys.executable, "-m", "memroute.cli", *args], capture_output=True, text=True,
+                          env=env, timeout=60)
+
+
+def test_cli_plugins_json_reports_a_broken_plugin_beside_the_builtins(site):
+    _fake_distribution(site, "mr-test-broken", "mr_test_broken", BROKEN_IMPORT)
+    result = _run_cli(["plugins", "--json"], {"PYTHONPATH": str(site)})
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)
+    assert all(set(r) >= {"name", "kind", "distribution", "version", "status", "error"} for r in rows)
+    broken = [r for r in rows if r["distribution"] == "mr-test-broken"]
+    assert broken and broken[0]["status"] == "failed"
+    assert "Traceback" not in result.stderr
+
+
+def test_cli_plugins_is_fatal_with_strict_plugins(site):
+    _fake_distribution(site, "mr-test-broken", "mr_test_broken", BROKEN_IMPORT)
+    result = _run_cli(["plugins", "--json"], {"PYTHONPATH": str(site), "MEMROUTE_STRICT_PLUGINS": "1"})
+    assert result.returncode != 0
+    assert "mr-test-broken" in result.stderr
+    assert "Traceback" not in result.stderr

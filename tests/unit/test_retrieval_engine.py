@@ -1,0 +1,234 @@
+"""The retrieval engine: tiers and visible degradation, filters on the vector path, fusion, signature changes
+(the old index is never queried), lazy backfill, crash healing and the budget walk.
+
+Uses real components throughout: the in-memory backend behind a real MemoryManager, the feature-hashing
+embedding source, the exact numpy vector store, and a durable index queue in a SQLite file."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from memroute.manager import MemoryManager
+from memroute.models import NewMemory, SearchQuery, utcnow
+from memroute.retrieval.budget import fit_budget
+from memroute.retrieval.engine import RetrievalEngine
+from memroute.retrieval.fusion import fuse, keyword_query
+from memroute.settings import MemorySettings
+from memroute.testing.fakes import HashingEmbeddingSource
+from memroute.testing.memory import InMemoryBackend
+from memroute.testing.numpy_store import NumpyVectorStore
+
+
+@pytest.fixture
+def manager():
+    with MemoryManager(InMemoryBackend("main"), settings=None) as m:
+        yield m
+
+
+def engine(manager, tmp_path, *, embedder=None, store=None, lazy_budget=256, settings=None):
+    return RetrievalEngine(
+        manager, memory_settings=settings or MemorySettings(min_similarity=0.05),
+        embedder=embedder if embedder is not None else HashingEmbeddingSource(64),
+        vector_store=store if store is not None else NumpyVectorStore(),
+        index_path=tmp_path / "index.db", background=False, lazy_budget=lazy_budget,
+    )
+
+
+def add(manager, eng, api_key_id, content, **kwargs):
+    memory = manager.create(NewMemory(api_key_id=api_key_id, key=kwargs.pop("key", content[:30]), content=content,
+                                      **kwargs))
+    eng.on_written([memory])
+    return memory
+
+
+def q(text, key="alice", strategy="hybrid", **kwargs):
+    return SearchQuery(api_key_id=key, text=text, strategy=strategy, **kwargs)
+
+
+def test_without_embedding_source_semantic_and_hybrid_degrade_to_keyword_visibly(manager):
+    eng = RetrievalEngine(manager, embedder=None, vector_store=None)
+    manager.create(NewMemory(api_key_id="alice", key="k", content="Prefers TypeScript for frontend code"))
+    for strategy in ("semantic", "hybrid"):
+        result = eng.search(q("TypeScript frontend", strategy=strategy))
+        assert [h.memory.key for h in result] == ["k"]
+        assert result.provenance.legs == ("keyword",)
+        assert result.provenance.degraded and "no embedding source" in (result.provenance.reason or "")
+        assert result.hits[0].tier == "keyword"
+
+
+def test_hybrid_fuses_both_legs_and_reports_ranks(manager, tmp_path):
+    eng = engine(manager, tmp_path)
+    add(manager, eng, "alice", "Prefers TypeScript for frontend code")
+    add(manager, eng, "alice", "Drinks coffee with oat milk")
+    eng.flush()
+    result = eng.search(q("TypeScript frontend"))
+    assert result.provenance.legs == ("keyword", "vector")
+    assert not result.provenance.degraded
+    top = result.hits[0]
+    assert top.memory.content.startswith("Prefers TypeScript")
+    assert top.tier == "hybrid" and set(top.ranks) == {"keyword", "vector"}
+    assert top.leg_scores["vector"] > 0.3
+
+
+def test_vector_path_never_returns_another_tenants_memory(manager, tmp_path):
+    eng = engine(manager, tmp_path)
+    add(manager, eng, "alice", "Lives in Lisbon")
+    for i in range(50):
+        add(manager, eng, "bob", f"Lives in Lisbon too, note {i}")
+    eng.flush()
+    for strategy in ("semantic", "hybrid", "exact"):
+        result = eng.search(q("Lisbon", strategy=strategy, limit=20))
+        assert result.hits, strategy
+        assert {h.memory.api_key_id for h in result} == {"alice"}, strategy
+
+
+def test_vector_path_applies_expiry_retention_and_session(manager, tmp_path):
+    eng = engine(manager, tmp_path)
+    now = utcnow()
+    add(manager, eng, "alice", "garden tomatoes growing", key="live", session_id="s1")
+    add(manager, eng, "alice", "garden tomatoes expired", key="expired", expires_at=now - timedelta(seconds=1))
+    old = NewMemory(api_key_id="alice", key="old", content="garden tomatoes ancient", now=now - timedelta(days=90))
+    eng.on_written([manager.create(old)])
+    add(manager, eng, "alice", "garden tomatoes other session", key="other", session_id="s2")
+    eng.flush()
+    result = eng.search(q("garden tomatoes", strategy="semantic", retention_days=30))
+    assert sorted(h.memory.key for h in result) == ["live", "other"]
+    result = eng.search(q("garden tomatoes", strategy="semantic", retention_days=30, session_id="s1"))
+    assert [h.memory.key for h in result] == ["live"]
+
+
+def test_relevance_floor_returns_nothing_for_an_unrelated_query(manager, tmp_path):
+    eng = engine(manager, tmp_path, settings=MemorySettings(min_similarity=0.3))
+    add(manager, eng, "alice", "Prefers TypeScript for frontend code")
+    eng.flush()
+    assert len(eng.search(q("zebra xylophone quantum", strategy="semantic"))) == 0
+
+
+def test_signature_change_never_queries_the_old_index_and_rebuilds(manager, tmp_path):
+    store = NumpyVectorStore()
+    first = engine(manager, tmp_path, embedder=HashingEmbeddingSource(64), store=store)
+    for i in range(10):
+        add(manager, first, "alice", f"memory about topic {i}")
+    first.flush()
+    first.close()
+    assert store.count() == 10
+    # A new embedding signature: the index is reset and every memory is queued again.
+    second = engine(manager, tmp_path, embedder=HashingEmbeddingSource(32), store=store, lazy_budget=0)
+    assert store.signature() is not None and ":32:" in store.signature()
+    assert store.count() == 0
+    result = second.search(q("topic", strategy="semantic"))
+    assert result.provenance.legs == ("keyword",)
+    assert "rebuilding (10 memories pending)" in (result.provenance.reason or "")
+    # reindex drives the rebuild explicitly
+    report = second.reindex()
+    assert report["processed"] == 10 and report["pending"] == 0
+    result = second.search(q("topic", strategy="semantic"))
+    assert result.provenance.legs == ("vector",) and not result.provenance.degraded
+
+
+def test_lazy_backfill_does_bounded_work_per_read(manager, tmp_path):
+    store = NumpyVectorStore()
+    first = engine(manager, tmp_path, store=store)
+    for i in range(30):
+        manager.create(NewMemory(api_key_id="alice", key=f"k{i}", content=f"lazy topic {i}"))
+    first.close()
+    # Memories written without their vectors (as after a crash before enqueueing): the next open heals them.
+    eng = engine(manager, tmp_path, store=store, lazy_budget=20)
+    assert eng.indexer is not None and eng.indexer.queue.depth() == 30
+    first_read = eng.search(q("lazy topic", strategy="semantic"))
+    assert first_read.provenance.degraded and "10 memories pending" in (first_read.provenance.reason or "")
+    second_read = eng.search(q("lazy topic", strategy="semantic"))
+    assert not second_read.provenance.degraded
+    assert store.count() == 30
+
+
+def test_queue_survives_a_restart(manager, tmp_path):
+    store = NumpyVectorStore()
+    eng = engine(manager, tmp_path, store=store)
+    add(manager, eng, "alice", "queued before the crash")
+    assert eng.indexer.queue.depth() == 1
+    eng.close()  # the process "dies" before the worker ran
+    again = engine(manager, tmp_path, store=store)
+    assert again.indexer.queue.depth() == 1
+    assert again.flush() and store.count() == 1
+
+
+def test_delete_removes_the_vector(manager, tmp_path):
+    store = NumpyVectorStore()
+    eng = engine(manager, tmp_path, store=store)
+    memory = add(manager, eng, "alice", "to be forgotten")
+    eng.flush()
+    assert store.count() == 1
+    manager.delete(memory.id)
+    eng.on_deleted(memory.id, "alice")
+    eng.flush()
+    assert store.count() == 0
+
+
+def test_embedding_failure_degrades_and_keeps_entries_queued(manager, tmp_path):
+    class Broken(HashingEmbeddingSource):
+        fail = False
+
+        def embed_batch(self, texts):
+            if self.fail:
+                from memroute.errors import EmbeddingError
+                raise EmbeddingError("model unavailable", reason="model_load_failed")
+            return super().embed_batch(texts)
+
+    embedder = Broken(64)
+    eng = engine(manager, tmp_path, embedder=embedder)
+    embedder.fail = True
+    add(manager, eng, "alice", "kept in the queue")
+    assert eng.flush(timeout=0.2) is False
+    assert eng.indexer.queue.depth() == 1
+    assert eng.indexer.queue.failing()[0]["last_error"].startswith("EmbeddingError")
+    result = eng.search(q("kept queue", strategy="hybrid"))
+    assert result.provenance.degraded and result.hits  # keyword still serves
+    embedder.fail = False
+    assert eng.flush()
+    assert eng.search(q("kept queue", strategy="semantic")).hits
+
+
+def test_exact_is_recency_and_empty_query_falls_back_to_recency(manager, tmp_path):
+    eng = engine(manager, tmp_path)
+    now = utcnow()
+    for i in range(3):
+        eng.on_written([manager.create(NewMemory(api_key_id="alice", key=f"k{i}", content=f"c{i}",
+                                                 now=now + timedelta(seconds=i)))])
+    assert [h.memory.key for h in eng.search(q("", strategy="exact"))] == ["k2", "k1", "k0"]
+    result = eng.search(q("   ", strategy="hybrid"))
+    assert result.provenance.legs == ("recency",) and result.provenance.degraded
+
+
+def test_budget_walk_skips_items_that_do_not_fit_and_keeps_going():
+    from memroute.models import Memory, SearchHit
+
+    def hit(content):
+        m = Memory(id=content[:8] + "x", api_key_id="a", key=content[:8], content=content,
+                   created_at=utcnow(), updated_at=utcnow())
+        return SearchHit(memory=m, score=1.0, tier="keyword")
+
+    hits = [hit("a" * 40), hit("b" * 400), hit("c" * 40)]  # 10, 100, 10 tokens
+    assert [h.memory.content[0] for h in fit_budget(hits, 25)] == ["a", "c"]
+    assert fit_budget([hit("z" * 400)], 10) == []  # never returns an oversized item
+    assert len(fit_budget(hits, None, limit=2)) == 2
+
+
+def test_keyword_query_drops_stop_words_but_never_empties_the_query():
+    assert keyword_query("what does she say about Python for large projects?") == "say Python large projects"
+    assert keyword_query("what is it?") == "what is it?"
+
+
+def test_fusion_rewards_agreement_between_legs():
+    from memroute.models import Memory
+
+    def m(i):
+        return Memory(id=f"id{i}", api_key_id="a", key=f"k{i}", content=f"c{i}", created_at=utcnow(),
+                      updated_at=utcnow())
+
+    a, b, c = m(1), m(2), m(3)
+    hits = fuse([(a, 5.0), (b, 4.0)], [(b, 0.9), (c, 0.8)], k=60)
+    assert hits[0].memory.id == "id2" and hits[0].tier == "hybrid"
+    assert {h.tier for h in hits[1:]} == {"keyword", "vector"}
