@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import attrs
+
 import memroute
 from memroute.errors import BackendError, BackendUnavailableError, ConfigError, ConflictError
 from memroute.interfaces import BackendCapabilities, ComponentContext, MemoryBackend
@@ -51,7 +52,6 @@ from memroute.models import (
     SearchQuery,
 )
 from memroute.specs import BackendSpec
-
 from memroute_builtins.obsidian_notes import (
     NoteFormatError,
     check_folder,
@@ -107,6 +107,29 @@ class ObsidianSettings:
     """Notes read at once when a folder's notes are (re)loaded."""
 
 
+OWN_WRITE_WINDOW_MS: Final = 5000
+
+
+@attrs.define
+class _Cached:
+    """A note as last read or written. ``token`` is the note's ``(stat.mtime, stat.size)`` when known;
+    ``written`` is ``(bytes, wall-clock ms)`` of this process's own last write of it."""
+
+    memory: Memory
+    extra: dict[str, Any]
+    token: tuple[int, int] | None
+    written: tuple[int, float] | None
+
+    def adopts(self, token: tuple[int, int] | None) -> bool:
+        """Whether the first stat seen after our own write is that write (same size, mtime around it), so
+        the note need not be read back. An edit by hand within seconds of the write, keeping the exact byte
+        count, would be missed until the note changes again: an accepted, documented trade."""
+        if token is None or self.written is None:
+            return False
+        size, at_ms = self.written
+        return token[1] == size and abs(token[0] - at_ms) <= OWN_WRITE_WINDOW_MS
+
+
 class ObsidianBackend(MemoryBackend):
     """Memories as notes in an Obsidian vault, through the Local REST API plugin. Thread-safe."""
 
@@ -146,11 +169,10 @@ class ObsidianBackend(MemoryBackend):
         self._tenant_locks: dict[str, threading.Lock] = {}
         self._where: dict[str, str] = {}
         """id index: note file name → tenant slug."""
-        self._cache: dict[str, tuple[Memory, dict[str, Any], tuple[int, int] | None]] = {}
-        """vault path → (memory, user properties, (mtime, size) when known)."""
+        self._cache: dict[str, _Cached] = {}
+        """vault path → the note as last read or written."""
         self._pool: ThreadPoolExecutor | None = None
         self._plugin_version: str | None = None
-        self._closed = False
 
     # --- lifecycle ---------------------------------------------------------------------------------------
 
@@ -160,7 +182,6 @@ class ObsidianBackend(MemoryBackend):
     def close(self) -> None:
         with self._lock:
             pool, self._pool = self._pool, None
-            self._closed = True
         if pool is not None:
             pool.shutdown(wait=True)
         session = getattr(self._local, "session", None)
@@ -261,11 +282,12 @@ class ObsidianBackend(MemoryBackend):
     def _write_note(self, memory: Memory, extra: dict[str, Any] | None = None) -> None:
         slug, filename = tenant_slug(memory.api_key_id), note_filename(memory.id)
         body = render_note(memory, extra).encode("utf-8")
+        written_ms = time.time() * 1000
         self._call("PUT", self._vault_url(self._segments(slug, filename)), expect=(200, 204), data=body,
                    headers={"Content-Type": "text/markdown"})
         with self._lock:
             self._where[filename] = slug
-            self._cache[self._rel(slug, filename)] = (memory, dict(extra or {}), None)
+            self._cache[self._rel(slug, filename)] = _Cached(memory, dict(extra or {}), None, (len(body), written_ms))
 
     def _delete_note(self, slug: str, filename: str) -> bool:
         params = {} if self.settings.trash else {"permanent": "true"}
@@ -316,7 +338,7 @@ class ObsidianBackend(MemoryBackend):
             if note is None or note[0].id != memory_id:
                 self._where.pop(filename, None)
                 return None
-            self._cache[self._rel(slug, filename)] = (note[0], note[1], None)
+            self._cache[self._rel(slug, filename)] = _Cached(note[0], note[1], None, None)
         return note
 
     # --- tenant views ------------------------------------------------------------------------------------
@@ -359,8 +381,11 @@ class ObsidianBackend(MemoryBackend):
             for name in names:
                 self._where[name] = slug
                 cached = self._cache.get(prefix + name)
-                if cached is not None and cached[2] is not None and cached[2] == tokens.get(name):
-                    keep[name] = cached[0]
+                token = tokens.get(name)
+                if cached is not None and cached.token is None and cached.adopts(token):
+                    cached.token = token
+                if cached is not None and cached.token is not None and cached.token == token:
+                    keep[name] = cached.memory
                 else:
                     stale.append(name)
 
@@ -375,7 +400,7 @@ class ObsidianBackend(MemoryBackend):
             if note is not None:
                 keep[name] = note[0]
                 with self._lock:
-                    self._cache[f"{self._folder_rel}/{slug}/{name}"] = (note[0], note[1], tokens.get(name))
+                    self._cache[f"{self._folder_rel}/{slug}/{name}"] = _Cached(note[0], note[1], tokens.get(name), None)
         return [keep[n] for n in names if n in keep]
 
     def _map(self, fn: Any, items: Sequence[Any]) -> Iterator[Any]:
@@ -424,7 +449,7 @@ class ObsidianBackend(MemoryBackend):
     def _extra(self, slug: str, memory_id: str) -> dict[str, Any]:
         with self._lock:
             cached = self._cache.get(self._rel(slug, note_filename(memory_id)))
-        return dict(cached[1]) if cached else {}
+        return dict(cached.extra) if cached else {}
 
     def get(self, memory_id: str) -> Memory | None:
         located = self._locate([memory_id]).get(memory_id)

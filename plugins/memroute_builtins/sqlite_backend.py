@@ -39,6 +39,7 @@ from typing import Any, Final
 
 import apsw
 import attrs
+
 import memroute
 from memroute.cache import MISSING, TTLCache
 from memroute.db import ThreadConnections

@@ -45,6 +45,7 @@ feeds NoteJson ``frontmatter``/``tags``, JsonLogic and simple search; raw GET an
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import json
 import re
 import shutil
@@ -108,6 +109,18 @@ def make_self_signed_cert(directory: Path) -> tuple[Path, Path]:
         check=True, capture_output=True,
     )
     return cert, key
+
+
+@functools.lru_cache(maxsize=4096)
+def _frontmatter_json(text: str) -> str:
+    match = _FRONTMATTER.match(text)
+    if not match:
+        return "{}"
+    try:
+        data = yaml.load(match.group(1), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError:
+        return "{}"
+    return json.dumps(_jsonable(data) if isinstance(data, dict) else {})
 
 
 class _HttpError(Exception):
@@ -295,7 +308,9 @@ class ObsidianFake:
 
         self._server = Server(("127.0.0.1", self._port), Handler)
         self._port = self._server.server_address[1]
-        self._thread = threading.Thread(target=self._server.serve_forever, name="obsidian-fake", daemon=True)
+        # A short poll interval: stop() (once per test) waits for the serving loop to notice.
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,), name="obsidian-fake",
+                                        daemon=True)
         self._thread.start()
         return self
 
@@ -401,14 +416,9 @@ class ObsidianFake:
 
     @staticmethod
     def _frontmatter(text: str) -> dict[str, Any]:
-        match = _FRONTMATTER.match(text)
-        if not match:
-            return {}
-        try:
-            data = yaml.safe_load(match.group(1))
-        except yaml.YAMLError:
-            return {}
-        return _jsonable(data) if isinstance(data, dict) else {}
+        # Parsed once per distinct text (JsonLogic reads every note's frontmatter on every query).
+        parsed: dict[str, Any] = json.loads(_frontmatter_json(text))
+        return parsed
 
     def _tags(self, frontmatter: dict[str, Any], text: str) -> list[str]:
         tags: list[str] = []
@@ -431,6 +441,7 @@ class ObsidianFake:
 class _Handler(BaseHTTPRequestHandler):
     owner: ObsidianFake
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go out in two writes: avoid the 40 ms delayed-ACK stall
     server_version = "ObsidianLocalRestApiFake/1.0"
 
     def log_message(self, format: str, *args: Any) -> None:
