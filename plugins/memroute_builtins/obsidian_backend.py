@@ -161,6 +161,9 @@ class ObsidianBackend(MemoryBackend):
                 f"{settings.base_url.rstrip('/')}/obsidian-local-rest-api.crt)",
                 [("verify", "not found")],
             )
+        if settings.verify is False and parsed.scheme == "https":
+            log.warning("%s: TLS certificate verification is off (verify = false); pin the plugin's certificate "
+                        "with verify = \"<path to obsidian-local-rest-api.crt>\" instead", name)
         self._base = settings.base_url.rstrip("/")
         self._folder = check_folder(settings.folder)
         self._folder_rel = "/".join(self._folder)
@@ -599,7 +602,8 @@ def _tokens(text: str) -> list[str]:
 def _rank(text: str, memories: Sequence[Memory], plugin_hits: set[str]) -> list[tuple[Memory, float]]:
     """BM25 over the tenant's candidates (content and key; metadata is left out so its keys do not pollute
     scores), a phrase bonus for the whole query as a substring (scripts without spaces), and a bonus for
-    notes the plugin's search matched. Only memories with some match are returned, best first."""
+    matching notes the plugin's search matched too. Only memories with a keyword match are returned, best
+    first."""
     terms = list(dict.fromkeys(_tokens(text)))
     phrase = text.casefold().strip()
     docs = [_tokens(m.content + " " + m.key) for m in memories]
@@ -619,7 +623,9 @@ def _rank(text: str, memories: Sequence[Memory], plugin_hits: set[str]) -> list[
     best = max(scores, default=0.0) or 1.0
     ranked = []
     for memory, score in zip(memories, scores, strict=True):
-        if note_filename(memory.id) in plugin_hits:
+        # The plugin's index lags behind writes (it may still hold a note's old text), so its matches only
+        # reorder what memroute's own scoring found in the current text; they never add a memory alone.
+        if score > 0 and note_filename(memory.id) in plugin_hits:
             score += PLUGIN_BONUS * best
         if score > 0:
             ranked.append((memory, score))

@@ -49,6 +49,7 @@ import functools
 import json
 import re
 import shutil
+import socket
 import ssl
 import subprocess
 import threading
@@ -266,6 +267,7 @@ class ObsidianFake:
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._port = 0
+        self._connections: set[Any] = set()
         self._logic = _JsonLogic()
 
     # --- lifecycle ---------------------------------------------------------------------------------------
@@ -288,6 +290,16 @@ class ObsidianFake:
         class Server(ThreadingHTTPServer):
             daemon_threads = True
             allow_reuse_address = True
+
+            def process_request(self, request: Any, client_address: Any) -> None:
+                with fake._lock:
+                    fake._connections.add(request)
+                super().process_request(request, client_address)
+
+            def shutdown_request(self, request: Any) -> None:
+                with fake._lock:
+                    fake._connections.discard(request)
+                super().shutdown_request(request)
 
             def finish_request(self, request: Any, client_address: Any) -> None:
                 if context is None:
@@ -320,6 +332,13 @@ class ObsidianFake:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
+        with self._lock:  # a closed Obsidian also drops the kept-alive connections
+            connections, self._connections = list(self._connections), set()
+        for connection in connections:
+            try:
+                connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
