@@ -526,7 +526,7 @@ class ObsidianBackend(MemoryBackend):
     def iter_all(self, api_key_id: str | None = None, batch: int = 500) -> Iterable[Memory]:
         """Every memory of one tenant (or all), oldest first; each tenant folder is read once."""
         slugs = [tenant_slug(api_key_id)] if api_key_id is not None else self._tenant_slugs()
-        memories = []
+        memories: builtins.list[Memory] = []
         for slug in slugs:
             memories.extend(m for m in self._tenant(slug) if api_key_id is None or m.api_key_id == api_key_id)
         memories.sort(key=lambda m: (m.created_at, m.id))

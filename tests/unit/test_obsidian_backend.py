@@ -399,3 +399,29 @@ def test_only_the_version_stable_api_is_used(fake: ObsidianFake, backend: Obsidi
         assert path.startswith(("/vault/", "/search/", "/")) and not path.startswith(("/periodic", "/active"))
         if path != "/":
             assert headers.get("Authorization") == f"Bearer {fake.api_key}"
+
+
+# --- docs ---------------------------------------------------------------------------------------------------
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "backends" / "obsidian.md"
+
+
+def test_docs_list_every_option_and_the_example_configures_the_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    import re
+
+    import attrs
+
+    from memroute.settings import load_settings, structure_options
+
+    text = DOCS.read_text(encoding="utf-8")
+    documented = set(re.findall(r"^\| `(\w+)` \|", text, re.M))
+    fields = {f.name for f in attrs.fields(ObsidianSettings)}
+    assert fields <= documented, f"options missing from {DOCS.name}: {fields - documented}"
+    example = next(block for block in re.findall(r"```toml\n(.*?)```", text, re.S) if "obsidian" in block)
+    monkeypatch.setenv("OBSIDIAN_API_KEY", "k" * 64)
+    Path("memroute.toml").write_text(example, encoding="utf-8")  # the test runs in its own tmp dir
+    settings = load_settings()
+    vault = settings.backends.instances["vault"]
+    options = structure_options(vault.options, ObsidianSettings, "backends.vault")
+    assert vault.type == "obsidian" and options.api_key == "k" * 64
+    assert options.verify == str(Path("~/.config/memroute/obsidian.crt").expanduser())
