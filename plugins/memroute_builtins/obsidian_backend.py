@@ -25,8 +25,6 @@ from __future__ import annotations
 import builtins
 import json
 import logging
-import math
-import re
 import threading
 import time
 import urllib.parse
@@ -61,6 +59,7 @@ from memroute_builtins.obsidian_notes import (
     render_note,
     tenant_slug,
 )
+from memroute_builtins.obsidian_ranking import rank, tokens
 
 __all__ = ["ObsidianBackend", "ObsidianSettings"]
 
@@ -534,11 +533,11 @@ class ObsidianBackend(MemoryBackend):
 
     def search(self, query: SearchQuery) -> builtins.list[BackendHit]:
         candidates = [m for m in self._memories(query.api_key_id) if query.admits(m)]
-        if query.strategy == "exact" or not _tokens(query.text):
+        if query.strategy == "exact" or not tokens(query.text):
             candidates.sort(key=lambda m: (m.created_at, m.id), reverse=True)
             return [BackendHit(memory=m, score=m.created_at.timestamp()) for m in candidates[:query.limit]]
         plugin_hits = self._plugin_matches(query) if candidates else set()
-        scored = _rank(query.text, candidates, plugin_hits)
+        scored = rank(query.text, candidates, {m.id for m in candidates if note_filename(m.id) in plugin_hits})
         return [BackendHit(memory=m, score=s) for m, s in scored[:query.limit]]
 
     def _plugin_matches(self, query: SearchQuery) -> set[str]:
@@ -585,52 +584,6 @@ class ObsidianBackend(MemoryBackend):
             details={"plugin_version": self._plugin_version, "obsidian_version": versions.get("obsidian"),
                      "base_url": self._base, "folder": self._folder_rel},
         )
-
-
-# --- keyword ranking ---------------------------------------------------------------------------------------
-
-_WORD = re.compile(r"\w+", re.UNICODE)
-_K1, _B = 1.2, 0.75
-PLUGIN_BONUS: Final = 0.25
-"""Added (times the best keyword score, or 1) when the plugin's fuzzy search also matched a note."""
-
-
-def _tokens(text: str) -> list[str]:
-    return _WORD.findall(text.casefold())
-
-
-def _rank(text: str, memories: Sequence[Memory], plugin_hits: set[str]) -> list[tuple[Memory, float]]:
-    """BM25 over the tenant's candidates (content and key; metadata is left out so its keys do not pollute
-    scores), a phrase bonus for the whole query as a substring (scripts without spaces), and a bonus for
-    matching notes the plugin's search matched too. Only memories with a keyword match are returned, best
-    first."""
-    terms = list(dict.fromkeys(_tokens(text)))
-    phrase = text.casefold().strip()
-    docs = [_tokens(m.content + " " + m.key) for m in memories]
-    avg = sum(len(d) for d in docs) / len(docs) if docs else 1.0
-    df = Counter(t for d in docs for t in set(d) if t in terms)
-    n = len(docs)
-    scores = []
-    for memory, doc in zip(memories, docs, strict=True):
-        tf = Counter(t for t in doc if t in df)
-        score = 0.0
-        for term, freq in tf.items():
-            idf = math.log(1 + (n - df[term] + 0.5) / (df[term] + 0.5))
-            score += idf * freq * (_K1 + 1) / (freq + _K1 * (1 - _B + _B * len(doc) / (avg or 1.0)))
-        if phrase and phrase in (memory.content + "\n" + memory.key).casefold():
-            score += 0.5 if len(terms) != 1 else 0.1
-        scores.append(score)
-    best = max(scores, default=0.0) or 1.0
-    ranked = []
-    for memory, score in zip(memories, scores, strict=True):
-        # The plugin's index lags behind writes (it may still hold a note's old text), so its matches only
-        # reorder what memroute's own scoring found in the current text; they never add a memory alone.
-        if score > 0 and note_filename(memory.id) in plugin_hits:
-            score += PLUGIN_BONUS * best
-        if score > 0:
-            ranked.append((memory, score))
-    ranked.sort(key=lambda pair: (-pair[1], -pair[0].updated_at.timestamp(), pair[0].id))
-    return ranked
 
 
 # --- helpers -----------------------------------------------------------------------------------------------
