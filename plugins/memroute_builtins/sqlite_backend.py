@@ -682,6 +682,11 @@ class SqliteBackend(MemoryBackend):
         return HealthResult(ok=True, latency_ms=(time.perf_counter() - started) * 1000,
                             details={"memories": count, "schema_version": version, "path": self.path})
 
+    def identity(self) -> str:
+        """The database file's absolute path: the vector index and outbox of this primary live in a state
+        directory derived from it, so two databases never share an index."""
+        return f"sqlite:{self.path if self.path == ':memory:' else Path(self.path).resolve()}"
+
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "type": self.type_name, "path": self.path, "schema_version": SCHEMA_VERSION,
                 "cache": self._cache.stats()}

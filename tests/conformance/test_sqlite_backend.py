@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
 from memroute.interfaces import MemoryBackend
 from memroute.testing import BackendContract
 from memroute_builtins.sqlite_backend import SqliteBackend

@@ -232,3 +232,20 @@ def test_fusion_rewards_agreement_between_legs():
     hits = fuse([(a, 5.0), (b, 4.0)], [(b, 0.9), (c, 0.8)], k=60)
     assert hits[0].memory.id == "id2" and hits[0].tier == "hybrid"
     assert {h.tier for h in hits[1:]} == {"keyword", "vector"}
+
+
+def test_fusion_ignores_keyword_hits_that_cover_too_little_of_the_query():
+    from memroute.models import Memory
+
+    def m(i, content):
+        return Memory(id=f"id{i}", api_key_id="a", key=f"k{i}", content=content, created_at=utcnow(),
+                      updated_at=utcnow())
+
+    noise = m(1, "Went for a walk at the weekend")          # shares one word of four
+    answer = m(2, "Makes chicken stock every Sunday morning")
+    hits = fuse([(noise, 3.0)], [(answer, 0.6), (noise, 0.2)], k=60, query="weekend kitchen routine habits")
+    assert hits[0].memory.id == "id2"
+    assert "keyword" not in hits[1].ranks  # the partial keyword match did not count
+    full = m(3, "Kitchen routine habits on the weekend")
+    hits = fuse([(full, 3.0)], [(answer, 0.6)], k=60, query="weekend kitchen routine habits")
+    assert hits[0].memory.id == "id3" and hits[0].ranks == {"keyword": 1}

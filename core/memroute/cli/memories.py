@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from memroute.cli.common import echo_json, hit_to_dict, memory_line, open_service, result_to_dict
-from memroute.errors import ValidationError
+from memroute.errors import NotFoundError, ValidationError
 from memroute.models import MemoryType
 from memroute.serialization import memory_to_dict
 
@@ -58,7 +58,7 @@ def get(ctx: click.Context, as_json: bool, memory_id: str) -> None:
     """Show one memory."""
     memory = open_service(ctx).get(memory_id)
     if memory is None:
-        raise click.ClickException(f"no memory with id {memory_id}")
+        raise NotFoundError(f"no memory with id {memory_id}")
     if as_json:
         echo_json(memory_to_dict(memory))
     else:
@@ -86,7 +86,7 @@ def update(ctx: click.Context, content: str | None, key: str | None, type_: str 
     if expires_at is not None:
         changes["expires_at"] = None if expires_at == "never" else expires_at
     if not open_service(ctx).update(memory_id, **changes):
-        raise click.ClickException(f"no memory with id {memory_id}")
+        raise NotFoundError(f"no memory with id {memory_id}")
     click.echo("updated")
 
 
@@ -96,7 +96,7 @@ def update(ctx: click.Context, content: str | None, key: str | None, type_: str 
 def delete(ctx: click.Context, memory_id: str) -> None:
     """Delete a memory."""
     if not open_service(ctx).delete(memory_id):
-        raise click.ClickException(f"no memory with id {memory_id}")
+        raise NotFoundError(f"no memory with id {memory_id}")
     click.echo("deleted")
 
 

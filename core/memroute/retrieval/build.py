@@ -54,7 +54,10 @@ def build_retrieval(
     """The engine for these settings. An embedding source that cannot be resolved leaves retrieval keyword-only
     (visibly: status and every search's provenance say why); a broken vector store configuration is an error."""
     resolution: dict[str, Any] | None = None
-    if embedder is None:
+    if embedder is None and settings.embedding.source == "none":
+        resolution = {"source": None, "model": None, "dimensions": None,
+                      "reason": 'embedding disabled ([embedding] source = "none")'}
+    elif embedder is None:
         from memroute.embedding import build_embedding_source
 
         embedder, resolved = build_embedding_source(settings.embedding, pm, data_dir)

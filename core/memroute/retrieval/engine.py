@@ -59,7 +59,7 @@ class RetrievalEngine:
         self.indexer: Indexer | None = None
         self.vector_reason: str | None = None
         if embedder is None:
-            self.vector_reason = f"no embedding source ({self.resolution.get('reason') or 'none configured'})"
+            self.vector_reason = str(self.resolution.get("reason") or "no embedding source configured")
         elif vector_store is None:
             self.vector_reason = "no vector store configured"
         else:
@@ -115,7 +115,7 @@ class RetrievalEngine:
             hits = [attrs.evolve(h, score=h.leg_scores["vector"]) for h in hits]
             legs, used = ("vector",), "semantic"
         else:
-            hits = fuse(keyword_hits, vector_hits, k=self.settings.rrf_k)
+            hits = fuse(keyword_hits, vector_hits, k=self.settings.rrf_k, query=query.text)
             legs, used = ("keyword", "vector"), "hybrid"
         backend, fallback = self._served_by(keyword_served)
         if fallback and keyword_served is not None:

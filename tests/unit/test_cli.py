@@ -1,0 +1,135 @@
+"""The CLI, in process: round trips with --json, upsert keeps the id, tenant isolation, FTS syntax in queries,
+import/export, and errors as one line on stderr with a non-zero exit (never a traceback)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from memroute.cli import main
+
+
+@pytest.fixture
+def run(capsys, monkeypatch):
+    monkeypatch.setenv("MEMORY_EMBEDDING_SOURCE", "none")  # keyword-only keeps these tests about the CLI
+
+    def invoke(*args: str, stdin: str | None = None) -> tuple[int, str, str]:
+        if stdin is not None:
+            import io
+            monkeypatch.setattr("sys.stdin", io.StringIO(stdin))
+        try:
+            main(list(args))
+            code = 0
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return invoke
+
+
+def test_add_get_update_delete_round_trip(run):
+    code, out, _ = run("add", "--api-key", "alice", "--key", "pref:editor", "--json", "Uses Neovim")
+    assert code == 0
+    memory = json.loads(out)
+    assert memory["key"] == "pref:editor" and memory["api_key_id"] == "alice"
+
+    code, out, _ = run("add", "--api-key", "alice", "--key", "pref:editor", "--json", "--metadata", '{"a": 1}',
+                       "Uses Helix")
+    again = json.loads(out)
+    assert again["id"] == memory["id"] and again["content"] == "Uses Helix" and again["metadata"] == {"a": 1}
+
+    assert run("update", memory["id"], "--content", "Uses Emacs")[0] == 0
+    code, out, _ = run("get", memory["id"], "--json")
+    assert json.loads(out)["content"] == "Uses Emacs"
+    assert run("delete", memory["id"])[0] == 0
+    code, _, err = run("get", memory["id"])
+    assert code == 1 and err.strip() == f"memroute: error: no memory with id {memory['id']}"
+
+
+def test_search_never_returns_another_keys_memory_and_survives_fts_syntax(run):
+    run("add", "--api-key", "alice", "Prefers TypeScript for the frontend")
+    run("add", "--api-key", "bob", "Prefers TypeScript too")
+    for query in ['TypeScript', '"TypeScript', 'Type*', 'NEAR(TypeScript', 'AND OR TypeScript', '-', '()":^']:
+        code, out, err = run("search", "--api-key", "alice", "--json", query)
+        assert code == 0, (query, err)
+        hits = json.loads(out)["hits"]
+        assert all(h["memory"]["api_key_id"] == "alice" for h in hits), query
+    code, out, _ = run("search", "--api-key", "alice", "--json", "TypeScript")
+    result = json.loads(out)
+    assert len(result["hits"]) == 1
+    assert result["provenance"]["degraded"] is True and result["provenance"]["legs"] == ["keyword"]
+
+
+def test_list_json_shape_and_filters(run):
+    run("add", "--api-key", "alice", "--type", "episodic", "--session", "s1", "one")
+    run("add", "--api-key", "alice", "two")
+    run("add", "--api-key", "bob", "three")
+    _code, out, _ = run("list", "--api-key", "alice", "--json")
+    page = json.loads(out)
+    assert page["total"] == 2 and page["by_type"] == {"episodic": 1, "factual": 1}
+    _code, out, _ = run("list", "--api-key", "alice", "--session", "s1", "--json")
+    assert [m["content"] for m in json.loads(out)["data"]] == ["one"]
+
+
+def test_export_then_import_into_another_database_keeps_ids(run, tmp_path, monkeypatch):
+    run("add", "--api-key", "alice", "--key", "k1", "first")
+    run("add", "--api-key", "bob", "--key", "k2", "second")
+    code, out, _ = run("export")
+    lines = out.strip().splitlines()
+    assert code == 0 and len(lines) == 2
+    dump = tmp_path / "dump.jsonl"
+    dump.write_text(out, encoding="utf-8")
+    monkeypatch.setenv("MEMROUTE_DB", str(tmp_path / "other.db"))
+    code, _, err = run("import", str(dump))
+    assert code == 0 and "imported 2" in err
+    code, out, _ = run("export", "--api-key", "alice")
+    assert json.loads(out.strip())["id"] == json.loads(lines[0])["id"]
+
+
+def test_import_is_all_or_nothing_and_names_the_bad_line(run, tmp_path):
+    good = run("add", "--api-key", "alice", "--json", "seed")[1]
+    bad = tmp_path / "bad.jsonl"
+    memory = json.loads(good)
+    other = {**memory, "id": "00000000-0000-4000-8000-000000000001", "key": "other"}
+    bad.write_text(json.dumps(other) + "\n" + json.dumps({**memory, "type": "opinion"}) + "\n", encoding="utf-8")
+    code, _, err = run("import", str(bad))
+    assert code == 1 and "line 2" in err and "Traceback" not in err
+    code, out, _ = run("list", "--api-key", "alice", "--json")
+    assert json.loads(out)["total"] == 1  # nothing from the bad file was written
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("add", "--api-key", "", "x"), "api_key_id: must not be empty"),
+        (("search", "--api-key", "a", "--limit", "0", "x"), "limit"),
+        (("list", "--api-key", "a", "--limit", "0"), "limit"),
+        (("add", "--api-key", "a", "--metadata", "[1]", "x"), "--metadata: expected a JSON object"),
+        (("add", "--api-key", "a", "--metadata", "{nope", "x"), "--metadata: not valid JSON"),
+        (("add", "--api-key", "a", "--expires-at", "soon", "x"), "expires_at"),
+        (("update", "some-id"), "nothing to change"),
+    ],
+)
+def test_bad_input_is_one_line_on_stderr(run, args, message):
+    code, _, err = run(*args)
+    assert code != 0
+    assert message in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_invalid_config_file_names_the_field(run, tmp_path):
+    config = tmp_path / "bad.toml"
+    config.write_text("[memory]\nmax_tokens = 99999\n", encoding="utf-8")
+    code, _, err = run("--config", str(config), "list", "--api-key", "a")
+    assert code == 1 and "memory.max_tokens: must be in [0, 16000]" in err
+
+
+def test_health_and_status_json(run):
+    code, out, _ = run("health", "--json")
+    health = json.loads(out)
+    assert code == 0 and health["backends"][0]["ok"] is True and health["backends"][0]["role"] == "primary"
+    code, out, _ = run("status", "--json")
+    status = json.loads(out)
+    assert status["keyword"]["available"] is True and status["vector_store"]["backend"] == "none"
