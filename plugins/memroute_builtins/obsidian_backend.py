@@ -167,6 +167,7 @@ class ObsidianBackend(MemoryBackend):
         self._folder = check_folder(settings.folder)
         self._folder_rel = "/".join(self._folder)
         self._local = threading.local()
+        self._sessions: builtins.list[Any] = []
         self._lock = threading.RLock()
         self._tenant_locks: dict[str, threading.Lock] = {}
         self._where: dict[str, str] = {}
@@ -186,9 +187,11 @@ class ObsidianBackend(MemoryBackend):
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=True)
-        session = getattr(self._local, "session", None)
-        if session is not None:
+        with self._lock:
+            sessions, self._sessions = self._sessions, []
+        for session in sessions:
             session.close()
+        self._local = threading.local()
 
     def describe(self) -> dict[str, Any]:
         verify = self.settings.verify
@@ -209,6 +212,8 @@ class ObsidianBackend(MemoryBackend):
             session.verify = self.settings.verify
             session.trust_env = False  # a loopback service: never route it through an HTTP(S)_PROXY
             self._local.session = session
+            with self._lock:
+                self._sessions.append(session)
         return session
 
     def _vault_url(self, segments: Sequence[str], folder: bool = False) -> str:
@@ -443,9 +448,12 @@ class ObsidianBackend(MemoryBackend):
             for other in current:
                 if other.key == memory.key and other.id != memory.id:
                     self._delete_note(slug, note_filename(other.id))
-            located = self._locate([memory.id]).get(memory.id)
-            if located is not None and located[0] != slug:  # the same id under another owner: move it
-                self._delete_note(*located)
+            # The same id under another owner (known to the index; no rebuild for this rare case): move it.
+            filename = note_filename(memory.id)
+            with self._lock:
+                other_slug = self._where.get(filename)
+            if other_slug is not None and other_slug != slug:
+                self._delete_note(other_slug, filename)
             self._write_note(memory, self._extra(slug, memory.id))
 
     def _extra(self, slug: str, memory_id: str) -> dict[str, Any]:

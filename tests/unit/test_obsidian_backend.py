@@ -210,6 +210,19 @@ def test_get_by_id_reads_one_note(fake: ObsidianFake, backend: ObsidianBackend,
     assert len(fake.requests_log) - start == 1, "a known id costs one request"
 
 
+def test_put_of_a_new_memory_does_not_rebuild_the_index(fake: ObsidianFake, backend: ObsidianBackend) -> None:
+    from memroute.models import Memory, utcnow
+
+    for tenant in ("a", "b", "c"):
+        backend.create(NewMemory(api_key_id=tenant, key="k", content="c"))
+    now = utcnow()
+    start = len(fake.requests_log)
+    backend.put(Memory(id="11111111-2222-4333-8444-555555555555", api_key_id="a", key="k2", content="replica",
+                       created_at=now, updated_at=now))
+    paths = [p for _, p, _, _ in fake.requests_log[start:]]
+    assert not any(p == "/vault/memroute/" for p in paths), f"put listed every tenant: {paths}"
+
+
 def test_listing_again_rereads_only_changed_notes(fake: ObsidianFake, backend: ObsidianBackend) -> None:
     made = [backend.create(NewMemory(api_key_id="u", key=f"k{i}", content=f"content {i}")) for i in range(6)]
     backend.list(ListFilter(api_key_id="u"))

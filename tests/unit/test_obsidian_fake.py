@@ -135,3 +135,12 @@ def test_metadata_lag_knobs(fake: ObsidianFake, http: requests.Session) -> None:
     assert http.post(f"{fake.base_url}/search/simple/", params={"query": "newest"}).json() == []
     fake.release_metadata()
     assert frontmatter() == {"v": 3}
+
+
+def test_metadata_lag_by_time(fake: ObsidianFake, http: requests.Session) -> None:
+    fake.metadata_lag_s = 3600.0  # the cache catches up only after an hour: never, within this test
+    put(http, fake, "t.md", "---\nv: 1\n---\nbody")
+    note = http.get(f"{fake.base_url}/vault/t.md", headers={"Accept": NOTE_JSON}).json()
+    assert note["frontmatter"] == {} and note["content"].endswith("body"), "not indexed yet; content is fresh"
+    fake.release_metadata()
+    assert http.get(f"{fake.base_url}/vault/t.md", headers={"Accept": NOTE_JSON}).json()["frontmatter"] == {"v": 1}
