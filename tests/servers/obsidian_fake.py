@@ -418,12 +418,12 @@ class ObsidianFake:
 
     def note_json(self, rel: str, *, include_content: bool = True) -> dict[str, Any]:
         path = self.vault / rel
-        content = self.read(rel)
+        content = self.read(rel) if include_content else ""
         indexed = self._indexed_content(rel)
         frontmatter = self._frontmatter(indexed)
         stat = path.stat()
         note: dict[str, Any] = {
-            "path": rel, "content": content if include_content else "",
+            "path": rel, "content": content,
             "frontmatter": frontmatter, "tags": self._tags(frontmatter, indexed),
             "stat": {"ctime": int(stat.st_ctime * 1000), "mtime": int(stat.st_mtime * 1000), "size": stat.st_size},
         }
