@@ -59,7 +59,7 @@ from memroute_builtins.obsidian_notes import (
     render_note,
     tenant_slug,
 )
-from memroute_builtins.obsidian_ranking import rank, tokens
+from memroute_builtins.obsidian_ranking import rank
 
 __all__ = ["ObsidianBackend", "ObsidianSettings"]
 
@@ -541,7 +541,7 @@ class ObsidianBackend(MemoryBackend):
 
     def search(self, query: SearchQuery) -> builtins.list[BackendHit]:
         candidates = [m for m in self._memories(query.api_key_id) if query.admits(m)]
-        if query.strategy == "exact" or not tokens(query.text):
+        if query.strategy == "exact" or not query.text.strip():
             candidates.sort(key=lambda m: (m.created_at, m.id), reverse=True)
             return [BackendHit(memory=m, score=m.created_at.timestamp()) for m in candidates[:query.limit]]
         plugin_hits = self._plugin_matches(query) if candidates else set()

@@ -438,3 +438,11 @@ def test_docs_list_every_option_and_the_example_configures_the_backend(monkeypat
     options = structure_options(vault.options, ObsidianSettings, "backends.vault")
     assert vault.type == "obsidian" and options.api_key == "k" * 64
     assert options.verify == str(Path("~/.config/memroute/obsidian.crt").expanduser())
+
+
+def test_queries_without_word_characters_match_as_phrases(fake: ObsidianFake, backend: ObsidianBackend) -> None:
+    snake = backend.create(NewMemory(api_key_id="u", key="k", content="I love 🐍 and 🦀"))
+    backend.create(NewMemory(api_key_id="u", key="k2", content="nothing special here"))
+    assert [h.memory.id for h in backend.search(SearchQuery(api_key_id="u", text="🐍"))] == [snake.id]
+    assert backend.search(SearchQuery(api_key_id="u", text="🙈")) == [], "no match is no hit, not recency"
+    assert len(backend.search(SearchQuery(api_key_id="u", text="  ", strategy="hybrid"))) == 2, "empty: recency"
