@@ -144,3 +144,13 @@ def test_metadata_lag_by_time(fake: ObsidianFake, http: requests.Session) -> Non
     assert note["frontmatter"] == {} and note["content"].endswith("body"), "not indexed yet; content is fresh"
     fake.release_metadata()
     assert http.get(f"{fake.base_url}/vault/t.md", headers={"Accept": NOTE_JSON}).json()["frontmatter"] == {"v": 1}
+
+
+def test_post_appends_with_the_newline_rule(fake: ObsidianFake, http: requests.Session) -> None:
+    url = f"{fake.base_url}/vault/log.md"
+    assert http.post(url, data=b"first", headers={"Content-Type": "text/markdown"}).status_code == 204
+    assert http.post(url, data=b"second\n", headers={"Content-Type": "text/markdown"}).status_code == 204
+    assert http.post(url, data=b"third", headers={"Content-Type": "text/markdown"}).status_code == 204
+    assert fake.read("log.md") == "first\nsecond\nthird"
+    binary = http.post(url, data=b"x", headers={"Content-Type": "application/octet-stream"})
+    assert binary.status_code == 400 and binary.json()["errorCode"] == 40010
