@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import builtins
 import logging
-import queue
 import threading
 import time
 from collections import Counter
@@ -50,6 +49,7 @@ from memroute.models import (
     SearchQuery,
 )
 from memroute.outbox import OP_DELETE, OP_PUT, Outbox, delete_payload, put_payload
+from memroute.runner import BackendRunner
 from memroute.settings import ManagerSettings
 
 __all__ = ["CircuitOpenError", "ManagedSearch", "MemoryManager"]
@@ -60,6 +60,8 @@ _WRITE_OPS = frozenset({"create", "put", "update", "delete"})
 # Errors about the request, not the backend: they reach the caller and do not count against the breaker.
 _CLIENT_ERRORS = (ValidationError, ConflictError, NotFoundError)
 _DEFAULT_FLUSH_TIMEOUT_S = 30.0
+_INLINE_CATCH_UP_MAX = 100
+_REPLAY_BATCH = 200
 
 
 @attrs.frozen(kw_only=True)
@@ -77,67 +79,12 @@ class CircuitOpenError(BackendUnavailableError):
     """The backend was not called: its circuit breaker is open (or it never initialized)."""
 
 
-class _Runner:
-    """Daemon worker threads for one backend, so a call that hangs can be abandoned after a timeout.
-
-    Workers are long-lived (backends keep per-thread connections) and started on demand up to ``size``.
-    """
-
-    def __init__(self, name: str, size: int = 8) -> None:
-        self.name = name
-        self._size = size
-        self._queue: queue.SimpleQueue[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]] | None] = (
-            queue.SimpleQueue()
-        )
-        self._lock = threading.Lock()
-        self._threads: list[threading.Thread] = []
-        self._idle = 0
-        self._waiting = 0
-
-    def submit(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> Future[Any]:
-        future: Future[Any] = Future()
-        with self._lock:
-            self._waiting += 1
-            if self._waiting > self._idle and len(self._threads) < self._size:
-                thread = threading.Thread(
-                    target=self._work, name=f"memroute-{self.name}-{len(self._threads)}", daemon=True
-                )
-                self._threads.append(thread)
-                thread.start()
-        self._queue.put((future, fn, args))
-        return future
-
-    def _work(self) -> None:
-        while True:
-            with self._lock:
-                self._idle += 1
-            item = self._queue.get()
-            with self._lock:
-                self._idle -= 1
-                self._waiting -= 1
-            if item is None:
-                return
-            future, fn, args = item
-            # A call whose caller already gave up (timed out while queued) must not run late.
-            if not future.set_running_or_notify_cancel():
-                continue
-            try:
-                future.set_result(fn(*args))
-            except BaseException as exc:
-                future.set_exception(exc)
-
-    def shutdown(self) -> None:
-        with self._lock:
-            count = len(self._threads)
-        for _ in range(count):
-            self._queue.put(None)
-
-
 class MemoryManager:
     """Primary + ordered fallbacks, a durable replication outbox, circuit breakers and health checks.
 
     Thread-safe: call it from any number of threads. ``clock`` (wall-clock seconds) drives the breakers,
-    the outbox backoff and ages; tests inject a fake one.
+    the outbox backoff and ages; tests inject a fake one. ``replay_in_background=False`` leaves the outbox
+    to :meth:`flush` (and write-time catch-up) so a test decides exactly when replay happens.
     """
 
     def __init__(
@@ -149,6 +96,7 @@ class MemoryManager:
         outbox_path: str | Path = ":memory:",
         prepare_connection: Any = None,
         clock: Callable[[], float] | None = None,
+        replay_in_background: bool = True,
     ) -> None:
         self.primary = primary
         self.fallbacks = list(fallbacks)
@@ -164,18 +112,18 @@ class MemoryManager:
             b.name: CircuitBreaker(self.settings.breaker_failures, self.settings.breaker_reset_s, self._clock)
             for b in self.backends
         }
-        self._runners = {b.name: _Runner(b.name) for b in self.backends}
+        self._runners = {b.name: BackendRunner(b.name) for b in self.backends}
         self._delivery_locks = {b.name: threading.Lock() for b in self.backends}
         self._write_lock = threading.RLock()
         self._state_lock = threading.Lock()
         self._abandoned_writes: Counter[str] = Counter()
-        self._last_health: dict[str, HealthResult] = {}
         self._ready: set[str] = set()
         self._initialized = False
         self._closed = False
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._replay_in_background = replay_in_background
         self.outbox = Outbox(outbox_path, prepare=prepare_connection, clock=self._clock)
 
     @property
@@ -205,7 +153,10 @@ class MemoryManager:
                 if error is not None:
                     errors[backend.name] = error
             if not self._ready:
-                raise self._all_failed("initialize", errors)
+                error = self._all_failed("initialize", errors)
+                self._closed = True  # unusable: release the outbox and whatever the backends opened
+                self._release_resources()
+                raise error
             self._initialized = True
             self._start_threads()
 
@@ -220,9 +171,10 @@ class MemoryManager:
         return None
 
     def _start_threads(self) -> None:
-        replay = threading.Thread(target=self._replay_loop, name="memroute-outbox-replay", daemon=True)
-        self._threads.append(replay)
-        replay.start()
+        if self._replay_in_background:
+            replay = threading.Thread(target=self._replay_loop, name="memroute-outbox-replay", daemon=True)
+            self._threads.append(replay)
+            replay.start()
         if self.settings.health_interval_s > 0:
             health = threading.Thread(target=self._health_loop, name="memroute-health", daemon=True)
             self._threads.append(health)
@@ -243,6 +195,9 @@ class MemoryManager:
             self._replay_pass(respect_backoff=True, force=False)
         except Exception as exc:
             log.warning("final outbox replay failed: %s", exc)
+        self._release_resources()
+
+    def _release_resources(self) -> None:
         for backend in self.backends:
             try:
                 backend.close()
@@ -343,6 +298,11 @@ class MemoryManager:
         errors: dict[str, BaseException] = {}
         behind = []
         for backend in self.backends:
+            pending = self.outbox.pending(backend.name)
+            if 0 < pending <= _INLINE_CATCH_UP_MAX:
+                # A short backlog is replayed right here (no new entries can join it: we hold the write
+                # lock), so a recovered backend takes its place again even under a steady write load.
+                self._deliver(backend.name, respect_backoff=True, force=False, wait=False)
             if not self._in_sync(backend.name):
                 behind.append(backend)
                 errors[backend.name] = BackendUnavailableError(
@@ -358,6 +318,11 @@ class MemoryManager:
                 errors[backend.name] = exc
         for backend in behind:
             if not self._deliver(backend.name, respect_backoff=False, force=False):
+                head = self.outbox.head(backend.name)
+                if head is not None and head.last_error:
+                    errors[backend.name] = BackendUnavailableError(
+                        f"{errors[backend.name]}; replaying to it failed: {head.last_error}", backend=backend.name
+                    )
                 continue
             try:
                 return backend, self._call(backend, op, *args)
@@ -423,7 +388,7 @@ class MemoryManager:
             else:
                 behind.append(backend)
         for backend in behind:
-            self._deliver(backend.name, respect_backoff=True, force=False)
+            self._deliver(backend.name, respect_backoff=True, force=False, wait=False)
             yield backend
 
     def _skip_reason(self, errors: dict[str, BaseException]) -> str | None:
@@ -431,7 +396,11 @@ class MemoryManager:
         if error is not None:
             return str(error)
         pending = self.outbox.pending(self.primary.name)
-        return f"primary {self.primary.name!r} is catching up ({pending} pending outbox entries)"
+        reason = f"primary {self.primary.name!r} is catching up ({pending} pending outbox entries)"
+        breaker = self._breakers[self.primary.name]
+        if breaker.state != "closed":
+            reason += f"; circuit breaker {breaker.state} (last error: {breaker.last_error})"
+        return reason
 
     def get(self, memory_id: str) -> Memory | None:
         """The memory from the first backend that has it (primary first; also when the primary raises)."""
@@ -440,6 +409,8 @@ class MemoryManager:
         errors: dict[str, BaseException] = {}
         answered = False
         for backend in self._read_order():
+            if answered and not self._in_sync(backend.name):
+                break  # an in-sync backend said "no such id": a lagging one may still hold a deleted memory
             try:
                 memory = self._call(backend, "get", memory_id)
             except _CLIENT_ERRORS:
@@ -467,7 +438,7 @@ class MemoryManager:
         answered = False
         for backend in self._read_order():
             missing = [i for i in ids if i not in found]
-            if not missing:
+            if not missing or (answered and not self._in_sync(backend.name)):
                 break
             try:
                 found.update(self._call(backend, "get_many", missing))
@@ -496,6 +467,19 @@ class MemoryManager:
                 errors[backend.name] = exc
         raise self._all_failed("list", errors)
 
+    def iter_all(self, api_key_id: str | None = None, batch: int = 500) -> Iterator[Memory]:
+        """Every memory (of one tenant, or all), oldest first, page by page through :meth:`list` (so each
+        page fails over like a list does). Export and reindexing should use this, not ``primary.iter_all``."""
+        offset = 0
+        while True:
+            page = self.list(
+                ListFilter(api_key_id=api_key_id, limit=batch, offset=offset, order_by="created_at", order_dir="asc")
+            )
+            yield from page.data
+            offset += len(page.data)
+            if not page.data or offset >= page.total:
+                return
+
     def search(self, query: SearchQuery) -> ManagedSearch:
         """The first backend's search that answers; says which backend served and why not the primary."""
         if not isinstance(query, SearchQuery):
@@ -517,13 +501,24 @@ class MemoryManager:
         raise self._all_failed("search", errors)
 
     # --- the outbox replay ----------------------------------------------------------------------------
-    def _deliver(self, target: str, *, respect_backoff: bool, force: bool) -> bool:
-        """Deliver ``target``'s entries in order until one fails; True when its queue is empty."""
+    def _deliver(
+        self, target: str, *, respect_backoff: bool, force: bool, wait: bool = True, limit: int | None = None
+    ) -> bool:
+        """Deliver ``target``'s entries in order until one fails; True when its queue is empty.
+
+        ``wait=False`` (the request paths) gives up at once when another thread is delivering to ``target``:
+        a caller must not queue behind a delivery that may be waiting out a hung backend's timeout.
+        ``limit`` caps the entries delivered in this call (the lock is then released).
+        """
         backend = self._by_name.get(target)
         if backend is None or self._abandoned(target):
             return self.outbox.pending(target) == 0
-        with self._delivery_locks[target]:
-            while True:
+        lock = self._delivery_locks[target]
+        if not lock.acquire(blocking=wait):
+            return False
+        try:
+            delivered = 0
+            while limit is None or delivered < limit:
                 entry = self.outbox.head(target)
                 if entry is None:
                     return True
@@ -543,17 +538,36 @@ class MemoryManager:
                              entry.id, target, entry.attempts + 1, exc)
                     return False
                 self.outbox.remove(entry)
+                delivered += 1
+            return self.outbox.pending(target) == 0
+        finally:
+            lock.release()
 
     def _replay_pass(self, *, respect_backoff: bool, force: bool) -> None:
         for target in self.outbox.targets():
             if target in self._by_name:
                 self._deliver(target, respect_backoff=respect_backoff, force=force)
 
+    def _background_pass(self) -> None:
+        """One pass of the replay thread. Delivers in batches; when a healthy target's backlog is short
+        but writers keep adding to it, the rest is delivered under the write lock, so the target catches
+        up (and a recovered primary serves again) even under a steady write load."""
+        for target in self.outbox.targets():
+            if target not in self._by_name or self._stop.is_set():
+                continue
+            if self._deliver(target, respect_backoff=True, force=False, limit=_REPLAY_BATCH):
+                continue
+            head = self.outbox.head(target)
+            healthy = self._breakers[target].state == "closed" and head is not None and head.attempts == 0
+            if healthy and self.outbox.pending(target) <= _INLINE_CATCH_UP_MAX:
+                with self._write_lock:
+                    self._deliver(target, respect_backoff=True, force=False)
+
     def _replay_loop(self) -> None:
         while not self._stop.is_set():
             self._wake.clear()
             try:
-                self._replay_pass(respect_backoff=True, force=False)
+                self._background_pass()
             except Exception as exc:  # the thread must survive anything (a closed outbox, a bad entry)
                 log.warning("outbox replay pass failed: %s", exc)
             # New entries and recoveries set _wake; the timeout re-checks backoff and half-open breakers.
@@ -612,7 +626,6 @@ class MemoryManager:
             breaker.record_success()
         else:
             breaker.record_failure(result.error or "health check failed")
-        self._last_health[name] = result
         return result
 
     def _health_loop(self) -> None:

@@ -377,7 +377,7 @@ def check_url(
 
 # --- requests integration ------------------------------------------------------------------------------
 
-def _make_pinned_adapter(pins: Mapping[tuple[str, int], str], lock: threading.Lock) -> Any:
+def _make_pinned_adapter(pins: Mapping[tuple[str, int], tuple[str, ...]], lock: threading.Lock) -> Any:
     """An ``HTTPAdapter`` whose connections open their socket to the pinned (checked) address of their host
     rather than resolving the name again."""
     from requests.adapters import HTTPAdapter
@@ -390,19 +390,22 @@ def _make_pinned_adapter(pins: Mapping[tuple[str, int], str], lock: threading.Lo
         key = (conn.host.strip("[]").lower(), conn.port)
         with lock:
             pinned = pins.get(key)
-        if pinned is None:
+        if not pinned:
             # Every request goes through GuardedSession.send, which pins before sending: a connection
             # without a pin means something bypassed the guard.
             raise NewConnectionError(conn, f"SSRF guard: no checked address for {conn.host}")
-        # Connect to the checked address; conn.host (the name) stays as it is for SNI and certificate
-        # verification.
-        try:
-            return create_connection((pinned, conn.port), conn.timeout, source_address=conn.source_address,
-                                     socket_options=conn.socket_options)
-        except TimeoutError as exc:
-            raise ConnectTimeoutError(conn, f"Connection to {conn.host} timed out") from exc
-        except OSError as exc:
-            raise NewConnectionError(conn, f"Failed to establish a new connection: {exc}") from exc
+        # Connect to a checked address (each in turn, as create_connection does for a name's addresses);
+        # conn.host (the name) stays as it is for SNI and certificate verification.
+        error: OSError | None = None
+        for address in pinned:
+            try:
+                return create_connection((address, conn.port), conn.timeout, source_address=conn.source_address,
+                                         socket_options=conn.socket_options)
+            except TimeoutError as exc:
+                raise ConnectTimeoutError(conn, f"Connection to {conn.host} timed out") from exc
+            except OSError as exc:
+                error = exc
+        raise NewConnectionError(conn, f"Failed to establish a new connection: {error}") from error
 
     class PinnedHTTPConnection(HTTPConnection):
         def _new_conn(self) -> Any:
@@ -464,7 +467,7 @@ class GuardedSession(_session_base()):  # type: ignore[misc]
         # 0; our limit is enforced by forcing allow_redirects=False instead.
         self.max_redirects = max(1, self.redirect_limit)
         self.trust_env = False
-        self._pins: dict[tuple[str, int], str] = {}
+        self._pins: dict[tuple[str, int], tuple[str, ...]] = {}
         self._pin_lock = threading.Lock()
         adapter = _make_pinned_adapter(self._pins, self._pin_lock)
         self.mount("http://", adapter)
@@ -489,9 +492,8 @@ class GuardedSession(_session_base()):  # type: ignore[misc]
         # written), so pin under both it and the normalised form.
         raw_host = (urlsplit(request.url).hostname or "").rstrip(".").lower()
         with self._pin_lock:
-            # The first approved address: the check approved all of them.
             for host in {raw_host, parsed.host.lower()}:
-                self._pins[(host, parsed.port)] = parsed.addresses[0]
+                self._pins[(host, parsed.port)] = parsed.addresses
         if self.redirect_limit == 0:
             kwargs["allow_redirects"] = False
         return super().send(request, **kwargs)

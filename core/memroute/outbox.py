@@ -154,6 +154,24 @@ class Outbox:
                 else:
                     self._counts.pop(entry.target, None)
 
+    def discard(self, entry_id: int) -> bool:
+        """Operator action: drop one entry by id (for example a poisoned head that can never be delivered).
+        Never called by memroute itself. True when the entry existed."""
+        with self._lock:
+            self._check_open()
+            row = self._connection.execute("SELECT target FROM outbox WHERE id = ?", (entry_id,)).fetchone()
+            if row is None:
+                return False
+            with self._connection:
+                self._connection.execute("DELETE FROM outbox WHERE id = ?", (entry_id,))
+            target = str(row[0])
+            remaining = self._counts.get(target, 0) - 1
+            if remaining > 0:
+                self._counts[target] = remaining
+            else:
+                self._counts.pop(target, None)
+            return True
+
     def record_failure(self, entry: OutboxEntry, error: str, retry_at: float) -> None:
         """Count a failed delivery; the entry is retried at ``retry_at`` (clock seconds)."""
         with self._lock:

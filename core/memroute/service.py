@@ -6,6 +6,7 @@ generates ids and keys, and hands retrieval to the :class:`~memroute.retrieval.R
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import json
 import re
@@ -14,7 +15,7 @@ import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from memroute.components import build_backend
 from memroute.errors import MemrouteError, ValidationError
@@ -34,6 +35,9 @@ from memroute.plugins import MemroutePluginManager, get_plugin_manager
 from memroute.retrieval.build import build_retrieval
 from memroute.serialization import memory_from_dict, memory_to_dict
 from memroute.settings import MemrouteSettings, load_settings
+
+if TYPE_CHECKING:
+    from memroute.pipeline.conversation import Conversation, MaintenanceReport
 
 __all__ = ["Memroute", "derive_key"]
 
@@ -68,6 +72,7 @@ class Memroute:
         self.data_dir = settings.data_path
         self._closed = False
         self._lock = threading.RLock()
+        self._conversation: Conversation | None = None
         backends = settings.backends
         built = []
         try:
@@ -120,13 +125,16 @@ class Memroute:
                 return
             self._closed = True
         try:
+            if self._conversation is not None:
+                self._conversation.close()  # stored extractions first: they write through the manager
             self.retrieval.close()
         finally:
             self.manager.close()
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait for background work (outbox replication, embedding); True when all of it finished."""
-        indexed = self.retrieval.flush(timeout)
+        """Wait for background work (extraction, outbox replication, embedding); True when all of it finished."""
+        extracted = self._conversation.flush(timeout) if self._conversation is not None else True
+        indexed = self.retrieval.flush(timeout) and extracted
         return self.manager.flush(timeout) and indexed
 
     # --- CRUD ----------------------------------------------------------------------------------------
@@ -250,7 +258,7 @@ class Memroute:
         """Every memory (of one tenant, or all), oldest first."""
         if api_key_id is not None:
             ListFilter(api_key_id=api_key_id)  # validates
-        return iter(self.manager.primary.iter_all(api_key_id))
+        return iter(self.manager.iter_all(api_key_id))
 
     def export_jsonl(self, out: IO[str], api_key_id: str | None = None) -> int:
         count = 0
@@ -292,6 +300,42 @@ class Memroute:
                 progress(1)
         self.retrieval.on_written(parsed)
         return count
+
+    # --- conversation pipeline (memroute.pipeline.conversation; docs/pipeline.md) ----------------------
+    @property
+    def conversation(self) -> Conversation:
+        """The pipeline object: extraction worker, augmentation, summarization and retention."""
+        with self._lock:
+            if self._conversation is None:
+                from memroute.pipeline.conversation import Conversation
+
+                self._conversation = Conversation(self)
+            return self._conversation
+
+    def augment(self, request: Any, api_key_id: str, session_id: str | None = None, provider: str | None = None,
+                headers: Any = None, **options: Any) -> Any:
+        """``request`` with relevant memories of ``api_key_id`` injected (never mutated; the same object when
+        nothing is injected). See :meth:`Conversation.augment`."""
+        return self.conversation.augment(request, api_key_id, session_id, provider, headers, **options)
+
+    def observe(self, request: Any, response: Any = None, *, api_key_id: str, session_id: str | None = None,
+                headers: Any = None, wait: bool = False) -> builtins.list[Memory]:
+        """Extract facts from a chat turn and store them (in the background unless ``wait``)."""
+        return self.conversation.observe(request, response, api_key_id=api_key_id, session_id=session_id,
+                                         headers=headers, wait=wait)
+
+    def summarize(self, api_key_id: str, older_than_days: int, *, dry_run: bool = True) -> MaintenanceReport:
+        """Replace one key's memories older than ``older_than_days`` with summaries (dry run by default)."""
+        return self.conversation.summarize(api_key_id, older_than_days, dry_run=dry_run)
+
+    def compact(self, api_key_id: str, session_id: str | None = None, max_tokens: int = 4000, *,
+                dry_run: bool = True) -> MaintenanceReport:
+        """Summarize what does not fit ``max_tokens`` of one key (dry run by default)."""
+        return self.conversation.compact(api_key_id, session_id, max_tokens, dry_run=dry_run)
+
+    def prune(self, api_key_id: str | None = None, *, dry_run: bool = False) -> MaintenanceReport:
+        """Delete memories past retention, expired, or decayed (typed decay, when enabled)."""
+        return self.conversation.prune(api_key_id, dry_run=dry_run)
 
 
 def state_dir_for(data_dir: Path, primary: MemoryBackend) -> Path:

@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 import numpy as np
+
 from memroute.errors import ValidationError, VectorStoreError
 from memroute.interfaces import VectorItem
 

@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+
 import memroute
 from memroute.errors import ConfigError, MemrouteError, VectorStoreError
 from memroute.interfaces import ComponentContext, EmbeddingSignature, VectorHit, VectorItem, VectorStore
 from memroute.models import HealthResult, SearchQuery
 from memroute.specs import VectorStoreSpec
-
 from memroute_builtins._vector_common import canonical_uuid, check_items, check_k, check_vector, unix_seconds
 
 __all__ = ["QdrantSettings", "QdrantStore"]

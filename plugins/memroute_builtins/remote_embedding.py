@@ -17,8 +17,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import attrs
-import memroute
 import numpy as np
+
+import memroute
 from memroute.embedding import fallback_vector, normalize_rows, validate_texts
 from memroute.errors import ConfigError, EmbeddingError
 from memroute.interfaces import ComponentContext, EmbeddingSource

@@ -2,8 +2,10 @@
 
 One vec0 virtual table, partitioned by ``api_key_id`` so a tenant's KNN reads only that tenant's chunks and
 ``k`` applies after the owner filter. Session, expiry and retention are vec0 metadata columns, filtered
-inside the KNN scan. A small ``chunk_size`` keeps a tenant with a handful of memories from reserving the
-default 1,024-slot chunk (~1.5 MB at 256-d float32). See ``docs/vectors.md`` for the measurements.
+inside the KNN scan. vec0's chunk size is one per table and pulls two ways: the default 1,024-slot chunk
+makes every small tenant reserve ~1 MB (256-d float32), while small chunks scan about half as fast. So
+there are two tables: every tenant starts in one with small chunks and moves, once, to one with large chunks
+when it passes ``promote_at`` vectors. See ``docs/vectors.md`` for the measurements.
 
 This module also implements ``memroute_prepare_connection``: every apsw connection memroute opens gets the
 sqlite-vec extension loaded.
@@ -19,13 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import memroute
 import numpy as np
+
+import memroute
 from memroute.errors import BackendUnavailableError, ConfigError, MemrouteError, VectorStoreError
 from memroute.interfaces import ComponentContext, EmbeddingSignature, VectorHit, VectorItem, VectorStore
 from memroute.models import HealthResult, SearchQuery
 from memroute.specs import VectorStoreSpec
-
 from memroute_builtins._vector_common import canonical_uuid, check_items, check_k, check_vector, unix_micros
 
 __all__ = ["SqliteVecSettings", "SqliteVecStore", "load_sqlite_vec"]
@@ -36,7 +38,9 @@ NO_EXPIRY = 2**62
 """vec0 metadata columns cannot hold NULL (0.1.9), so "never expires" is a far-future timestamp."""
 NO_SESSION = ""
 """The stored session of a memory without one; memroute never uses ``""`` as a session id."""
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
+TABLES = ("memroute_vec", "memroute_vec_large")
+"""Tier 0 (small chunks, every tenant starts here) and tier 1 (large chunks, tenants past ``promote_at``)."""
 QUANTIZATIONS = ("float32", "int8")
 INT8_CALIBRATIONS = ("auto", "unit")
 INT8_PRIOR = 4.5
@@ -69,8 +73,13 @@ class SqliteVecSettings:
     """The database file (default ``vectors.db`` in the data directory). It may be the backend's file."""
     quantization: str | None = attrs.field(default=None, validator=_check_optional_choice(None, *QUANTIZATIONS))
     """``float32`` or ``int8``; unset means the bound signature's quantisation (``[vectors] quantization``)."""
-    chunk_size: int = attrs.field(default=16, validator=_check_chunk_size)
-    """vec0 chunk size (vectors per chunk, per tenant). Small keeps small tenants small; see docs/vectors.md."""
+    chunk_size: int = attrs.field(default=8, validator=_check_chunk_size)
+    """vec0 chunk size of the small-tenant table (vectors per chunk, per tenant): small keeps a tenant with a
+    few memories from reserving a large chunk. See docs/vectors.md for the measurements."""
+    large_chunk_size: int = attrs.field(default=256, validator=_check_chunk_size)
+    """vec0 chunk size of the large-tenant table: big chunks scan about twice as fast as small ones."""
+    promote_at: int = attrs.field(default=512, validator=attrs.validators.ge(1))
+    """A tenant whose vector count passes this moves (once, in one transaction) to the large-chunk table."""
     int8_calibration: str = attrs.field(default="auto", validator=_check_optional_choice(*INT8_CALIBRATIONS))
     """``auto``: a symmetric scale calibrated from the first vectors stored (recorded in the meta table);
     ``unit``: map [-1, 1] to the int8 range, as ``vec_quantize_int8(v, 'unit')`` does (loses recall)."""
@@ -129,6 +138,7 @@ class _Index:
     quantization: str
     dimensions: int
     chunk_size: int
+    large_chunk_size: int
     int8_scale: float | None
 
 
@@ -161,7 +171,8 @@ class SqliteVecStore(VectorStore):
             # UUID); api_key_id is here so count()/ids() need not scan vec0.
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS memroute_vec_ids ("
-                " rowid INTEGER PRIMARY KEY, memory_id BLOB NOT NULL UNIQUE, api_key_id TEXT NOT NULL)"
+                " rowid INTEGER PRIMARY KEY, memory_id BLOB NOT NULL UNIQUE, api_key_id TEXT NOT NULL,"
+                " tier INTEGER NOT NULL DEFAULT 0)"
             )
             conn.execute("CREATE INDEX IF NOT EXISTS memroute_vec_ids_owner ON memroute_vec_ids(api_key_id)")
             self._index = self._read_meta(conn)
@@ -176,12 +187,14 @@ class SqliteVecStore(VectorStore):
         scale = meta.get("int8_scale")
         return _Index(signature=meta["signature"], quantization=meta["quantization"],
                       dimensions=int(meta["dimensions"]), chunk_size=int(meta["chunk_size"]),
+                      large_chunk_size=int(meta.get("large_chunk_size", meta["chunk_size"])),
                       int8_scale=float(scale) if scale else None)
 
     @staticmethod
     def _write_meta(conn: Any, index: _Index) -> None:
         values = {"schema_version": SCHEMA_VERSION, "signature": index.signature, "quantization": index.quantization,
                   "dimensions": str(index.dimensions), "chunk_size": str(index.chunk_size),
+                  "large_chunk_size": str(index.large_chunk_size),
                   "int8_scale": "" if index.int8_scale is None else repr(index.int8_scale)}
         conn.executemany("INSERT OR REPLACE INTO memroute_vec_meta (key, value) VALUES (?, ?)", list(values.items()))
 
@@ -205,26 +218,30 @@ class SqliteVecStore(VectorStore):
                     and current.quantization == quantization and current.dimensions == signature.dimensions):
                 self._index = current
                 return True
-            conn.execute("DROP TABLE IF EXISTS memroute_vec")
+            for table in TABLES:
+                conn.execute(f"DROP TABLE IF EXISTS {table}")
             conn.execute("DELETE FROM memroute_vec_ids")
             scale = 127.0 if quantization == "int8" and self.settings.int8_calibration == "unit" else None
             index = _Index(signature=wanted, quantization=quantization, dimensions=signature.dimensions,
-                           chunk_size=self.settings.chunk_size, int8_scale=scale)
+                           chunk_size=self.settings.chunk_size, large_chunk_size=self.settings.large_chunk_size,
+                           int8_scale=scale)
             element = "float" if quantization == "float32" else "int8"
-            conn.execute(
-                "CREATE VIRTUAL TABLE memroute_vec USING vec0("
-                " api_key_id TEXT PARTITION KEY,"
-                f" embedding {element}[{index.dimensions}] distance_metric=cosine,"
-                " session_id TEXT, created_at INTEGER, expires_at INTEGER,"
-                f" chunk_size={index.chunk_size})"
-            )
+            for table, chunk_size in zip(TABLES, (index.chunk_size, index.large_chunk_size), strict=True):
+                conn.execute(
+                    f"CREATE VIRTUAL TABLE {table} USING vec0("
+                    " api_key_id TEXT PARTITION KEY,"
+                    f" embedding {element}[{index.dimensions}] distance_metric=cosine,"
+                    " session_id TEXT, created_at INTEGER, expires_at INTEGER,"
+                    f" chunk_size={chunk_size})"
+                )
             self._write_meta(conn, index)
             self._index = index
             return current is None
 
     @staticmethod
     def _table_exists(conn: Any) -> bool:
-        return conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'memroute_vec'").fetchone() is not None
+        found = conn.execute("SELECT count(*) FROM sqlite_master WHERE name IN (?, ?)", TABLES).fetchone()[0]
+        return bool(found == len(TABLES))
 
     def signature(self) -> str | None:
         index = self._index
@@ -236,6 +253,8 @@ class SqliteVecStore(VectorStore):
         return {"store": self.store_name, "path": str(self.path), "signature": index.signature if index else None,
                 "quantization": index.quantization if index else None,
                 "chunk_size": index.chunk_size if index else self.settings.chunk_size,
+                "large_chunk_size": index.large_chunk_size if index else self.settings.large_chunk_size,
+                "promote_at": self.settings.promote_at,
                 "int8_scale": index.int8_scale if index else None}
 
     def close(self) -> None:
@@ -253,6 +272,10 @@ class SqliteVecStore(VectorStore):
         """The int8 scale; calibrated once, from the first batch, and recorded in the meta table."""
         if index.int8_scale is not None:
             return index.int8_scale
+        stored = self._read_meta(conn)  # another process may have calibrated since this one bound
+        if stored is not None and stored.signature == index.signature and stored.int8_scale is not None:
+            self._index = stored
+            return stored.int8_scale
         prior = INT8_PRIOR / np.sqrt(index.dimensions)
         if len(vectors) >= MIN_CALIBRATION_VECTORS:
             clip = float(np.quantile(np.abs(vectors), INT8_QUANTILE))
@@ -285,25 +308,55 @@ class SqliteVecStore(VectorStore):
                 else:
                     blobs = [row.tobytes() for row in matrix]
                     value_sql = "?"
-                rows = []
+                tiers: dict[str, int] = {}
+                rows: list[list[Any]] = [[], []]
                 for (item, memory_id, _), blob in zip(checked, blobs, strict=True):
+                    owner = item.api_key_id
+                    if owner not in tiers:
+                        tiers[owner] = self._tier_of(conn, owner)
                     key = uuid.UUID(memory_id).bytes
-                    found = conn.execute("SELECT rowid FROM memroute_vec_ids WHERE memory_id = ?", (key,)).fetchone()
+                    found = conn.execute("SELECT rowid, tier FROM memroute_vec_ids WHERE memory_id = ?",
+                                         (key,)).fetchone()
                     if found is not None:
-                        rowid = found[0]
+                        rowid, old_tier = found
                         # vec0 cannot move a row to another partition: replace it whole.
-                        conn.execute("DELETE FROM memroute_vec WHERE rowid = ?", (rowid,))
-                        conn.execute("UPDATE memroute_vec_ids SET api_key_id = ? WHERE rowid = ?",
-                                     (item.api_key_id, rowid))
+                        conn.execute(f"DELETE FROM {TABLES[old_tier]} WHERE rowid = ?", (rowid,))
+                        conn.execute("UPDATE memroute_vec_ids SET api_key_id = ?, tier = ? WHERE rowid = ?",
+                                     (owner, tiers[owner], rowid))
                     else:
-                        rowid = conn.execute("INSERT INTO memroute_vec_ids (memory_id, api_key_id) VALUES (?, ?)"
-                                             " RETURNING rowid", (key, item.api_key_id)).fetchone()[0]
+                        rowid = conn.execute(
+                            "INSERT INTO memroute_vec_ids (memory_id, api_key_id, tier) VALUES (?, ?, ?)"
+                            " RETURNING rowid", (key, owner, tiers[owner])).fetchone()[0]
                     expires = NO_EXPIRY if item.expires_at is None else unix_micros(item.expires_at)
-                    rows.append((rowid, item.api_key_id, blob, item.session_id or NO_SESSION,
-                                 unix_micros(item.created_at), expires))
-                conn.executemany(
-                    "INSERT INTO memroute_vec (rowid, api_key_id, embedding, session_id, created_at, expires_at)"
-                    f" VALUES (?, ?, {value_sql}, ?, ?, ?)", rows)
+                    rows[tiers[owner]].append((rowid, owner, blob, item.session_id or NO_SESSION,
+                                               unix_micros(item.created_at), expires))
+                for table, table_rows in zip(TABLES, rows, strict=True):
+                    if table_rows:
+                        conn.executemany(
+                            f"INSERT INTO {table} (rowid, api_key_id, embedding, session_id, created_at, expires_at)"
+                            f" VALUES (?, ?, {value_sql}, ?, ?, ?)", table_rows)
+                for owner, tier in tiers.items():
+                    if tier == 0:
+                        self._promote_if_large(conn, owner, value_sql)
+
+    @staticmethod
+    def _tier_of(conn: Any, api_key_id: str) -> int:
+        row = conn.execute("SELECT tier FROM memroute_vec_ids WHERE api_key_id = ? LIMIT 1", (api_key_id,)).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def _promote_if_large(self, conn: Any, api_key_id: str, value_sql: str) -> None:
+        """Move a tenant that outgrew the small-chunk table to the large-chunk one (same transaction)."""
+        count = conn.execute("SELECT count(*) FROM memroute_vec_ids WHERE api_key_id = ?", (api_key_id,)).fetchone()[0]
+        if count <= self.settings.promote_at:
+            return
+        rows = conn.execute(
+            f"SELECT rowid, api_key_id, embedding, session_id, created_at, expires_at FROM {TABLES[0]}"
+            " WHERE api_key_id = ?", (api_key_id,)).fetchall()
+        conn.executemany(
+            f"INSERT INTO {TABLES[1]} (rowid, api_key_id, embedding, session_id, created_at, expires_at)"
+            f" VALUES (?, ?, {value_sql}, ?, ?, ?)", rows)
+        conn.executemany(f"DELETE FROM {TABLES[0]} WHERE rowid = ?", [(row[0],) for row in rows])
+        conn.execute("UPDATE memroute_vec_ids SET tier = 1 WHERE api_key_id = ?", (api_key_id,))
 
     def delete(self, memory_ids: Sequence[str]) -> None:
         if isinstance(memory_ids, str):
@@ -312,11 +365,12 @@ class SqliteVecStore(VectorStore):
         with self._lock, self._pool.transaction() as conn:
             exists = self._table_exists(conn)
             for key in keys:
-                found = conn.execute("SELECT rowid FROM memroute_vec_ids WHERE memory_id = ?", (key,)).fetchone()
+                found = conn.execute("SELECT rowid, tier FROM memroute_vec_ids WHERE memory_id = ?",
+                                     (key,)).fetchone()
                 if found is None:
                     continue
                 if exists:
-                    conn.execute("DELETE FROM memroute_vec WHERE rowid = ?", (found[0],))
+                    conn.execute(f"DELETE FROM {TABLES[found[1]]} WHERE rowid = ?", (found[0],))
                 conn.execute("DELETE FROM memroute_vec_ids WHERE rowid = ?", (found[0],))
 
     # -- reads ------------------------------------------------------------------------------------------
@@ -329,7 +383,11 @@ class SqliteVecStore(VectorStore):
         unit = check_vector(vector, index.dimensions, "query vector")
         if index.quantization == "int8":
             if index.int8_scale is None:
-                return []  # nothing stored yet (the scale is set by the first upsert)
+                stored = self._read_meta(self._pool.get())  # another process may have written since
+                if stored is None or stored.signature != index.signature or stored.int8_scale is None:
+                    return []  # nothing stored yet (the scale is set by the first upsert)
+                self._index = index = stored
+            assert index.int8_scale is not None
             probe: bytes = self._quantize(unit[None, :], index.int8_scale)[0].tobytes()
             match_sql = "vec_int8(?)"
         else:
@@ -346,13 +404,15 @@ class SqliteVecStore(VectorStore):
         if cutoff is not None:
             where.append("created_at >= ?")
             params.append(unix_micros(cutoff))
+        connection = self._pool.get()
+        table = TABLES[self._tier_of(connection, query.api_key_id)]
         sql = (
-            f"WITH knn AS (SELECT rowid, distance FROM memroute_vec WHERE {' AND '.join(where)}) "
+            f"WITH knn AS (SELECT rowid, distance FROM {table} WHERE {' AND '.join(where)}) "
             "SELECT i.memory_id, knn.distance FROM knn JOIN memroute_vec_ids i ON i.rowid = knn.rowid "
             "ORDER BY knn.distance"
         )
         try:
-            rows = self._pool.get().execute(sql, params).fetchall()
+            rows = connection.execute(sql, params).fetchall()
         except MemrouteError:
             raise
         except Exception as exc:

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import memroute
 import numpy as np
+
+import memroute
 from memroute.embedding import LazyLoader, normalize_rows, validate_texts
 from memroute.errors import EmbeddingError
 from memroute.interfaces import ComponentContext, EmbeddingSource

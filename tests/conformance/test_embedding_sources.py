@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from memroute.embedding import CachedEmbeddingSource
 from memroute.testing import EmbeddingSourceContract
 from memroute.testing.fakes import HashingEmbeddingSource
@@ -14,7 +15,6 @@ from memroute_builtins.transformers_embedding import (
     TransformersSettings,
     missing_dependencies,
 )
-
 from tests.servers.openai_embeddings import serve
 
 
@@ -103,3 +103,13 @@ class TestRemoteSource(EmbeddingSourceContract):
     def test_vectors_are_the_servers(self, source, static_source):
         texts = ["one", "two words", "three little words", "four is a number", "five"]
         assert np.allclose(source.embed_batch(texts), static_source.embed_batch(texts), atol=1e-5)
+
+
+def test_static_small_batch_path_matches_model2vec(static_source):
+    texts = ["a short query", "ünïcödé text with émojis 🎉", "", "x " * 700, "Prefers TypeScript for the frontend"]
+    model = static_source._loader.get()
+    expected = model.encode(texts, show_progress_bar=False, max_length=512)
+    fast = static_source.embed_batch(texts)  # five texts: the small-batch path
+    assert np.allclose(fast[[0, 1, 3, 4]], expected[[0, 1, 3, 4]], atol=1e-6)
+    large = static_source.embed_batch(texts * 5)  # 25 texts: model2vec's encode
+    assert np.allclose(large[:5], fast, atol=1e-6)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from memroute.interfaces import ComponentContext, EmbeddingSignature, VectorItem, VectorStore
 from memroute.models import SearchQuery
 from memroute.testing import VectorStoreContract
@@ -44,6 +45,16 @@ class TestSqliteVecInt8(VectorStoreContract):
         store.close()
 
 
+class TestSqliteVecPromoted(VectorStoreContract):
+    """Every tenant past 2 vectors moves to the large-chunk table: the contract runs across both tiers."""
+
+    @pytest.fixture
+    def store(self, tmp_path: Path) -> Iterator[VectorStore]:
+        store = SqliteVecStore(SqliteVecSettings(promote_at=2, quantization="int8"), _context(tmp_path))
+        yield store
+        store.close()
+
+
 class TestQdrantLocalMemory(VectorStoreContract):
     persistent = False
 
@@ -57,7 +68,7 @@ class TestQdrantLocalMemory(VectorStoreContract):
 class TestQdrantLocalPath(VectorStoreContract):
     # qdrant-client's on-disk local mode commits every point separately (~15 ms each here); the in-memory
     # class above runs the full 1,000-vector crowd.
-    crowd_size = 200
+    crowd_size = 100
 
     @pytest.fixture
     def store(self, tmp_path: Path) -> Iterator[VectorStore]:
@@ -76,7 +87,7 @@ class TestQdrantLocalPath(VectorStoreContract):
 
 # --- the two stores agree --------------------------------------------------------------------------------
 
-def _same_data(stores: list[VectorStore], dim: int = 64, tenants: int = 3, per_tenant: int = 300):
+def _same_data(stores: list[VectorStore], dim: int = 64, tenants: int = 3, per_tenant: int = 150):
     rng = np.random.default_rng(42)
     now = datetime(2026, 6, 1, tzinfo=timezone.utc)
     signature = EmbeddingSignature(source="cross", model="random", dimensions=dim)

@@ -6,6 +6,7 @@ import hashlib
 
 import numpy as np
 import pytest
+
 from memroute.embedding import CachedEmbeddingSource, cache_key
 from memroute.errors import ValidationError
 from memroute.testing.fakes import HashingEmbeddingSource

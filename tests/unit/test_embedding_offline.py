@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from memroute.embedding import LazyLoader
 from memroute.errors import EmbeddingError
 from memroute_builtins import static_embedding, transformers_embedding

@@ -5,8 +5,9 @@ from __future__ import annotations
 import types
 
 import attrs
-import memroute
 import pytest
+
+import memroute
 from memroute.embedding import CachedEmbeddingSource, Resolution, build_embedding_source, resolve
 from memroute.errors import ConfigError, EmbeddingError, UnknownComponentError
 from memroute.settings import EmbeddingSettings, load_settings
@@ -175,3 +176,9 @@ def test_toml_remote_table(tmp_path, plugin_manager, monkeypatch):
     assert resolution.source == "remote"
     assert source.inner.settings.api_key == "sk-from-env"
     assert "sk-from-env" not in repr(source.inner.settings)
+
+
+def test_built_resolution_carries_model_and_dimensions(plugin_manager, tmp_path):
+    _, resolution = build_embedding_source(settings(), plugin_manager, tmp_path)
+    assert resolution.to_dict() == {"source": "static", "model": "minishlab/potion-base-8M", "dimensions": 256,
+                                    "reason": resolution.reason, "requested": "auto"}

@@ -341,3 +341,51 @@ def test_parse_url_is_structural_only():
     assert parse_url("http://0x7f000001/").host == "127.0.0.1"  # no policy here: check_url applies it
     with pytest.raises(BlockedUrlError):
         parse_url("http://u:p@example.com/")
+
+
+# --- TLS with a pinned connection: the name still drives SNI and certificate checks ---------------------
+
+@pytest.fixture
+def tls_server(tmp_path):
+    import shutil
+    import ssl
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl CLI not available to make a test certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=rebind.test",
+         "-addext", "subjectAltName=DNS:rebind.test", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(str(cert), str(key))
+    httpd.socket = context.wrap_socket(httpd.socket, server_side=True)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield httpd.server_address[1], str(cert)
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_https_pinned_connection_verifies_the_hostname(tls_server):
+    import requests
+
+    port, cert = tls_server
+    resolver = fake_dns({"rebind.test": ["127.0.0.1"], "other.test": ["127.0.0.1"]})
+    with GuardedSession(allow_hosts=["rebind.test", "other.test"], resolver=resolver) as session:
+        response = session.get(f"https://rebind.test:{port}/", verify=cert)
+        assert response.status_code == 200 and response.text == f"host=rebind.test:{port}"
+        # Same pinned address, another name: the certificate does not cover it, so TLS must refuse.
+        with pytest.raises(requests.exceptions.SSLError):
+            session.get(f"https://other.test:{port}/", verify=cert)
+
+
+def test_session_tries_each_checked_address_in_turn(server):
+    # The first address refuses connections (nothing listens on 127.0.0.2:port on Linux loopback unless
+    # bound); the second works. Both were checked; the connection falls back like a normal resolver's would.
+    resolver = fake_dns({"multi.test": ["127.0.0.2", "127.0.0.1"]})
+    with GuardedSession(allow_private=True, resolver=resolver) as session:
+        assert session.get(f"http://multi.test:{server}/").status_code == 200

@@ -10,12 +10,13 @@ from typing import Any
 
 import numpy as np
 import pytest
+from qdrant_client import QdrantClient, models
+
 from memroute.components import build_component, make_context
 from memroute.errors import ConfigError, VectorStoreError
 from memroute.interfaces import ComponentContext, EmbeddingSignature, VectorItem
 from memroute.models import SearchQuery
 from memroute_builtins.qdrant_store import QdrantSettings, QdrantStore
-from qdrant_client import QdrantClient, models
 
 NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
 SIG = EmbeddingSignature(source="t", model="m", dimensions=16)
@@ -227,3 +228,18 @@ def test_health_uses_get_collections_in_local_mode(tmp_path: Path) -> None:
     assert result.ok and result.details["mode"] == "local"
     store.close()
     assert store.health().ok is False
+
+
+def test_local_store_is_usable_from_several_threads(tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    store = QdrantStore(QdrantSettings(), ComponentContext(instance_name="q", data_dir=tmp_path))
+    store.bind(SIG)
+
+    def write(seed: int) -> None:
+        store.upsert([_item(v, key=f"t{seed}") for v in _rows(5, seed=seed)])
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(write, range(4)))
+    assert store.count() == 20 and all(store.count(f"t{s}") == 5 for s in range(4))
+    store.close()

@@ -7,8 +7,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import apsw
+import attrs
 import numpy as np
 import pytest
+
 from memroute.components import build_component, make_context
 from memroute.db import open_connection
 from memroute.errors import ConfigError, VectorStoreError
@@ -87,6 +89,31 @@ def test_schema_is_partitioned_with_a_small_chunk_and_meta_recorded(tmp_path: Pa
     assert meta["quantization"] == "float32" and meta["int8_scale"] == ""
 
 
+def test_a_growing_tenant_moves_to_the_large_chunk_table(tmp_path: Path) -> None:
+    store = _store(tmp_path, chunk_size=8, large_chunk_size=64, promote_at=10)
+    store.bind(SIG)
+    big, small = _items(_rows(8), "big"), _items(_rows(3, seed=1), "small")
+    store.upsert(big + small)
+    conn = store._pool.get()
+    assert conn.execute("SELECT count(*) FROM memroute_vec_large_rowids").fetchone()[0] == 0
+    more = _items(_rows(5, seed=2), "big")
+    store.upsert(more)  # 13 > 10: "big" moves, "small" stays
+    tiers = dict(conn.execute("SELECT api_key_id, max(tier) FROM memroute_vec_ids GROUP BY 1").fetchall())
+    assert tiers == {"big": 1, "small": 0}
+    assert conn.execute("SELECT count(*) FROM memroute_vec_large_rowids").fetchone()[0] == 13
+    assert conn.execute("SELECT count(*) FROM memroute_vec_rowids").fetchone()[0] == 3
+    rows = _rows(8)
+    assert store.query(rows[3], SearchQuery(api_key_id="big", now=NOW), 1)[0].memory_id == big[3].memory_id
+    assert len(store.query(rows[3], SearchQuery(api_key_id="big", now=NOW), 50)) == 13
+    assert len(store.query(rows[3], SearchQuery(api_key_id="small", now=NOW), 50)) == 3
+    store.delete([big[0].memory_id])
+    store.upsert([attrs.evolve(big[1], api_key_id="small")])  # moves back to a small-table tenant
+    assert store.count("big") == 11 and store.count("small") == 4
+    assert {h.memory_id for h in store.query(rows[1], SearchQuery(api_key_id="small", now=NOW), 50)} == {
+        big[1].memory_id, *(i.memory_id for i in small)}
+    store.close()
+
+
 def test_each_tenant_gets_its_own_chunks(tmp_path: Path) -> None:
     store = _store(tmp_path, chunk_size=8)
     store.bind(SIG)
@@ -147,7 +174,7 @@ def _recall_at_10(store: SqliteVecStore, rows: np.ndarray, items: list[VectorIte
 
 def test_calibrated_int8_recalls_better_than_unit_scale(tmp_path: Path) -> None:
     dim = 256
-    rows, probes = _rows(2000, dim, seed=5), _rows(30, dim, seed=6)
+    rows, probes = _rows(1000, dim, seed=5), _rows(30, dim, seed=6)
     items = _items(rows)
     recalls = {}
     for calibration in ("auto", "unit"):
@@ -173,3 +200,18 @@ def test_threads_share_the_store(tmp_path: Path) -> None:
         list(pool.map(write, range(8)))
     assert store.count() == 200 and all(store.count(f"tenant-{s}") == 25 for s in range(8))
     store.close()
+
+
+def test_int8_scale_set_by_another_connection_is_picked_up(tmp_path: Path) -> None:
+    reader, writer = _store(tmp_path, quantization="int8"), _store(tmp_path, quantization="int8")
+    reader.bind(SIG)
+    writer.bind(SIG)
+    rows = _rows(40)
+    items = _items(rows)
+    writer.upsert(items)
+    assert reader.query(rows[0], SearchQuery(api_key_id="k", now=NOW), 1)[0].memory_id == items[0].memory_id
+    more = _items(_rows(3, seed=9))
+    reader.upsert(more)  # must quantise with the writer's scale, not calibrate a second one
+    assert reader.describe()["int8_scale"] == writer.describe()["int8_scale"]
+    reader.close()
+    writer.close()

@@ -1,7 +1,183 @@
-"""CLI commands of this area (filled in by the feature that owns it)."""
+"""Conversation pipeline commands: extract, augment, summarize, compact, prune, and the ``demo``."""
 
 from __future__ import annotations
 
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
 import click
 
-COMMANDS: list[click.Command] = []
+from memroute.cli.common import CliState, echo_json, open_service
+from memroute.errors import ValidationError
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+api_key_option = click.option("--api-key", "api_key", required=True, help="Owner (tenant) of the memories.")
+
+
+def _read_stdin_json() -> Any:
+    raw = sys.stdin.read()
+    if not raw.strip():
+        raise ValidationError("stdin: expected a JSON request body, got nothing", [("stdin", "empty")])
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ValidationError(f"stdin: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})",
+                              [("stdin", "json")]) from None
+
+
+def _fact_dict(fact: Any) -> dict[str, Any]:
+    return {"key": fact.key, "content": fact.content, "type": fact.type.value, "category": fact.category,
+            "polarity": fact.metadata.get("polarity"), "source": fact.metadata.get("source")}
+
+
+@click.command()
+@json_option
+@click.option("--source", type=click.Choice(["user", "assistant"]), default="user", show_default=True,
+              help="Whose text it is (recorded in each fact's metadata).")
+@click.option("--store", is_flag=True, help="Also store the facts for --api-key (nothing is stored otherwise).")
+@click.option("--api-key", "api_key", default=None, help="Owner of the stored facts (with --store).")
+@click.option("--session", default=None, help="Session id of the stored facts (with --store).")
+@click.pass_context
+def extract(ctx: click.Context, as_json: bool, source: str, store: bool, api_key: str | None,
+            session: str | None) -> None:
+    """Extract facts from text on stdin with the configured extractors ([extraction] extractors)."""
+    if store and not api_key:
+        raise click.UsageError("--store needs --api-key")
+    if api_key and not store:
+        raise click.UsageError("--api-key only applies with --store")
+    text = sys.stdin.read()
+    if store:
+        mem = open_service(ctx)
+        facts = mem.conversation.extract(text, source=source)
+        mem.conversation.store_facts(api_key or "", facts, session_id=session)
+        mem.flush()
+    else:
+        from memroute.pipeline.conversation import build_extractors, run_extractors
+        from memroute.plugins import get_plugin_manager
+        from memroute.settings import load_settings
+
+        state = ctx.find_object(CliState)
+        settings = load_settings(state.config_path if state else None)
+        plugins = get_plugin_manager()
+        facts = run_extractors(build_extractors(settings, plugins, settings.data_path), text, source=source)
+    if as_json:
+        echo_json([_fact_dict(f) for f in facts])
+        return
+    if not facts:
+        click.echo("no facts found")
+    for fact in facts:
+        click.echo(f"{fact.category:<10} {fact.type.value:<8} {fact.key}\n    {fact.content}")
+    if store:
+        click.echo(f"stored {len(facts)} fact(s) for {api_key}")
+
+
+@click.command()
+@api_key_option
+@click.option("--provider", default=None, help="Provider id: placement rules (o1, glm, mimo, anthropic, ...).")
+@click.option("--session", default=None, help="Session id (with --session-scope: only this session's memories).")
+@click.option("--session-scope", is_flag=True, help="Retrieve only memories of --session.")
+@click.option("--api", "api", type=click.Choice(["openai-chat", "anthropic", "responses"]), default=None,
+              help="Request shape (default: detected).")
+@click.option("--header", "headers", multiple=True, metavar="NAME:VALUE",
+              help="A request header (e.g. x-memroute-no-memory:1). Repeatable.")
+@click.option("--explain", is_flag=True, help="Also print what was retrieved and why, on stderr.")
+@click.pass_context
+def augment(ctx: click.Context, api_key: str, provider: str | None, session: str | None, session_scope: bool,
+            api: str | None, headers: tuple[str, ...], explain: bool) -> None:
+    """Read a chat request (JSON) on stdin; print it with memories of --api-key injected.
+
+    Honours [memory] enabled / max_tokens (MEMORY_ENABLED=true turns memory on) and the opt-out headers."""
+    request = _read_stdin_json()
+    header_map = {}
+    for item in headers:
+        name, sep, value = item.partition(":")
+        if not sep or not name.strip():
+            raise click.UsageError(f"--header {item!r}: expected NAME:VALUE")
+        header_map[name.strip()] = value.strip()
+    mem = open_service(ctx)
+    info = mem.conversation.explain_augment(request, api_key, session, provider, header_map, api=api,  # type: ignore[arg-type]
+                                            session_scope=session_scope)
+    echo_json(info.request)
+    if info.skipped:
+        click.echo(f"memroute: no memories injected: {info.skipped}", err=True)
+    if explain and info.result is not None:
+        click.echo(f"query: {info.query}", err=True)
+        for hit in info.result.hits:
+            click.echo(f"  {hit.score:.4f} {hit.tier:<8} {hit.memory.content}", err=True)
+
+
+def _report(report: Any, as_json: bool, verb: str) -> None:
+    if as_json:
+        echo_json(report.to_dict())
+        return
+    count = len(report.candidates)
+    if report.dry_run:
+        click.echo(f"dry run: {count} memor{'y' if count == 1 else 'ies'} ({report.candidate_tokens} tokens) "
+                   f"would be {verb}; nothing changed")
+    else:
+        click.echo(f"{report.deleted} memor{'y' if report.deleted == 1 else 'ies'} {verb}")
+    if getattr(report, "reasons", None) and report.action == "prune":
+        click.echo("  " + ", ".join(f"{k}: {v}" for k, v in report.reasons.items()))
+    if report.summary_ids:
+        click.echo(f"summary memory: {', '.join(report.summary_ids)}")
+    if report.summary_preview:
+        click.echo(("preview:\n" if report.dry_run else "") + report.summary_preview)
+
+
+@click.command()
+@api_key_option
+@click.option("--older-than-days", type=click.IntRange(0, 36500), default=30, show_default=True)
+@click.option("--apply", is_flag=True, help="Really replace them (default: a dry run that changes nothing).")
+@json_option
+@click.pass_context
+def summarize(ctx: click.Context, api_key: str, older_than_days: int, apply: bool, as_json: bool) -> None:
+    """Replace one key's memories older than N days with an English summary memory."""
+    report = open_service(ctx).summarize(api_key, older_than_days, dry_run=not apply)
+    _report(report, as_json, "summarized")
+
+
+@click.command()
+@api_key_option
+@click.option("--session", default=None, help="Only this session's memories.")
+@click.option("--max-tokens", type=click.IntRange(0, 10_000_000), default=4000, show_default=True)
+@click.option("--apply", is_flag=True, help="Really replace them (default: a dry run that changes nothing).")
+@json_option
+@click.pass_context
+def compact(ctx: click.Context, api_key: str, session: str | None, max_tokens: int, apply: bool,
+            as_json: bool) -> None:
+    """Keep the newest memories that fit --max-tokens; summarize the rest."""
+    report = open_service(ctx).compact(api_key, session, max_tokens, dry_run=not apply)
+    _report(report, as_json, "summarized")
+
+
+@click.command()
+@click.option("--api-key", "api_key", default=None, help="Only this key's memories (default: every key).")
+@click.option("--dry-run", is_flag=True, help="Only report what would be deleted.")
+@json_option
+@click.pass_context
+def prune(ctx: click.Context, api_key: str | None, dry_run: bool, as_json: bool) -> None:
+    """Delete memories past [memory] retention_days, expired ones, and (with typed decay on) decayed ones."""
+    mem = open_service(ctx)
+    report = mem.prune(api_key, dry_run=dry_run)
+    mem.flush()
+    _report(report, as_json, "deleted")
+
+
+@click.command()
+@click.option("--db", "db_path", type=click.Path(dir_okay=False), default=None,
+              help="SQLite file to use (default: demo.db in the data directory).")
+@click.pass_context
+def demo(ctx: click.Context, db_path: str | None) -> None:
+    """Run a scripted conversation on the embedded default: no network, no model.
+
+    Shows what is extracted from each user turn, what is retrieved for a later question (scores and tiers)
+    and the exact request that would be sent to the model; leaves the database for you to explore."""
+    from memroute.pipeline.demo import run_demo
+
+    state = ctx.find_object(CliState)
+    run_demo(config_path=state.config_path if state else None, db_path=Path(db_path) if db_path else None)
+
+
+COMMANDS: list[click.Command] = [extract, augment, summarize, compact, prune, demo]

@@ -44,10 +44,9 @@ def fallback_vector(dimensions: int) -> np.ndarray:
 def normalize_rows(matrix: Any) -> np.ndarray:
     """``matrix`` as C-contiguous float32 with unit-L2 rows; an all-zero (or non-finite) row becomes
     :func:`fallback_vector`."""
-    array = np.ascontiguousarray(matrix, dtype=np.float32)
+    array = np.array(matrix, dtype=np.float32, order="C", copy=True)  # never modify the caller's array
     if array.ndim != 2:
         raise EmbeddingError(f"expected a 2-D array of embeddings, got shape {array.shape}")
-    array = array.copy() if not array.flags.writeable else array
     norms = np.linalg.norm(array.astype(np.float64), axis=1)
     good = np.isfinite(norms) & (norms > 1e-12)
     if good.all():

@@ -27,9 +27,14 @@ class Resolution:
     source: str | None
     reason: str
     requested: str = "auto"
+    model: str | None = None
+    """Filled in by :func:`build_embedding_source` once the source is built."""
+    dimensions: int | None = None
+    """Known in advance for the bundled models; ``None`` until the first vector for a remote source."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"source": self.source, "reason": self.reason, "requested": self.requested}
+        return {"source": self.source, "model": self.model, "dimensions": self.dimensions,
+                "reason": self.reason, "requested": self.requested}
 
 
 def remote_configured(settings: EmbeddingSettings) -> tuple[bool, str]:
@@ -127,6 +132,7 @@ def build_embedding_source(
             raise
         return None, Resolution(source=None, reason=f"auto: {name} unavailable: {exc}", requested="auto")
     assert isinstance(inner, EmbeddingSource)
+    resolution = attrs.evolve(resolution, model=inner.model, dimensions=inner.dimensions)
     if settings.cache_max > 0 and settings.cache_ttl_ms > 0:
         return CachedEmbeddingSource(inner, max_entries=settings.cache_max, ttl_ms=settings.cache_ttl_ms), resolution
     return inner, resolution

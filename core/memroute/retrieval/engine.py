@@ -66,7 +66,7 @@ class RetrievalEngine:
             try:
                 self.indexer = Indexer(
                     fetch=manager.get_many,
-                    enumerate_memories=lambda: manager.primary.iter_all(),
+                    enumerate_memories=lambda: manager.iter_all(),
                     count_memories=self._count_memories,
                     embedder=embedder,
                     store=vector_store,
@@ -80,7 +80,7 @@ class RetrievalEngine:
     def _count_memories(self) -> int:
         from memroute.models import ListFilter
 
-        return self.manager.primary.list(ListFilter(limit=1)).total
+        return self.manager.list(ListFilter(limit=1)).total
 
     # --- writes ----------------------------------------------------------------------------------------
     def on_written(self, memories: Sequence[Memory]) -> None:

@@ -27,7 +27,7 @@ from memroute.errors import BackendUnavailableError
 from memroute.interfaces import MemoryBackend
 from memroute.models import BackendHit, HealthResult, ListFilter, ListPage, Memory, MemoryPatch, NewMemory, SearchQuery
 
-__all__ = ["FaultyBackend"]
+__all__ = ["FaultyBackend", "ManualClock"]
 
 OPERATIONS: Final = frozenset(
     {"create", "put", "get", "get_many", "update", "delete", "list", "search", "health", "iter_all"}
@@ -186,3 +186,20 @@ class FaultyBackend(MemoryBackend):
 
     def describe(self) -> dict[str, Any]:
         return {**self.inner.describe(), "name": self.name, "faulty": True}
+
+
+class ManualClock:
+    """A clock tests move by hand: pass ``clock=ManualClock()`` to the manager, then ``advance(seconds)``
+    instead of sleeping through breaker resets and outbox backoff. Starts at a fixed wall-clock epoch."""
+
+    def __init__(self, start: float = 1_800_000_000.0) -> None:
+        self._now = start
+        self._lock = threading.Lock()
+
+    def __call__(self) -> float:
+        with self._lock:
+            return self._now
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            self._now += seconds

@@ -1,0 +1,479 @@
+"""The conversation pipeline the service owns: ``augment`` (retrieve + inject), ``observe`` (extract +
+store, in a background worker), and the maintenance jobs ``summarize``, ``compact`` and ``prune``.
+
+Everything goes through the :class:`~memroute.service.Memroute` service's public API (``search``, ``add``,
+``delete``, ``export``), so memories written here are indexed for vector search and replicated to
+fallbacks, and deletions remove vectors and replicas too: nothing here touches a database directly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from collections import deque
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from memroute.components import build_component, make_context
+from memroute.errors import ValidationError
+from memroute.interfaces import ExtractedFact, Extractor
+from memroute.models import Memory, MemoryType, SearchHit, SearchResult, estimate_tokens, utcnow
+from memroute.pipeline.gate import memory_enabled, opted_out, session_from_headers
+from memroute.pipeline.inject import format_memory_block, inject_block
+from memroute.pipeline.requests import ApiShape, assistant_text, extraction_text, query_text
+from memroute.pipeline.summarize import build_summary, select_for_compaction
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from memroute.plugins import MemroutePluginManager
+    from memroute.service import Memroute
+    from memroute.settings import MemrouteSettings
+
+__all__ = ["Augmentation", "Conversation", "MaintenanceReport", "build_extractors", "run_extractors"]
+
+log = logging.getLogger("memroute.pipeline")
+
+_SUMMARY_BATCH = 500
+"""At most this many memories go into one summary memory (a run over more writes several)."""
+_MAX_ID = 256
+
+
+@attrs.frozen(kw_only=True)
+class Augmentation:
+    """What ``augment`` did, for callers that want to show it (the demo, ``memroute augment --explain``)."""
+
+    request: Any
+    """The request to send: the input object itself when nothing was injected."""
+    query: str = ""
+    result: SearchResult | None = None
+    block: str = ""
+    skipped: str | None = None
+    """Why nothing was injected (``disabled``, ``opted out``, ``no user message``, ``no memories``, ...)."""
+
+    @property
+    def injected(self) -> bool:
+        return bool(self.block)
+
+
+@attrs.frozen(kw_only=True)
+class MaintenanceReport:
+    """The outcome of ``summarize``, ``compact`` or ``prune``."""
+
+    action: str
+    dry_run: bool
+    api_key_id: str | None
+    candidates: tuple[str, ...] = ()
+    """Ids of the memories the action (would) replace or delete."""
+    candidate_tokens: int = 0
+    deleted: int = 0
+    summary_ids: tuple[str, ...] = ()
+    summary_preview: str = ""
+    reasons: dict[str, int] = attrs.field(factory=dict)
+    """For ``prune``: how many candidates each rule found (``retention``, ``expired``, ``decay``)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "action": self.action, "dry_run": self.dry_run, "api_key_id": self.api_key_id,
+            "candidate_count": len(self.candidates), "candidates": list(self.candidates),
+            "candidate_tokens": self.candidate_tokens, "deleted": self.deleted,
+            "summary_ids": list(self.summary_ids), "summary_preview": self.summary_preview,
+            "reasons": dict(self.reasons),
+        }
+
+
+@attrs.frozen(kw_only=True)
+class _Job:
+    api_key_id: str
+    session_id: str | None
+    texts: tuple[tuple[str, str], ...]
+    """(text, source) pairs."""
+
+
+def _check_key(api_key_id: object) -> str:
+    if not isinstance(api_key_id, str) or not api_key_id.strip() or len(api_key_id) > _MAX_ID:
+        raise ValidationError("api_key_id: expected a non-empty string of at most 256 characters",
+                              [("api_key_id", "invalid")])
+    return api_key_id
+
+
+def _check_session(session_id: object) -> str | None:
+    if session_id is None or session_id == "":
+        return None
+    if not isinstance(session_id, str) or len(session_id) > _MAX_ID:
+        raise ValidationError("session_id: expected a string of at most 256 characters", [("session_id", "invalid")])
+    return session_id
+
+
+def _check_days(name: str, value: object, low: int = 0, high: int = 36_500) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ValidationError(f"{name}: must be an integer in [{low}, {high}]", [(name, "range")])
+    return value
+
+
+def build_extractors(settings: MemrouteSettings, plugins: MemroutePluginManager,
+                     data_dir: Path) -> list[tuple[str, Extractor]]:
+    """The extractor chain ``[extraction] extractors`` names, each built with its ``[extraction.<name>]``
+    options. Unknown names raise :class:`~memroute.errors.UnknownComponentError`."""
+    chain = []
+    for name in settings.extraction.extractors:
+        extractor = build_component(
+            plugins, "extractor", name, settings.extraction.options.get(name, {}),
+            context=make_context(plugins, name, data_dir), path=f"extraction.{name}",
+        )
+        chain.append((name, extractor))
+    return chain
+
+
+def run_extractors(chain: Sequence[tuple[str, Extractor]], text: str, *, source: str = "user") -> list[ExtractedFact]:
+    """Run every extractor of ``chain`` on ``text``. Facts are merged by key (the first extractor that produced a
+    key wins); an extractor that raises is logged and skipped, so one bad plugin cannot stop extraction."""
+    if source not in ("user", "assistant"):
+        raise ValidationError("source: expected 'user' or 'assistant'", [("source", "invalid")])
+    merged: dict[str, ExtractedFact] = {}
+    for name, extractor in chain:
+        try:
+            facts = extractor.extract(text, source=source)
+        except Exception:
+            log.exception("memroute: extractor %r failed; its facts are skipped", name)
+            continue
+        for fact in facts:
+            if isinstance(fact, ExtractedFact) and fact.key not in merged:
+                merged[fact.key] = fact
+    return list(merged.values())
+
+
+class Conversation:
+    """Owned by a :class:`~memroute.service.Memroute` (``mem.conversation``); use the service's
+    ``augment`` / ``observe`` / ``summarize`` / ``compact`` / ``prune`` methods."""
+
+    def __init__(self, service: Memroute) -> None:
+        self.service = service
+        self._extractors: list[tuple[str, Extractor]] | None = None
+        self._lock = threading.RLock()
+        self._jobs: deque[_Job] = deque()
+        self._pending = 0
+        self._changed = threading.Condition(self._lock)
+        self._worker: threading.Thread | None = None
+        self._closed = False
+        self.failures = 0
+        """Background extraction jobs that failed (each is logged)."""
+
+    # --- extraction ----------------------------------------------------------------------------------
+    def extractors(self) -> list[tuple[str, Extractor]]:
+        """The configured chain (``[extraction] extractors``), built once from the plugin manager."""
+        with self._lock:
+            if self._extractors is None:
+                self._extractors = build_extractors(self.service.settings, self.service.plugins,
+                                                    self.service.data_dir)
+            return self._extractors
+
+    def extract(self, text: str, *, source: str = "user") -> list[ExtractedFact]:
+        """Run the chain on ``text`` (see :func:`run_extractors`)."""
+        return run_extractors(self.extractors(), text, source=source)
+
+    def store_facts(self, api_key_id: str, facts: Sequence[ExtractedFact], *,
+                    session_id: str | None = None) -> list[Memory]:
+        """Store extracted facts for ``api_key_id`` now (an upsert per key), whatever the memory gate says:
+        for explicit requests such as ``memroute extract --store``.
+
+        A fact whose metadata names an ``opposite_key`` (the regex extractor sets it: ``aversion:python`` for
+        ``preference:python``) supersedes that key's memory of the same owner: the old one is deleted through
+        the manager and its id kept in the new memory's ``metadata.supersedes``."""
+        api_key_id = _check_key(api_key_id)
+        session_id = _check_session(session_id)
+        stored = []
+        for fact in facts:
+            metadata = {"category": fact.category, **fact.metadata}
+            opposite = self._find_by_key(api_key_id, metadata.get("opposite_key"))
+            if opposite is not None:
+                metadata["supersedes"] = [opposite.id]
+            stored.append(self.service.add(api_key_id=api_key_id, content=fact.content, key=fact.key,
+                                           type=fact.type, session_id=session_id, metadata=metadata))
+            if opposite is not None:
+                self.service.delete(opposite.id)
+        return stored
+
+    def _find_by_key(self, api_key_id: str, key: object) -> Memory | None:
+        if not isinstance(key, str) or not key:
+            return None
+        page = self.service.list(api_key_id=api_key_id, query=key, limit=50)
+        return next((m for m in page.data if m.key == key and m.api_key_id == api_key_id), None)
+
+    def _texts(self, request: Any, response: Any) -> tuple[tuple[str, str], ...]:
+        texts = []
+        user = extraction_text(request)
+        if user.strip():
+            texts.append((user, "user"))
+        if response is not None and self.service.settings.extraction.mine_assistant:
+            reply = assistant_text(response)
+            if reply.strip():
+                texts.append((reply, "assistant"))
+        return tuple(texts)
+
+    def _store(self, job: _Job) -> list[Memory]:
+        stored = []
+        for text, source in job.texts:
+            stored.extend(self.store_facts(job.api_key_id, self.extract(text, source=source),
+                                           session_id=job.session_id))
+        return stored
+
+    def observe(
+        self,
+        request: Any,
+        response: Any = None,
+        *,
+        api_key_id: str,
+        session_id: str | None = None,
+        headers: Any = None,
+        wait: bool = False,
+    ) -> list[Memory]:
+        """Extract facts from the request's last user message (and, when ``[extraction] mine_assistant``
+        is on, from the assistant's reply) and store them for ``api_key_id``.
+
+        Runs in a background worker: failures are logged, never raised. ``wait=True`` runs it now and returns
+        the stored memories (still logging, not raising, a storage failure). Invalid ``api_key_id`` /
+        ``session_id`` raise :class:`ValidationError` at once. Nothing happens when memory is disabled or the
+        request opted out (``x-memroute-no-memory``). Without ``session_id``, an ``x-memroute-session-id`` (or
+        ``x-omniroute-session-id``) header names the session."""
+        api_key_id = _check_key(api_key_id)
+        session_id = _check_session(session_id if session_id is not None else session_from_headers(headers))
+        if not memory_enabled(self.service.settings.memory) or opted_out(headers):
+            return []
+        texts = self._texts(request, response)
+        if not texts:
+            return []
+        job = _Job(api_key_id=api_key_id, session_id=session_id, texts=texts)
+        if wait:
+            try:
+                return self._store(job)
+            except Exception:
+                self._count_failure()
+                log.exception("memroute: extraction for key %s failed", api_key_id)
+                return []
+        self._enqueue(job)
+        return []
+
+    def _enqueue(self, job: _Job) -> None:
+        with self._lock:
+            if self._closed:
+                log.warning("memroute: observe after close; extraction skipped")
+                return
+            self._jobs.append(job)
+            self._pending += 1
+            if self._worker is None or not self._worker.is_alive():
+                self._worker = threading.Thread(target=self._work, name="memroute-extraction", daemon=True)
+                self._worker.start()
+            self._changed.notify_all()
+
+    def _work(self) -> None:
+        while True:
+            with self._lock:
+                while not self._jobs and not self._closed:
+                    self._changed.wait()
+                if not self._jobs:
+                    return
+                job = self._jobs.popleft()
+            try:
+                self._store(job)
+            except Exception:
+                self._count_failure()
+                log.exception("memroute: background extraction for key %s failed", job.api_key_id)
+            finally:
+                with self._lock:
+                    self._pending -= 1
+                    self._changed.notify_all()
+
+    def _count_failure(self) -> None:
+        with self._lock:
+            self.failures += 1
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every queued extraction has been stored; False on timeout."""
+        with self._lock:
+            return self._changed.wait_for(lambda: self._pending == 0, timeout)
+
+    def close(self, timeout: float | None = 10.0) -> None:
+        """Finish queued work (up to ``timeout``) and stop the worker."""
+        with self._lock:
+            self._closed = True
+            self._changed.notify_all()
+            worker = self._worker
+        if worker is not None:
+            worker.join(timeout)
+        with self._lock:
+            extractors, self._extractors = self._extractors or [], None
+        for _name, extractor in extractors:
+            close = getattr(extractor, "close", None)
+            if callable(close):
+                try:
+                    close()
+                except Exception:
+                    log.exception("memroute: closing an extractor failed")
+
+    # --- augmentation --------------------------------------------------------------------------------
+    def augment(
+        self,
+        request: Any,
+        api_key_id: str,
+        session_id: str | None = None,
+        provider: str | None = None,
+        headers: Any = None,
+        *,
+        api: ApiShape | None = None,
+        session_scope: bool = False,
+    ) -> Any:
+        """``request`` with the memories of ``api_key_id`` relevant to its last user message injected (a new
+        object; the input is never mutated), or ``request`` itself when nothing is injected. See
+        :meth:`explain_augment` for the details."""
+        return self.explain_augment(request, api_key_id, session_id, provider, headers, api=api,
+                                    session_scope=session_scope).request
+
+    def explain_augment(
+        self,
+        request: Any,
+        api_key_id: str,
+        session_id: str | None = None,
+        provider: str | None = None,
+        headers: Any = None,
+        *,
+        api: ApiShape | None = None,
+        session_scope: bool = False,
+    ) -> Augmentation:
+        """Like :meth:`augment`, returning what was retrieved and why.
+
+        Memories are per API key (the reference's chat path never scopes by session); ``session_scope=True``
+        restricts retrieval to ``session_id``. Retrieval uses ``[memory] strategy`` and ``max_tokens``. A
+        retrieval failure is logged and the request goes out without memory."""
+        api_key_id = _check_key(api_key_id)
+        session_id = _check_session(session_id if session_id is not None else session_from_headers(headers))
+        settings = self.service.settings.memory
+        if not memory_enabled(settings):
+            return Augmentation(request=request, skipped="memory disabled ([memory] enabled / max_tokens)")
+        if opted_out(headers):
+            return Augmentation(request=request, skipped="opted out by header")
+        query = query_text(request)
+        if not query:
+            return Augmentation(request=request, skipped="no user message")
+        try:
+            result = self.service.search(
+                query, api_key_id=api_key_id, strategy=settings.strategy, max_tokens=settings.max_tokens,
+                session_id=session_id if session_scope else None,
+            )
+        except Exception:
+            log.exception("memroute: retrieval failed; the request goes out without memory")
+            return Augmentation(request=request, query=query, skipped="retrieval failed")
+        hits = [hit for hit in result.hits if not self._decayed(hit.memory)]
+        block = format_memory_block(hits)
+        try:
+            augmented = inject_block(request, block, provider=provider, api=api)
+        except Exception:  # e.g. a body too deeply nested to copy: send it as it is, like a failed retrieval
+            log.exception("memroute: injection failed; the request goes out without memory")
+            return Augmentation(request=request, query=query, result=result, skipped="injection failed")
+        if augmented is request:
+            return Augmentation(request=request, query=query, result=result,
+                                skipped="no memories" if not block else "nowhere to inject")
+        return Augmentation(request=augmented, query=query, result=result, block=block)
+
+    # --- decay, retention ----------------------------------------------------------------------------
+    def _decayed(self, memory: Memory, now: datetime | None = None) -> bool:
+        """Typed decay (reference §16, opt-in): an episodic memory not refreshed (re-stated, updated) within
+        ``typed_decay_episodic_days`` has decayed, unless its ``metadata.access_count`` reaches
+        ``typed_decay_access_immunity`` (0 disables immunity). Other types never decay."""
+        settings = self.service.settings.memory
+        if not settings.typed_decay_enabled or memory.type is not MemoryType.EPISODIC:
+            return False
+        access = memory.metadata.get("access_count") if isinstance(memory.metadata, Mapping) else None
+        immunity = settings.typed_decay_access_immunity
+        if immunity > 0 and isinstance(access, int) and access >= immunity:
+            return False
+        deadline = memory.updated_at + timedelta(days=settings.typed_decay_episodic_days)
+        return (now or utcnow()) > deadline
+
+    def prune(self, api_key_id: str | None = None, *, dry_run: bool = False,
+              now: datetime | None = None) -> MaintenanceReport:
+        """Delete (through the manager, so vectors and fallbacks follow) the memories of ``api_key_id`` (all
+        keys when ``None``) created more than ``retention_days`` ago, the expired ones, and — with typed decay
+        on — the decayed ones. ``dry_run`` only reports."""
+        if api_key_id is not None:
+            api_key_id = _check_key(api_key_id)
+        now = now or utcnow()
+        cutoff = now - timedelta(days=self.service.settings.memory.retention_days)
+        reasons = {"retention": 0, "expired": 0, "decay": 0}
+        doomed: list[Memory] = []
+        for memory in list(self.service.export(api_key_id)):
+            reason = ("retention" if memory.created_at < cutoff else "expired" if memory.is_expired(now)
+                      else "decay" if self._decayed(memory, now) else None)
+            if reason is not None:
+                reasons[reason] += 1
+                doomed.append(memory)
+        deleted = 0 if dry_run else sum(1 for m in doomed if self.service.delete(m.id))
+        return MaintenanceReport(
+            action="prune", dry_run=dry_run, api_key_id=api_key_id, candidates=tuple(m.id for m in doomed),
+            candidate_tokens=sum(m.tokens for m in doomed), deleted=deleted, reasons=reasons,
+        )
+
+    # --- summarization -------------------------------------------------------------------------------
+    def summarize(self, api_key_id: str, older_than_days: int, *, dry_run: bool = True,
+                  now: datetime | None = None) -> MaintenanceReport:
+        """Replace the memories of ``api_key_id`` created more than ``older_than_days`` ago with summary
+        memories (type ``semantic``, ``metadata.replaces`` = the ids replaced), then delete the originals
+        through the manager. Always one key; ``dry_run`` (the default) only reports and previews."""
+        api_key_id = _check_key(api_key_id)
+        older_than_days = _check_days("older_than_days", older_than_days)
+        now = now or utcnow()
+        cutoff = now - timedelta(days=older_than_days)
+        candidates = [m for m in self.service.export(api_key_id) if m.created_at < cutoff]
+        return self._replace_with_summaries("summarize", api_key_id, candidates, None, dry_run, now,
+                                            {"older_than_days": older_than_days})
+
+    def compact(self, api_key_id: str, session_id: str | None = None, max_tokens: int = 4000, *,
+                dry_run: bool = True, now: datetime | None = None) -> MaintenanceReport:
+        """Keep the newest memories of ``api_key_id`` (of ``session_id`` when given) that fit ``max_tokens``
+        and replace the rest with a summary memory (reference ``summarizeMemories``). Dry run by default."""
+        api_key_id = _check_key(api_key_id)
+        session_id = _check_session(session_id)
+        max_tokens = _check_days("max_tokens", max_tokens, 0, 10_000_000)
+        memories = [m for m in self.service.export(api_key_id) if session_id is None or m.session_id == session_id]
+        _kept, candidates = select_for_compaction(memories, max_tokens)
+        candidates.sort(key=lambda m: m.created_at)
+        return self._replace_with_summaries("compact", api_key_id, candidates, session_id, dry_run, now or utcnow(),
+                                            {"max_tokens": max_tokens})
+
+    def _replace_with_summaries(self, action: str, api_key_id: str, candidates: Sequence[Memory],
+                                session_id: str | None, dry_run: bool, now: datetime,
+                                extra: dict[str, Any]) -> MaintenanceReport:
+        batches = [candidates[i:i + _SUMMARY_BATCH] for i in range(0, len(candidates), _SUMMARY_BATCH)]
+        days = extra.get("older_than_days")
+        texts = [build_summary(batch, older_than_days=days) for batch in batches]
+        report = MaintenanceReport(
+            action=action, dry_run=dry_run, api_key_id=api_key_id, candidates=tuple(m.id for m in candidates),
+            candidate_tokens=sum(m.tokens for m in candidates), summary_preview="\n\n".join(texts),
+        )
+        if dry_run or not candidates:
+            return report
+        summary_ids = []
+        deleted = 0
+        for batch, text in zip(batches, texts, strict=True):
+            ids = [m.id for m in batch]
+            digest = hashlib.sha256("\n".join(ids).encode("utf-8")).hexdigest()[:12]
+            summary = self.service.add(
+                api_key_id=api_key_id, content=text, key=f"summary:{now.date().isoformat()}:{digest}",
+                type=MemoryType.SEMANTIC, session_id=session_id,
+                metadata={"category": "summary", "replaces": ids, "summarized_count": len(ids),
+                          "generated_at": now.isoformat(), "source": action, **extra},
+            )
+            summary_ids.append(summary.id)
+            # The summary is stored first: a failure below leaves duplicates, never a loss.
+            deleted += sum(1 for memory_id in ids if self.service.delete(memory_id))
+        return attrs.evolve(report, deleted=deleted, summary_ids=tuple(summary_ids))
+
+
+def hit_summary(hit: SearchHit) -> dict[str, Any]:
+    """A compact, JSON-able view of one retrieved memory (used by the demo and the CLI)."""
+    return {"id": hit.memory.id, "key": hit.memory.key, "content": hit.memory.content, "score": hit.score,
+            "tier": hit.tier, "tokens": estimate_tokens(hit.memory.content)}
