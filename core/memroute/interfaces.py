@@ -107,6 +107,13 @@ class MemoryBackend(abc.ABC):
         """Store exactly ``memory`` (id and timestamps included), replacing a memory with the same id or
         the same ``(api_key_id, key)``. Idempotent: replication and import use it."""
 
+    def put_many(self, memories: Sequence[Memory]) -> int:
+        """``put`` each memory (bulk import); returns how many were stored. Override to write them in one
+        transaction."""
+        for memory in memories:
+            self.put(memory)
+        return len(memories)
+
     @abc.abstractmethod
     def get(self, memory_id: str) -> Memory | None:
         """The memory with this id, or ``None``."""

@@ -56,7 +56,7 @@ __all__ = ["CircuitOpenError", "ManagedSearch", "MemoryManager"]
 
 log = logging.getLogger("memroute.manager")
 
-_WRITE_OPS = frozenset({"create", "put", "update", "delete"})
+_WRITE_OPS = frozenset({"create", "put", "put_many", "update", "delete"})
 # Errors about the request, not the backend: they reach the caller and do not count against the breaker.
 _CLIENT_ERRORS = (ValidationError, ConflictError, NotFoundError)
 _DEFAULT_FLUSH_TIMEOUT_S = 30.0
@@ -360,6 +360,22 @@ class MemoryManager:
         with self._write_lock:
             served, _ = self._write("put", memory)
             self._journal(served, OP_PUT, put_payload(memory))
+
+    def put_many(self, memories: Sequence[Memory]) -> int:
+        """``put`` a batch in one backend call (bulk import), replicated entry by entry through the outbox."""
+        batch = list(memories)
+        if not all(isinstance(m, Memory) for m in batch):
+            raise ValidationError("put_many: expected Memory objects", [("memories", "type")])
+        if not batch:
+            return 0
+        self._ensure_open()
+        with self._write_lock:
+            served, count = self._write("put_many", batch)
+            self.outbox.add(
+                (b.name, OP_PUT, put_payload(m)) for b in self.backends if b is not served for m in batch
+            )
+            self._wake.set()
+        return int(count)
 
     def update(self, memory_id: str, patch: MemoryPatch) -> Memory | None:
         """Apply ``patch``; the updated memory (replicated as a ``put``), or ``None`` when there is no such id."""
