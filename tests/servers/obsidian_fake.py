@@ -310,9 +310,14 @@ class ObsidianFake:
                     tls = context.wrap_socket(request, server_side=True)
                 except (ssl.SSLError, OSError):
                     return
+                # wrap_socket detaches the plain socket: track the TLS one, so stop() can drop it too.
+                with fake._lock:
+                    fake._connections.add(tls)
                 try:
                     super().finish_request(tls, client_address)
                 finally:
+                    with fake._lock:
+                        fake._connections.discard(tls)
                     tls.close()
 
         class Handler(_Handler):
