@@ -490,7 +490,10 @@ class SqliteBackend(MemoryBackend):
         where, params = self._scope(query, "m.")
         rows = self._read(
             f"SELECT {_M_COLUMNS}, bm25(memory_fts, {CONTENT_WEIGHT}, {KEY_WEIGHT}, 0.0) AS rank "
-            "FROM memory_fts JOIN memories AS m ON m.memory_rowid = memory_fts.rowid "
+            # CROSS JOIN fixes the join order (SQLite honours it): the FTS match drives the loop. With a plain
+            # JOIN and a retention cutoff the planner scanned the owner/created_at index and re-ran the FTS
+            # query per row (250 ms instead of 2 ms at 1,000 memories).
+            "FROM memory_fts CROSS JOIN memories AS m ON m.memory_rowid = memory_fts.rowid "
             f"WHERE memory_fts MATCH ? AND {where} ORDER BY rank, m.created_at DESC LIMIT ?",
             [match, *params, query.limit], "search memories")
         return [BackendHit(memory=_to_memory(row[:-1]), score=-float(row[-1])) for row in rows]

@@ -417,3 +417,33 @@ def test_large_database_skips_the_full_check_until_due(db_path: Path, monkeypatc
     due = open_backend(db_path)
     assert due.get_setting("sqlite.fts_checked_at") != first, "the full check did not run once it was due"
     due.close()
+
+
+def test_keyword_search_plan_is_driven_by_the_fts_match_under_every_filter(backend):
+    """With the retention/session filters the planner once preferred the owner index and re-ran the FTS query
+    per row (two orders of magnitude slower). The plan must start from the FTS match."""
+    for i in range(50):
+        backend.create(NewMemory(api_key_id="a", key=f"k{i}", content=f"trip to Lisbon number {i}"))
+    statements: list[str] = []
+
+    def trace(cursor, sql, bindings):
+        statements.append(sql)
+        return True
+
+    connection = backend._connection()
+    connection.exec_trace = trace
+    try:
+        query = SearchQuery(api_key_id="a", text="Lisbon trip", retention_days=30, session_id=None)
+        assert backend.search(query)
+    finally:
+        connection.exec_trace = None
+    sql = next(s for s in statements if "memory_fts MATCH" in s)
+    plan = [row[3] for row in connection.execute("EXPLAIN QUERY PLAN " + sql, _bindings_for(sql, query))]
+    assert plan[0].startswith("SCAN memory_fts VIRTUAL TABLE"), plan
+
+
+def _bindings_for(sql: str, query: SearchQuery) -> list[object]:
+    from memroute_builtins.sqlite_backend import SqliteBackend
+
+    _where, params = SqliteBackend._scope(query, "m.")
+    return ["x", *params, query.limit][: sql.count("?")]
