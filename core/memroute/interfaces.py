@@ -70,6 +70,9 @@ class BackendCapabilities:
     """Content of 100 KB round-trips."""
     persistent: bool = True
     """Data survives ``close()`` and re-open with the same options."""
+    bounded_latency: bool = False
+    """Every call returns within a bound the backend enforces itself (a local file with a busy timeout), so
+    the manager may call it on the caller's thread instead of a worker thread with a timeout."""
 
 
 class MemoryBackend(abc.ABC):
@@ -103,6 +106,13 @@ class MemoryBackend(abc.ABC):
     def put(self, memory: Memory) -> None:
         """Store exactly ``memory`` (id and timestamps included), replacing a memory with the same id or
         the same ``(api_key_id, key)``. Idempotent: replication and import use it."""
+
+    def put_many(self, memories: Sequence[Memory]) -> int:
+        """``put`` each memory (bulk import); returns how many were stored. Override to write them in one
+        transaction."""
+        for memory in memories:
+            self.put(memory)
+        return len(memories)
 
     @abc.abstractmethod
     def get(self, memory_id: str) -> Memory | None:

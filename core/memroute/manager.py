@@ -56,7 +56,7 @@ __all__ = ["CircuitOpenError", "ManagedSearch", "MemoryManager"]
 
 log = logging.getLogger("memroute.manager")
 
-_WRITE_OPS = frozenset({"create", "put", "update", "delete"})
+_WRITE_OPS = frozenset({"create", "put", "put_many", "update", "delete"})
 # Errors about the request, not the backend: they reach the caller and do not count against the breaker.
 _CLIENT_ERRORS = (ValidationError, ConflictError, NotFoundError)
 _DEFAULT_FLUSH_TIMEOUT_S = 30.0
@@ -235,10 +235,15 @@ class MemoryManager:
                 f"backend {name!r} is skipped: circuit breaker open after {breaker.consecutive_failures} "
                 f"failure(s) (last: {breaker.last_error})", backend=name,
             )
-        future = self._runners[name].submit(getattr(backend, op), args)
         timeout = self.settings.operation_timeout_s
         try:
-            result = future.result(timeout=timeout)
+            if backend.capabilities.bounded_latency:
+                # A local backend bounds its own latency (SQLite's busy timeout): calling it on this thread
+                # skips a worker-thread handoff that costs more than the write itself.
+                result = getattr(backend, op)(*args)
+            else:
+                future = self._runners[name].submit(getattr(backend, op), args)
+                result = future.result(timeout=timeout)
         except FutureTimeout:
             if not future.cancel() and op in _WRITE_OPS:
                 self._track_abandoned(name, future)
@@ -355,6 +360,22 @@ class MemoryManager:
         with self._write_lock:
             served, _ = self._write("put", memory)
             self._journal(served, OP_PUT, put_payload(memory))
+
+    def put_many(self, memories: Sequence[Memory]) -> int:
+        """``put`` a batch in one backend call (bulk import), replicated entry by entry through the outbox."""
+        batch = list(memories)
+        if not all(isinstance(m, Memory) for m in batch):
+            raise ValidationError("put_many: expected Memory objects", [("memories", "type")])
+        if not batch:
+            return 0
+        self._ensure_open()
+        with self._write_lock:
+            served, count = self._write("put_many", batch)
+            self.outbox.add(
+                (b.name, OP_PUT, put_payload(m)) for b in self.backends if b is not served for m in batch
+            )
+            self._wake.set()
+        return int(count)
 
     def update(self, memory_id: str, patch: MemoryPatch) -> Memory | None:
         """Apply ``patch``; the updated memory (replicated as a ``put``), or ``None`` when there is no such id."""

@@ -93,6 +93,8 @@ def estimate_tokens(text: str) -> int:
 
 def as_utc(value: datetime | str, field: str = "datetime") -> datetime:
     """An aware UTC datetime from a datetime or ISO-8601 string; naive values are taken as UTC."""
+    if isinstance(value, datetime) and value.tzinfo is timezone.utc:
+        return value
     if isinstance(value, str):
         text = value.strip()
         if text.endswith(("Z", "z")):
@@ -165,6 +167,8 @@ def _coerce_metadata(value: Mapping[str, Any] | None) -> dict[str, Any]:
         return {}
     if not isinstance(value, Mapping):
         raise ValidationError("metadata: expected a JSON object", [("metadata", "type")])
+    if not value:
+        return {}
     data = dict(value)
     if not all(isinstance(k, str) for k in data):
         raise ValidationError("metadata: keys must be strings", [("metadata", "invalid")])

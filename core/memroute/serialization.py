@@ -181,6 +181,13 @@ def memory_from_dict(data: Mapping[str, Any], path: str = "$") -> Memory:
     """A memory from a dict such as :func:`memory_to_dict` makes; bad data raises ValidationError."""
     if not isinstance(data, Mapping):
         raise ValidationError(f"{_clean_path(path)}: expected an object", [(_clean_path(path), "type")])
+    if data.keys() == set(_memory_fields()):
+        # Fast path for well-formed documents (bulk import): the model's own converters and validators do
+        # all the checking; any problem is re-run through cattrs for an error that names the field.
+        try:
+            return Memory(**data)
+        except (ValidationError, TypeError, ValueError):
+            pass
     return structure_input(dict(data), Memory, path)
 
 

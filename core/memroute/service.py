@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 __all__ = ["Memroute", "derive_key"]
 
 _STRATEGY_ALIASES = {"recent": "exact", "exact": "exact", "semantic": "semantic", "hybrid": "hybrid"}
+_IMPORT_BATCH = 2000
 _PATCHABLE = ("content", "key", "type", "session_id", "metadata", "expires_at")
 
 
@@ -269,11 +270,11 @@ class Memroute:
 
     def import_memories(self, memories: Iterable[Memory]) -> int:
         """Store memories exactly as given (ids and timestamps kept)."""
+        batch = list(memories)
         count = 0
-        for memory in memories:
-            self.manager.put(memory)
-            self.retrieval.on_written([memory])
-            count += 1
+        for start in range(0, len(batch), _IMPORT_BATCH):
+            count += self.manager.put_many(batch[start:start + _IMPORT_BATCH])
+        self.retrieval.on_written(batch)
         return count
 
     def import_jsonl(self, lines: Iterable[str], *, progress: Callable[[int], None] | None = None) -> int:
@@ -293,11 +294,11 @@ class Memroute:
             except MemrouteError as exc:
                 raise ValidationError(f"line {number}: {exc}", [(f"line {number}", str(exc))]) from None
         count = 0
-        for memory in parsed:
-            self.manager.put(memory)
-            count += 1
+        for start in range(0, len(parsed), _IMPORT_BATCH):
+            chunk = parsed[start:start + _IMPORT_BATCH]
+            count += self.manager.put_many(chunk)
             if progress is not None:
-                progress(1)
+                progress(len(chunk))
         self.retrieval.on_written(parsed)
         return count
 

@@ -8,19 +8,23 @@ Schema (``PRAGMA user_version`` = 1) — the reference system's ``memories`` tab
 - ``UNIQUE (api_key_id, key)``: the upsert key, enforced and indexed.
 - timestamps are fixed-width ISO-8601 UTC text (``2026-11-29T14:27:46.123456Z``) so plain string
   comparison orders them correctly and every filter runs on an index without ``datetime()`` calls.
-- ``memory_fts`` is an external-content FTS5 table over ``(content, key)``; insert and delete triggers keep
-  it in step, and the update trigger fires only when ``content`` or ``key`` really change (so bumping
+- ``memory_fts`` is an external-content FTS5 table over ``(content, key, owner)`` (``owner`` = the api key
+  as one hex token, so a search intersects the tenant's postings inside FTS5); insert and delete triggers
+  keep it in step, and the update trigger fires only when content, key or owner really change (so bumping
   ``access_count`` never rewrites the index — the reference's 175k-row bloat).
 - ``needs_reindex`` (1 on create and on content/key changes) is the retrieval engine's work queue:
   :meth:`SqliteBackend.pending_reindex`, :meth:`~SqliteBackend.mark_indexed`,
   :meth:`~SqliteBackend.mark_all_for_reindex`.
 - a ``settings`` key/value table for components that keep small state in the same file.
 
+The DDL, SQL and row conversion live in :mod:`memroute_builtins._sqlite_schema`.
+
 Keyword search ranks with bm25 over an **OR of the quoted query terms** (``"cat" OR "called"``). The
 reference's sanitiser made an implicit AND, so a natural question ("what is my cat called?") finds nothing
 unless every word occurs in one memory. bm25 already rewards memories matching more (and rarer) terms, so
 OR keeps the precision at the top and finds what AND drops: on the tests' question set AND found the
-relevant memory for 1 of 8 questions, OR for 8 of 8 (see ``tests/unit/test_sqlite_backend.py``). The key
+relevant memory first for 0 of 8 questions, OR for 8 of 8
+(``test_or_of_terms_finds_what_strict_and_misses`` in ``tests/unit/test_sqlite_backend.py``). The key
 column weighs twice the content (the reference's keyword scorer gave key matches the same 2:1 weight).
 """
 
@@ -28,12 +32,11 @@ from __future__ import annotations
 
 import builtins
 import json
-import re
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
@@ -44,7 +47,6 @@ import memroute
 from memroute.cache import MISSING, TTLCache
 from memroute.db import ThreadConnections
 from memroute.errors import (
-    BackendError,
     BackendUnavailableError,
     ConfigError,
     ConflictError,
@@ -58,19 +60,44 @@ from memroute.models import (
     ListPage,
     Memory,
     MemoryPatch,
-    MemoryType,
     NewMemory,
     SearchQuery,
 )
 from memroute.specs import BackendSpec
+from memroute_builtins._sqlite_schema import (
+    _COLUMNS,
+    _M_COLUMNS,
+    _MIGRATIONS,
+    _SQL_GET,
+    _SQL_GET_BY_KEY,
+    _SQL_GET_MANY,
+    _SQL_INSERT_NEW,
+    _SQL_PUT,
+    _SQL_PUT_EVICT,
+    _SQL_UPDATE,
+    MAX_QUERY_CHARS,
+    MAX_QUERY_TERMS,
+    SCHEMA_VERSION,
+    _casefold,
+    _row_values,
+    _to_memory,
+    _translate,
+    format_ts,
+    fts_query,
+    parse_ts,
+)
 
-__all__ = ["SCHEMA_VERSION", "SqliteBackend", "SqliteSettings", "fts_query", "memroute_backends"]
+__all__ = [
+    "MAX_QUERY_CHARS", "MAX_QUERY_TERMS", "SCHEMA_VERSION", "SqliteBackend", "SqliteSettings", "format_ts", "fts_query",
+    "memroute_backends", "parse_ts",
+]
 
-SCHEMA_VERSION: Final = 1
 DEFAULT_FILE: Final = "memroute.db"
-MAX_QUERY_CHARS: Final = 4096
-MAX_QUERY_TERMS: Final = 32
 KEY_WEIGHT: Final = 2.0
+FTS_ALWAYS_CHECK_BELOW: Final = 10_000
+"""Databases with at most this many memories get the full FTS check on every open."""
+FTS_FULL_CHECK_INTERVAL_S: Final = 86_400.0
+_FTS_CHECKED: Final = "sqlite.fts_checked_at"
 CONTENT_WEIGHT: Final = 1.0
 
 
@@ -107,184 +134,13 @@ class SqliteSettings:
     """Entries in the get-by-id cache (LRU); 0 disables the cache."""
 
 
-# --- schema --------------------------------------------------------------------------------------------
-
-_TYPES_SQL = ", ".join(f"'{t.value}'" for t in MemoryType)
-
-_MIGRATIONS: Final[dict[int, str]] = {
-    1: f"""
-        CREATE TABLE memories (
-            memory_rowid     INTEGER PRIMARY KEY,
-            id               TEXT NOT NULL UNIQUE,
-            api_key_id       TEXT NOT NULL,
-            session_id       TEXT,
-            type             TEXT NOT NULL CHECK (type IN ({_TYPES_SQL})),
-            key              TEXT NOT NULL,
-            content          TEXT NOT NULL,
-            metadata         TEXT NOT NULL DEFAULT '{{}}' CHECK (json_valid(metadata)),
-            created_at       TEXT NOT NULL,
-            updated_at       TEXT NOT NULL,
-            expires_at       TEXT,
-            needs_reindex    INTEGER NOT NULL DEFAULT 1,
-            access_count     INTEGER NOT NULL DEFAULT 0,
-            last_accessed_at TEXT
-        );
-        CREATE UNIQUE INDEX idx_memories_owner_key ON memories(api_key_id, key);
-        -- (api_key_id, created_at) serves the reference's api_key index and the recency scans
-        CREATE INDEX idx_memories_api_key ON memories(api_key_id, created_at);
-        CREATE INDEX idx_memories_session ON memories(session_id);
-        CREATE INDEX idx_memories_type ON memories(type);
-        CREATE INDEX idx_memories_expires ON memories(expires_at);
-        CREATE INDEX idx_memories_needs_reindex ON memories(needs_reindex) WHERE needs_reindex = 1;
-
-        CREATE VIRTUAL TABLE memory_fts USING fts5(
-            content, key, content='memories', content_rowid='memory_rowid'
-        );
-        CREATE TRIGGER memory_fts_ai AFTER INSERT ON memories BEGIN
-            INSERT INTO memory_fts(rowid, content, key) VALUES (new.memory_rowid, new.content, new.key);
-        END;
-        CREATE TRIGGER memory_fts_ad AFTER DELETE ON memories BEGIN
-            INSERT INTO memory_fts(memory_fts, rowid, content, key)
-                VALUES ('delete', old.memory_rowid, old.content, old.key);
-        END;
-        CREATE TRIGGER memory_fts_au AFTER UPDATE OF content, key, memory_rowid ON memories
-        WHEN old.content IS NOT new.content OR old.key IS NOT new.key OR old.memory_rowid IS NOT new.memory_rowid
-        BEGIN
-            INSERT INTO memory_fts(memory_fts, rowid, content, key)
-                VALUES ('delete', old.memory_rowid, old.content, old.key);
-            INSERT INTO memory_fts(rowid, content, key) VALUES (new.memory_rowid, new.content, new.key);
-        END;
-
-        CREATE TABLE settings (
-            key   TEXT PRIMARY KEY,
-            value TEXT NOT NULL
-        ) WITHOUT ROWID;
-    """,
-}
-
-_COLUMNS = "id, api_key_id, session_id, type, key, content, metadata, created_at, updated_at, expires_at"
-_M_COLUMNS = ", ".join(f"m.{c.strip()}" for c in _COLUMNS.split(","))
-
-_SQL_GET = f"SELECT {_COLUMNS} FROM memories WHERE id = ?"
-_SQL_GET_BY_KEY = f"SELECT {_COLUMNS} FROM memories WHERE api_key_id = ? AND key = ?"
-_SQL_GET_MANY = f"SELECT {_COLUMNS} FROM memories WHERE id IN (SELECT value FROM json_each(?))"
-_SQL_INSERT = (
-    "INSERT INTO memories (id, api_key_id, session_id, type, key, content, metadata, created_at, updated_at, "
-    "expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
-_SQL_UPDATE = (
-    "UPDATE memories SET session_id = ?2, type = ?3, key = ?4, content = ?5, metadata = ?6, updated_at = ?7, "
-    "expires_at = ?8, needs_reindex = CASE WHEN content IS NOT ?5 OR key IS NOT ?4 THEN 1 ELSE needs_reindex END "
-    "WHERE id = ?1"
-)
-# put: drop a different memory holding the same (owner, key), then insert-or-replace by id in place (the
-# rowid, access telemetry and — when content and key are unchanged — the FTS row and vector stay).
-_SQL_PUT_EVICT = "DELETE FROM memories WHERE api_key_id = ? AND key = ? AND id <> ?"
-_SQL_PUT = (
-    _SQL_INSERT + " ON CONFLICT(id) DO UPDATE SET api_key_id = excluded.api_key_id, "
-    "session_id = excluded.session_id, type = excluded.type, key = excluded.key, content = excluded.content, "
-    "metadata = excluded.metadata, created_at = excluded.created_at, updated_at = excluded.updated_at, "
-    "expires_at = excluded.expires_at, needs_reindex = CASE WHEN content IS NOT excluded.content "
-    "OR key IS NOT excluded.key THEN 1 ELSE needs_reindex END"
-)
-
-
-# --- value conversion ----------------------------------------------------------------------------------
-
-def format_ts(value: datetime) -> str:
-    """Fixed-width ISO-8601 UTC text (``2026-11-29T14:27:46.123456Z``): sorts as it compares."""
-    if value.tzinfo is not timezone.utc:
-        value = value.astimezone(timezone.utc)
-    return value.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
-
-
-def _opt_ts(value: datetime | None) -> str | None:
-    return None if value is None else format_ts(value)
-
-
-def parse_ts(text: str) -> datetime:
-    return datetime.fromisoformat(text[:-1]).replace(tzinfo=timezone.utc)
-
-
-def _to_memory(row: Sequence[Any]) -> Memory:
-    (memory_id, api_key_id, session_id, mtype, key, content, metadata, created, updated, expires) = row
-    try:
-        meta = json.loads(metadata) if metadata else {}
-    except ValueError:
-        meta = {}  # unreadable metadata (a hand edit): the memory is still usable
-    return Memory(
-        id=memory_id, api_key_id=api_key_id, session_id=session_id, type=mtype, key=key, content=content,
-        metadata=meta if isinstance(meta, dict) else {}, created_at=parse_ts(created), updated_at=parse_ts(updated),
-        expires_at=None if expires is None else parse_ts(expires),
-    )
-
-
-def _row_values(memory: Memory) -> tuple[Any, ...]:
-    return (
-        memory.id, memory.api_key_id, memory.session_id, memory.type.value, memory.key, memory.content,
-        json.dumps(memory.metadata, ensure_ascii=False, separators=(",", ":")),
-        format_ts(memory.created_at), format_ts(memory.updated_at), _opt_ts(memory.expires_at),
-    )
-
-
-_TERM = re.compile(r"[^\W_]+")
-
-
-def fts_query(text: str) -> str:
-    """An FTS5 MATCH expression for arbitrary user text, or ``""`` when it has no searchable term.
-
-    The text is cut to 4096 characters; its terms (runs of letters and digits — what the ``unicode61``
-    tokenizer indexes) are de-duplicated case-insensitively, limited to 32, each double-quoted (a quoted
-    string is always a plain phrase to FTS5, so no user text can be read as syntax: ``NEAR(``, ``AND``,
-    ``*``, ``-``, ``:``, ``^``, parentheses) and joined with ``OR`` for bm25 to rank.
-    """
-    seen: dict[str, str] = {}
-    for term in _TERM.findall(text[:MAX_QUERY_CHARS]):
-        folded = term.casefold()
-        if folded not in seen:
-            seen[folded] = term
-            if len(seen) == MAX_QUERY_TERMS:
-                break
-    return " OR ".join(f'"{term}"' for term in seen.values())
-
-
-def _casefold(value: Any) -> Any:
-    return value.casefold() if isinstance(value, str) else value
-
-
-# --- errors --------------------------------------------------------------------------------------------
-
-def _translate(exc: apsw.Error, path: str, action: str, backend: str) -> BackendError:
-    """The memroute error for an apsw error, with a message that says how to fix it."""
-    where = f"SQLite backend {backend!r} ({path})"
-    if isinstance(exc, (apsw.BusyError, apsw.LockedError)):
-        return BackendUnavailableError(
-            f"{where}: database is locked while trying to {action}: another process or thread holds the write "
-            "lock. Retry, stop the other writer, or raise busy_timeout_ms.", backend=backend)
-    if isinstance(exc, (apsw.CorruptError, apsw.NotADBError)):
-        return BackendUnavailableError(
-            f"{where}: the file is corrupt or not a SQLite database ({exc}). Restore it from a backup or move it "
-            "aside so memroute creates a new one.", backend=backend)
-    if isinstance(exc, (apsw.CantOpenError, apsw.ReadOnlyError, apsw.PermissionsError, apsw.AuthError)):
-        return BackendUnavailableError(
-            f"{where}: cannot {action}: {exc}. Check that the directory exists and the file and its directory "
-            "are writable by this user, or set [backends.NAME] path.", backend=backend)
-    if isinstance(exc, (apsw.FullError, apsw.IOError)):
-        return BackendUnavailableError(
-            f"{where}: I/O error while trying to {action}: {exc}. Check free disk space and the file system.",
-            backend=backend)
-    if isinstance(exc, apsw.ConstraintError):
-        return ConflictError(f"{where}: cannot {action}: {exc}", backend=backend)
-    return BackendError(f"{where}: cannot {action}: {type(exc).__name__}: {exc}", backend=backend)
-
-
 # --- the backend ---------------------------------------------------------------------------------------
 
 class SqliteBackend(MemoryBackend):
     """memroute's embedded default backend. Thread-safe: one apsw connection per thread, every write in a
     ``BEGIN IMMEDIATE`` transaction (so a read-then-write upsert never races another writer)."""
 
-    capabilities = BackendCapabilities()
+    capabilities = BackendCapabilities(bounded_latency=True)
     type_name = "sqlite"
 
     def __init__(self, name: str, path: str | Path, *, settings: SqliteSettings | None = None,
@@ -335,7 +191,11 @@ class SqliteBackend(MemoryBackend):
     @staticmethod
     def _on_open(connection: apsw.Connection) -> None:
         connection.create_scalar_function("memroute_casefold", _casefold, 1, deterministic=True)  # type: ignore[arg-type]
-        # apsw caches prepared statements per connection; the default (100) already covers every query here
+        # Checkpoints are where WAL mode syncs; the default (every 1000 pages, ~80 single-memory commits) made
+        # them a large share of a small write. 10000 pages (~40 MB of WAL) between checkpoints, and the WAL
+        # file is truncated back after one. (apsw caches prepared statements per connection already.)
+        connection.pragma("wal_autocheckpoint", 10000)
+        connection.pragma("journal_size_limit", 64 * 1024 * 1024)
 
     def _migrate(self, connection: apsw.Connection) -> None:
         connection.execute("BEGIN IMMEDIATE")
@@ -355,14 +215,33 @@ class SqliteBackend(MemoryBackend):
             raise
 
     def _check_fts(self, connection: apsw.Connection) -> None:
-        # rank = 1 also compares the index with the content table: a row written around the triggers (a
-        # hand edit, an old tool) or any other drift is found here and repaired by a rebuild.
+        """Repair the FTS index if it is out of step with the table.
+
+        The triggers update the index in the same transaction as the row, so a crash cannot split them;
+        drift comes from outside (a hand edit, a tool that bypassed the triggers, a damaged index). Every
+        open compares document counts (milliseconds). The full check — ``integrity-check`` with rank 1, which
+        re-reads every row (~0.4 s per 50,000 memories) — runs when the counts differ, on small databases,
+        and otherwise at most once a day, so short-lived processes (the CLI) do not pay it each time."""
+        counts: tuple[Any, ...] = connection.execute(
+            "SELECT (SELECT count(*) FROM memories), (SELECT count(*) FROM memory_fts_docsize)").fetchall()[0]
+        memories, documents = int(counts[0]), int(counts[1])
+        checked: builtins.list[tuple[Any, ...]] = connection.execute(
+            "SELECT value FROM settings WHERE key = ?", (_FTS_CHECKED,)).fetchall()
+        now = time.time()
+        due = not checked or now - float(checked[0][0]) > FTS_FULL_CHECK_INTERVAL_S
+        if memories == documents and memories > FTS_ALWAYS_CHECK_BELOW and not due:
+            return
         try:
+            if memories != documents:
+                raise apsw.CorruptError("document count differs")
             connection.execute("INSERT INTO memory_fts(memory_fts, rank) VALUES ('integrity-check', 1)")
         except apsw.Error:
             with connection:
                 connection.execute("INSERT INTO memory_fts(memory_fts) VALUES ('rebuild')")
             self.fts_rebuilt = True
+        with connection:
+            connection.execute("INSERT INTO settings(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET "
+                               "value = excluded.value", (_FTS_CHECKED, repr(now)))
 
     fts_rebuilt: bool = False
     """True when opening found the FTS index out of step with the table and rebuilt it."""
@@ -424,14 +303,19 @@ class SqliteBackend(MemoryBackend):
     def create(self, new: NewMemory) -> Memory:
         """Upsert on ``(api_key_id, key)``: an existing memory keeps its id and ``created_at``; content, type,
         session and expiry are replaced and metadata is shallow-merged."""
-        with self._write("create a memory") as connection:
-            row = connection.execute(_SQL_GET_BY_KEY, (new.api_key_id, new.key)).fetchone()
-            if row is None:
-                memory = new.as_memory()
-                connection.execute(_SQL_INSERT, _row_values(memory))
-            else:
-                memory = new.merged_into(_to_memory(row))
-                self._update_row(connection, memory)
+        memory = new.as_memory()
+        # The common case — a new key — is one autocommitted statement; only an existing key takes the
+        # read-merge-write transaction (IMMEDIATE, so no other writer can slip in between).
+        with self._errors("create a memory"):
+            inserted = self._connection().execute(_SQL_INSERT_NEW, _row_values(memory)).fetchall()
+        if not inserted:
+            with self._write("create a memory") as connection:
+                row = connection.execute(_SQL_GET_BY_KEY, (new.api_key_id, new.key)).fetchone()
+                if row is not None:
+                    memory = new.merged_into(_to_memory(row))
+                    self._update_row(connection, memory)
+                elif connection.execute(_SQL_INSERT_NEW, _row_values(memory)).fetchall() == []:
+                    raise ConflictError(f"memory id {new.id} is already used by another memory", backend=self.name)
         self._invalidate((memory.id,), (memory,))
         return memory
 
@@ -469,9 +353,8 @@ class SqliteBackend(MemoryBackend):
     def _put_rows(connection: apsw.Connection, memories: Iterable[Memory]) -> builtins.list[str]:
         """Write ``memories`` (inside the caller's transaction); returns the ids of memories they evicted."""
         rows = [_row_values(m) for m in memories]
-        evicted: builtins.list[str] = []
-        for row in rows:
-            evicted += [r[0] for r in connection.execute(_SQL_PUT_EVICT + " RETURNING id", (row[1], row[4], row[0]))]
+        owners_keys = json.dumps([(row[1], row[4], row[0]) for row in rows], ensure_ascii=False)
+        evicted = [r[0] for r in connection.execute(_SQL_PUT_EVICT, (owners_keys,))]
         connection.executemany(_SQL_PUT, rows)
         return evicted
 
@@ -599,28 +482,42 @@ class SqliteBackend(MemoryBackend):
         return [BackendHit(memory=_to_memory(row), score=1.0 / rank) for rank, row in enumerate(rows, start=1)]
 
     def keyword(self, query: SearchQuery) -> builtins.list[BackendHit]:
-        match = fts_query(query.text)
-        if not match:
+        terms = fts_query(query.text)
+        if not terms:
             return []
+        owner = query.api_key_id.encode("utf-8").hex().upper()  # what hex(api_key_id) indexed
+        match = f'owner : "{owner}" AND {{content key}} : ({terms})'
         where, params = self._scope(query, "m.")
         rows = self._read(
-            f"SELECT {_M_COLUMNS}, bm25(memory_fts, {CONTENT_WEIGHT}, {KEY_WEIGHT}) AS rank "
-            "FROM memory_fts JOIN memories AS m ON m.memory_rowid = memory_fts.rowid "
+            f"SELECT {_M_COLUMNS}, bm25(memory_fts, {CONTENT_WEIGHT}, {KEY_WEIGHT}, 0.0) AS rank "
+            # CROSS JOIN fixes the join order (SQLite honours it): the FTS match drives the loop. With a plain
+            # JOIN and a retention cutoff the planner scanned the owner/created_at index and re-ran the FTS
+            # query per row (250 ms instead of 2 ms at 1,000 memories).
+            "FROM memory_fts CROSS JOIN memories AS m ON m.memory_rowid = memory_fts.rowid "
             f"WHERE memory_fts MATCH ? AND {where} ORDER BY rank, m.created_at DESC LIMIT ?",
             [match, *params, query.limit], "search memories")
         return [BackendHit(memory=_to_memory(row[:-1]), score=-float(row[-1])) for row in rows]
 
     # --- reindex queue, access telemetry, settings -----------------------------------------------------
 
-    def pending_reindex(self, limit: int = 100) -> builtins.list[Memory]:
-        """Memories whose vector is missing or stale (``needs_reindex = 1``), oldest first."""
-        rows = self._read(
-            f"SELECT {_COLUMNS} FROM memories WHERE needs_reindex = 1 ORDER BY created_at, memory_rowid LIMIT ?",
-            (int(limit),), "read the reindex queue")
+    def pending_reindex(self, limit: int = 100, api_key_id: str | None = None) -> builtins.list[Memory]:
+        """Memories whose vector is missing or stale (``needs_reindex = 1``), oldest first (of one tenant, or
+        all)."""
+        if api_key_id is None:
+            rows = self._read(
+                f"SELECT {_COLUMNS} FROM memories WHERE needs_reindex = 1 ORDER BY memory_rowid LIMIT ?",
+                (int(limit),), "read the reindex queue")
+        else:
+            rows = self._read(
+                f"SELECT {_COLUMNS} FROM memories WHERE needs_reindex = 1 AND api_key_id = ? ORDER BY memory_rowid "
+                "LIMIT ?", (api_key_id, int(limit)), "read the reindex queue")
         return [_to_memory(r) for r in rows]
 
-    def count_pending_reindex(self) -> int:
-        return int(self._read("SELECT count(*) FROM memories WHERE needs_reindex = 1")[0][0])
+    def count_pending_reindex(self, api_key_id: str | None = None) -> int:
+        if api_key_id is None:
+            return int(self._read("SELECT count(*) FROM memories WHERE needs_reindex = 1")[0][0])
+        return int(self._read("SELECT count(*) FROM memories WHERE needs_reindex = 1 AND api_key_id = ?",
+                              (api_key_id,))[0][0])
 
     def mark_indexed(self, memories: Iterable[Memory | str]) -> int:
         """Clear ``needs_reindex``. Pass the :class:`Memory` objects that were embedded to clear only rows

@@ -249,3 +249,15 @@ def test_fusion_ignores_keyword_hits_that_cover_too_little_of_the_query():
     full = m(3, "Kitchen routine habits on the weekend")
     hits = fuse([(full, 3.0)], [(answer, 0.6)], k=60, query="weekend kitchen routine habits")
     assert hits[0].memory.id == "id3" and hits[0].ranks == {"keyword": 1}
+
+
+def test_long_messages_keep_memories_that_match_one_of_their_topics():
+    from memroute.models import Memory
+    from memroute.retrieval.fusion import content_terms, coverage
+
+    memory = Memory(id="m", api_key_id="a", key="decision:postgres", content="Postgres for this project",
+                    created_at=utcnow(), updated_at=utcnow())
+    message = content_terms("Plan the billing service for this project: which database and hosting, any TypeScript "
+                            "libraries, and when should I deploy?")
+    assert coverage(message, memory) == 0.5  # one word of a long message: counts half, not 1/9
+    assert coverage(content_terms("weekend kitchen routine habits"), memory) == 0.0

@@ -21,7 +21,7 @@ from memroute.manager import ManagedSearch, MemoryManager
 from memroute.models import Memory, Provenance, SearchHit, SearchQuery, SearchResult
 from memroute.retrieval.budget import fit_budget
 from memroute.retrieval.fusion import fuse, keyword_query
-from memroute.retrieval.indexer import Indexer, IndexQueue
+from memroute.retrieval.indexer import Indexer, IndexQueue, ReindexMarkers
 from memroute.settings import MemorySettings
 
 __all__ = ["RetrievalEngine"]
@@ -71,6 +71,7 @@ class RetrievalEngine:
                     embedder=embedder,
                     store=vector_store,
                     queue=IndexQueue(index_path, prepare=prepare),
+                    markers=manager.primary if isinstance(manager.primary, ReindexMarkers) else None,
                     background=background,
                 )
             except Exception as exc:
@@ -191,12 +192,12 @@ class RetrievalEngine:
             processed, failed = self.indexer.process(batch)
             done += processed
             errors += failed
-            remaining = self.indexer.queue.depth()
+            remaining = self.indexer.depth()
             if progress is not None:
                 progress(done, remaining)
             if remaining == 0 or failed or processed == 0:
                 break
-        return {"processed": done, "errors": errors, "pending": self.indexer.queue.depth(), "enqueued": enqueued,
+        return {"processed": done, "errors": errors, "pending": self.indexer.depth(), "enqueued": enqueued,
                 "last_error": self.indexer.last_error}
 
     def status(self) -> dict[str, Any]:
@@ -211,7 +212,7 @@ class RetrievalEngine:
         }
         if self.indexer is not None and self.vector_store is not None:
             vector.update(
-                rows=self.vector_store.count(), pending_reindex=self.indexer.queue.depth(),
+                rows=self.vector_store.count(), pending_reindex=self.indexer.depth(),
                 signature=self.indexer.signature, failing=self.indexer.queue.failing(),
                 last_error=self.indexer.last_error,
             )

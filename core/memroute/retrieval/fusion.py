@@ -9,7 +9,8 @@ measures make fusion at least as good as its best leg on lexical *and* semantic 
 * the keyword leg searches the query **without stop words**, so it matches on content words only;
 * a keyword hit's weight is its **coverage** — the share of the query's content words it contains — and a hit
   covering less than half of them does not count at all (``MIN_COVERAGE``): a lexical query's answer covers
-  most of the query, a semantic query's accidental matches cover one word;
+  most of the query, a semantic query's accidental matches cover one word (long chat messages are measured
+  against two words, not all of them: see :func:`coverage`);
 * the vector leg has a relevance floor (``min_similarity``, and a window below the best cosine), so a query
   with no relevant memory returns nothing rather than the nearest irrelevant ones.
 """
@@ -21,7 +22,7 @@ from collections.abc import Sequence
 
 from memroute.models import Memory, SearchHit
 
-__all__ = ["MIN_COVERAGE", "STOP_WORDS", "content_terms", "coverage", "fuse", "keyword_query"]
+__all__ = ["LONG_QUERY_TERMS", "MIN_COVERAGE", "STOP_WORDS", "content_terms", "coverage", "fuse", "keyword_query"]
 
 MIN_COVERAGE = 0.5
 """A keyword hit must contain at least this share of the query's content words to count in fusion."""
@@ -58,13 +59,21 @@ def content_terms(text: str) -> set[str]:
     return terms
 
 
+LONG_QUERY_TERMS = 5
+"""A query with more content words than this is a chat message, not a question: see :func:`coverage`."""
+
+
 def coverage(query_terms: set[str], memory: Memory) -> float:
-    """The share of ``query_terms`` that ``memory`` (content and key) contains; 1.0 for an empty query."""
+    """The share of ``query_terms`` that ``memory`` (content and key) contains; 1.0 for an empty query.
+
+    A long message ("plan the billing service: which database, hosting, libraries...") touches several topics,
+    and each relevant memory matches only one or two of its words; for such queries a memory matching two
+    content words counts fully and one word counts half, instead of a share of every word in the message."""
     if not query_terms:
         return 1.0
-    return len(query_terms & content_terms(f"{memory.content} {memory.key.replace(':', ' ').replace('_', ' ')}")) / len(
-        query_terms
-    )
+    matched = len(query_terms & content_terms(f"{memory.content} {memory.key.replace(':', ' ').replace('_', ' ')}"))
+    denominator = len(query_terms) if len(query_terms) <= LONG_QUERY_TERMS else 2
+    return min(1.0, matched / denominator)
 
 
 def keyword_query(text: str) -> str:

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import apsw
 
@@ -22,7 +22,7 @@ from memroute.db import open_connection
 from memroute.interfaces import EmbeddingSource, VectorItem, VectorStore
 from memroute.models import Memory
 
-__all__ = ["IndexQueue", "Indexer"]
+__all__ = ["IndexQueue", "Indexer", "ReindexMarkers"]
 
 log = logging.getLogger("memroute.index")
 
@@ -139,6 +139,21 @@ class IndexQueue:
             self._conn.close()
 
 
+@runtime_checkable
+class ReindexMarkers(Protocol):
+    """A backend that flags rows needing a vector **in the same transaction as the write** (the SQLite
+    backend's ``needs_reindex`` column). With it the indexer needs no separate enqueue on the write path, and
+    no crash can separate a write from its flag."""
+
+    def pending_reindex(self, limit: int = 100, api_key_id: str | None = None) -> list[Memory]: ...
+
+    def count_pending_reindex(self, api_key_id: str | None = None) -> int: ...
+
+    def mark_indexed(self, memories: Iterable[Memory | str]) -> int: ...
+
+    def mark_all_for_reindex(self) -> int: ...
+
+
 def embedding_text(memory: Memory) -> str:
     """What is embedded for a memory: its content (keys are machine-made slugs that add noise to vectors)."""
     return memory.content
@@ -160,10 +175,12 @@ class Indexer:
         embedder: EmbeddingSource,
         store: VectorStore,
         queue: IndexQueue,
+        markers: ReindexMarkers | None = None,
         batch_size: int = 64,
         background: bool = True,
     ) -> None:
         self._fetch = fetch
+        self.markers = markers
         self._enumerate = enumerate_memories
         self._count = count_memories
         self.embedder = embedder
@@ -203,7 +220,7 @@ class Indexer:
         """Repair drift left by a crash between a write and its enqueue: when nothing is queued and the
         store's vector count differs from the number of memories, enqueue the difference. Returns how many
         entries were enqueued."""
-        if self._count is None or self.queue.depth():
+        if self._count is None or self.depth():
             return 0
         total = self._count()
         if total == self.store.count():
@@ -220,6 +237,12 @@ class Indexer:
 
     def enqueue_all(self) -> int:
         """Enqueue every stored memory (a rebuild); marks enumeration complete."""
+        if self.markers is not None:
+            self.markers.mark_all_for_reindex()
+            count = self.markers.count_pending_reindex()
+            self.queue.set_meta(self.META_ENUMERATED, "1")
+            self._notify()
+            return count
         count = 0
         batch: list[tuple[str, str, str]] = []
         for memory in self._enumerate():
@@ -243,8 +266,18 @@ class Indexer:
 
     # --- writes ----------------------------------------------------------------------------------------
     def enqueue(self, memories: Sequence[Memory]) -> None:
-        self.queue.put((m.id, m.api_key_id, "upsert") for m in memories)
+        """Written memories need a vector. With backend markers the write already flagged them (when it reached
+        the primary; a fallback-served write is flagged when the outbox replays it), so only wake the worker."""
+        if self.markers is None:
+            self.queue.put((m.id, m.api_key_id, "upsert") for m in memories)
         self._notify()
+
+    def depth(self, api_key_id: str | None = None) -> int:
+        """Entries waiting: queued deletes and upserts, plus flagged rows with backend markers."""
+        pending = self.queue.depth(api_key_id)
+        if self.markers is not None:
+            pending += self.markers.count_pending_reindex(api_key_id)
+        return pending
 
     def enqueue_delete(self, memory_id: str, api_key_id: str) -> None:
         self.queue.put([(memory_id, api_key_id, "delete")])
@@ -262,15 +295,44 @@ class Indexer:
         processed = errors = 0
         with self._process_lock:
             while processed + errors < limit:
-                entries = self.queue.take(min(self.batch_size, limit - processed - errors), api_key_id)
-                if not entries:
+                size = min(self.batch_size, limit - processed - errors)
+                entries = self.queue.take(size, api_key_id)
+                if entries:
+                    ok, failed = self._process_batch(entries)
+                elif self.markers is not None:
+                    ok, failed = self._process_marked(size, api_key_id)
+                    if not ok and not failed:
+                        break
+                else:
                     break
-                ok, failed = self._process_batch(entries)
                 processed += ok
                 errors += failed
                 if failed:
                     break
         return processed, errors
+
+    def _process_marked(self, limit: int, api_key_id: str | None) -> tuple[int, int]:
+        assert self.markers is not None
+        try:
+            memories = self.markers.pending_reindex(limit, api_key_id)
+            if not memories:
+                return 0, 0
+            self._upsert_vectors(memories)
+            self.markers.mark_indexed(memories)  # only rows unchanged since they were read
+        except Exception as exc:
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            log.warning("memroute indexer: batch failed, will retry: %s", self.last_error)
+            return 0, max(1, limit)
+        self.last_error = None
+        return len(memories), 0
+
+    def _upsert_vectors(self, memories: Sequence[Memory]) -> None:
+        vectors = self.embedder.embed_batch([embedding_text(m) for m in memories])
+        self.store.upsert([
+            VectorItem(memory_id=m.id, api_key_id=m.api_key_id, session_id=m.session_id, created_at=m.created_at,
+                       expires_at=m.expires_at, vector=vectors[i])
+            for i, m in enumerate(memories)
+        ])
 
     def _process_batch(self, entries: list[tuple[str, str, str, int]]) -> tuple[int, int]:
         deletes = [(mid, seq) for mid, _key, op, seq in entries if op == "delete"]
@@ -284,12 +346,7 @@ class Indexer:
             if missing:
                 self.store.delete(missing)  # deleted since it was enqueued
             if memories:
-                vectors = self.embedder.embed_batch([embedding_text(m) for m in memories])
-                self.store.upsert([
-                    VectorItem(memory_id=m.id, api_key_id=m.api_key_id, session_id=m.session_id,
-                               created_at=m.created_at, expires_at=m.expires_at, vector=vectors[i])
-                    for i, m in enumerate(memories)
-                ])
+                self._upsert_vectors(memories)
         except Exception as exc:
             self.last_error = f"{type(exc).__name__}: {exc}"
             log.warning("memroute indexer: batch failed, will retry: %s", self.last_error)
@@ -299,9 +356,15 @@ class Indexer:
         self.last_error = None
         return len(entries), 0
 
+    LINGER_S = 0.05
+    """How long the worker lets writes accumulate before embedding them, so a burst of adds is embedded in a
+    few batches instead of one call per memory (the per-call overhead dominates a static model's cost)."""
+
     def _run(self) -> None:
         backoff = 0.05
         while not self._stopping:
+            if 0 < self.depth() < self.batch_size:
+                time.sleep(self.LINGER_S)
             try:
                 processed, errors = self.process(self.batch_size * 4)
             except Exception as exc:
@@ -316,29 +379,31 @@ class Indexer:
             if processed == 0:
                 self._idle.set()
                 with self._wake:
-                    if self.queue.depth() == 0 and not self._stopping:
+                    if not self._stopping:
                         self._wake.wait(1.0)
 
     def flush(self, timeout: float | None = None) -> bool:
         """Process the queue until it is empty (or ``timeout`` seconds pass); True when empty."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        while self.queue.depth():
-            _processed, errors = self.process(self.batch_size * 16)
+        while self.depth():
+            processed, errors = self.process(self.batch_size * 16)
+            if not processed and not errors:
+                break
             if deadline is not None and time.monotonic() >= deadline:
                 break
             if errors:
                 if deadline is None:
                     return False
                 time.sleep(0.05)
-        return self.queue.depth() == 0
+        return self.depth() == 0
 
     def tenant_ready(self, api_key_id: str, lazy_budget: int) -> tuple[bool, int]:
         """Whether the tenant's vectors are complete, doing up to ``lazy_budget`` of its queued work first.
         Returns ``(ready, still_pending)``."""
-        pending = self.queue.depth(api_key_id)
+        pending = self.depth(api_key_id)
         if pending and lazy_budget > 0:
             self.process(lazy_budget, api_key_id)
-            pending = self.queue.depth(api_key_id)
+            pending = self.depth(api_key_id)
         return pending == 0, pending
 
     def close(self) -> None:

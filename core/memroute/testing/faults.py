@@ -23,6 +23,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
+import attrs
+
 from memroute.errors import BackendUnavailableError
 from memroute.interfaces import MemoryBackend
 from memroute.models import BackendHit, HealthResult, ListFilter, ListPage, Memory, MemoryPatch, NewMemory, SearchQuery
@@ -41,7 +43,8 @@ class FaultyBackend(MemoryBackend):
         super().__init__(name or inner.name)
         self.inner = inner
         self.type_name = inner.type_name
-        self.capabilities = inner.capabilities
+        # A fault injector can hang on command, so it never claims the inner backend's bounded latency.
+        self.capabilities = attrs.evolve(inner.capabilities, bounded_latency=False)
         self.hang_timeout_s = hang_timeout_s
         self.calls: Counter[str] = Counter()
         self._lock = threading.Lock()

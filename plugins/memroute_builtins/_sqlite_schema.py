@@ -1,0 +1,214 @@
+"""The SQLite backend's schema, SQL, value conversion, FTS query sanitising and error translation.
+
+Kept apart from :mod:`memroute_builtins.sqlite_backend` (the backend class) so each module reads on its own.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from typing import Any, Final
+
+import apsw
+
+from memroute.errors import BackendError, BackendUnavailableError, ConflictError
+from memroute.models import Memory, MemoryType
+
+SCHEMA_VERSION: Final = 1
+MAX_QUERY_CHARS: Final = 4096
+MAX_QUERY_TERMS: Final = 32
+
+
+# --- schema --------------------------------------------------------------------------------------------
+
+_TYPES_SQL = ", ".join(f"'{t.value}'" for t in MemoryType)
+
+_MIGRATIONS: Final[dict[int, str]] = {
+    1: f"""
+        CREATE TABLE memories (
+            memory_rowid     INTEGER PRIMARY KEY,
+            id               TEXT NOT NULL UNIQUE,
+            api_key_id       TEXT NOT NULL,
+            session_id       TEXT,
+            type             TEXT NOT NULL CHECK (type IN ({_TYPES_SQL})),
+            key              TEXT NOT NULL,
+            content          TEXT NOT NULL,
+            metadata         TEXT NOT NULL DEFAULT '{{}}' CHECK (json_valid(metadata)),
+            created_at       TEXT NOT NULL,
+            updated_at       TEXT NOT NULL,
+            expires_at       TEXT,
+            needs_reindex    INTEGER NOT NULL DEFAULT 1,
+            access_count     INTEGER NOT NULL DEFAULT 0,
+            last_accessed_at TEXT
+        );
+        CREATE UNIQUE INDEX idx_memories_owner_key ON memories(api_key_id, key);
+        -- The reference's single-column api_key / session indexes, led by the owner every query filters on
+        -- ((api_key_id, created_at) also serves recency order). Its type index is left out on purpose: four
+        -- values are never selective, and every write would pay for it.
+        CREATE INDEX idx_memories_api_key ON memories(api_key_id, created_at);
+        -- Partial: rows without a session or an expiry (most) cost these indexes nothing; `session_id = ?` and
+        -- `expires_at <= ?` imply NOT NULL, so the queries that need them still use them.
+        CREATE INDEX idx_memories_session ON memories(api_key_id, session_id, created_at)
+            WHERE session_id IS NOT NULL;
+        CREATE INDEX idx_memories_expires ON memories(expires_at) WHERE expires_at IS NOT NULL;
+        CREATE INDEX idx_memories_needs_reindex ON memories(needs_reindex) WHERE needs_reindex = 1;
+
+        -- The FTS source adds an `owner` column (the api key as one hex token) so a keyword search intersects
+        -- the tenant's posting list inside FTS5 instead of joining every tenant's matches to the table; the
+        -- owner filter in SQL stays the authority.
+        CREATE VIEW memory_fts_source AS
+            SELECT memory_rowid, content, key, hex(api_key_id) AS owner FROM memories;
+        CREATE VIRTUAL TABLE memory_fts USING fts5(
+            content, key, owner, content='memory_fts_source', content_rowid='memory_rowid'
+        );
+        CREATE TRIGGER memory_fts_ai AFTER INSERT ON memories BEGIN
+            INSERT INTO memory_fts(rowid, content, key, owner)
+                VALUES (new.memory_rowid, new.content, new.key, hex(new.api_key_id));
+        END;
+        CREATE TRIGGER memory_fts_ad AFTER DELETE ON memories BEGIN
+            INSERT INTO memory_fts(memory_fts, rowid, content, key, owner)
+                VALUES ('delete', old.memory_rowid, old.content, old.key, hex(old.api_key_id));
+        END;
+        CREATE TRIGGER memory_fts_au AFTER UPDATE OF content, key, api_key_id, memory_rowid ON memories
+        WHEN old.content IS NOT new.content OR old.key IS NOT new.key OR old.api_key_id IS NOT new.api_key_id
+            OR old.memory_rowid IS NOT new.memory_rowid
+        BEGIN
+            INSERT INTO memory_fts(memory_fts, rowid, content, key, owner)
+                VALUES ('delete', old.memory_rowid, old.content, old.key, hex(old.api_key_id));
+            INSERT INTO memory_fts(rowid, content, key, owner)
+                VALUES (new.memory_rowid, new.content, new.key, hex(new.api_key_id));
+        END;
+
+        CREATE TABLE settings (
+            key   TEXT PRIMARY KEY,
+            value TEXT NOT NULL
+        ) WITHOUT ROWID;
+    """,
+}
+
+_COLUMNS = "id, api_key_id, session_id, type, key, content, metadata, created_at, updated_at, expires_at"
+_M_COLUMNS = ", ".join(f"m.{c.strip()}" for c in _COLUMNS.split(","))
+
+_SQL_GET = f"SELECT {_COLUMNS} FROM memories WHERE id = ?"
+_SQL_GET_BY_KEY = f"SELECT {_COLUMNS} FROM memories WHERE api_key_id = ? AND key = ?"
+_SQL_GET_MANY = f"SELECT {_COLUMNS} FROM memories WHERE id IN (SELECT value FROM json_each(?))"
+_SQL_INSERT = (
+    "INSERT INTO memories (id, api_key_id, session_id, type, key, content, metadata, created_at, updated_at, "
+    "expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_SQL_INSERT_NEW = _SQL_INSERT + " ON CONFLICT DO NOTHING RETURNING memory_rowid"
+_SQL_UPDATE = (
+    "UPDATE memories SET session_id = ?2, type = ?3, key = ?4, content = ?5, metadata = ?6, updated_at = ?7, "
+    "expires_at = ?8, needs_reindex = CASE WHEN content IS NOT ?5 OR key IS NOT ?4 OR session_id IS NOT ?2 "
+    "OR expires_at IS NOT ?8 THEN 1 ELSE needs_reindex END WHERE id = ?1"
+)
+# needs_reindex marks the rows whose vector must be (re)written: new rows, and changes to anything the vector
+# or its filter payload holds (content, key, owner, session, created/expiry times).
+# put: drop a different memory holding the same (owner, key), then insert-or-replace by id in place (the
+# rowid, access telemetry and — when content and key are unchanged — the FTS row and vector stay).
+_SQL_PUT_EVICT = (
+    "DELETE FROM memories WHERE memory_rowid IN (SELECT m.memory_rowid FROM json_each(?) AS j JOIN memories AS m "
+    "ON m.api_key_id = j.value ->> 0 AND m.key = j.value ->> 1 WHERE m.id <> j.value ->> 2) RETURNING id"
+)
+_SQL_PUT = (
+    _SQL_INSERT + " ON CONFLICT(id) DO UPDATE SET api_key_id = excluded.api_key_id, "
+    "session_id = excluded.session_id, type = excluded.type, key = excluded.key, content = excluded.content, "
+    "metadata = excluded.metadata, created_at = excluded.created_at, updated_at = excluded.updated_at, "
+    "expires_at = excluded.expires_at, needs_reindex = CASE WHEN content IS NOT excluded.content "
+    "OR key IS NOT excluded.key OR session_id IS NOT excluded.session_id OR expires_at IS NOT excluded.expires_at "
+    "OR created_at IS NOT excluded.created_at OR api_key_id IS NOT excluded.api_key_id THEN 1 ELSE needs_reindex END"
+)
+
+
+# --- value conversion ----------------------------------------------------------------------------------
+
+def format_ts(value: datetime) -> str:
+    """Fixed-width ISO-8601 UTC text (``2026-11-29T14:27:46.123456Z``): sorts as it compares."""
+    if value.tzinfo is not timezone.utc:
+        value = value.astimezone(timezone.utc)
+    return value.isoformat(timespec="microseconds")[:-6] + "Z"  # drop "+00:00"
+
+
+def _opt_ts(value: datetime | None) -> str | None:
+    return None if value is None else format_ts(value)
+
+
+def parse_ts(text: str) -> datetime:
+    return datetime.fromisoformat(text[:-1]).replace(tzinfo=timezone.utc)
+
+
+def _to_memory(row: Sequence[Any]) -> Memory:
+    (memory_id, api_key_id, session_id, mtype, key, content, metadata, created, updated, expires) = row
+    try:
+        meta = json.loads(metadata) if metadata else {}
+    except ValueError:
+        meta = {}  # unreadable metadata (a hand edit): the memory is still usable
+    return Memory(
+        id=memory_id, api_key_id=api_key_id, session_id=session_id, type=mtype, key=key, content=content,
+        metadata=meta if isinstance(meta, dict) else {}, created_at=parse_ts(created), updated_at=parse_ts(updated),
+        expires_at=None if expires is None else parse_ts(expires),
+    )
+
+
+_dump_metadata = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def _row_values(memory: Memory) -> tuple[Any, ...]:
+    return (
+        memory.id, memory.api_key_id, memory.session_id, memory.type.value, memory.key, memory.content,
+        _dump_metadata(memory.metadata) if memory.metadata else "{}",
+        format_ts(memory.created_at), format_ts(memory.updated_at), _opt_ts(memory.expires_at),
+    )
+
+
+_TERM = re.compile(r"[^\W_]+")
+
+
+def fts_query(text: str) -> str:
+    """An FTS5 MATCH expression for arbitrary user text, or ``""`` when it has no searchable term.
+
+    The text is cut to 4096 characters; its terms (runs of letters and digits — what the ``unicode61``
+    tokenizer indexes) are de-duplicated case-insensitively, limited to 32, each double-quoted (a quoted
+    string is always a plain phrase to FTS5, so no user text can be read as syntax: ``NEAR(``, ``AND``,
+    ``*``, ``-``, ``:``, ``^``, parentheses) and joined with ``OR`` for bm25 to rank.
+    """
+    seen: dict[str, str] = {}
+    for term in _TERM.findall(text[:MAX_QUERY_CHARS]):
+        folded = term.casefold()
+        if folded not in seen:
+            seen[folded] = term
+            if len(seen) == MAX_QUERY_TERMS:
+                break
+    return " OR ".join(f'"{term}"' for term in seen.values())
+
+
+def _casefold(value: Any) -> Any:
+    return value.casefold() if isinstance(value, str) else value
+
+
+# --- errors --------------------------------------------------------------------------------------------
+
+def _translate(exc: apsw.Error, path: str, action: str, backend: str) -> BackendError:
+    """The memroute error for an apsw error, with a message that says how to fix it."""
+    where = f"SQLite backend {backend!r} ({path})"
+    if isinstance(exc, (apsw.BusyError, apsw.LockedError)):
+        return BackendUnavailableError(
+            f"{where}: database is locked while trying to {action}: another process or thread holds the write "
+            "lock. Retry, stop the other writer, or raise busy_timeout_ms.", backend=backend)
+    if isinstance(exc, (apsw.CorruptError, apsw.NotADBError)):
+        return BackendUnavailableError(
+            f"{where}: the file is corrupt or not a SQLite database ({exc}). Restore it from a backup or move it "
+            "aside so memroute creates a new one.", backend=backend)
+    if isinstance(exc, (apsw.CantOpenError, apsw.ReadOnlyError, apsw.PermissionsError, apsw.AuthError)):
+        return BackendUnavailableError(
+            f"{where}: cannot {action}: {exc}. Check that the directory exists and the file and its directory "
+            "are writable by this user, or set [backends.NAME] path.", backend=backend)
+    if isinstance(exc, (apsw.FullError, apsw.IOError)):
+        return BackendUnavailableError(
+            f"{where}: I/O error while trying to {action}: {exc}. Check free disk space and the file system.",
+            backend=backend)
+    if isinstance(exc, apsw.ConstraintError):
+        return ConflictError(f"{where}: cannot {action}: {exc}", backend=backend)
+    return BackendError(f"{where}: cannot {action}: {type(exc).__name__}: {exc}", backend=backend)

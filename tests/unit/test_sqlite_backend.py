@@ -1,0 +1,449 @@
+"""The SQLite backend's own behaviour: schema, FTS sync, query sanitising, cache, threads, errors."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+from pathlib import Path
+
+import apsw
+import pytest
+
+from memroute.errors import BackendUnavailableError, ConfigError
+from memroute.interfaces import ComponentContext
+from memroute.models import ListFilter, Memory, MemoryPatch, NewMemory, SearchQuery, new_memory_id, utcnow
+from memroute.plugins import make_plugin_manager
+from memroute.settings import structure_options
+from memroute.testing.backend import FTS_SYNTAX_QUERIES
+from memroute_builtins.sqlite_backend import (
+    MAX_QUERY_TERMS,
+    SCHEMA_VERSION,
+    SqliteBackend,
+    SqliteSettings,
+    fts_query,
+)
+
+
+def open_backend(path: Path, **options: object) -> SqliteBackend:
+    backend = SqliteBackend("test", path, settings=SqliteSettings(**options))  # type: ignore[arg-type]
+    backend.initialize()
+    return backend
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "unit.db"
+
+
+@pytest.fixture
+def backend(db_path: Path):
+    backend = open_backend(db_path)
+    yield backend
+    backend.close()
+
+
+def scalar(backend: SqliteBackend, sql: str, *bindings: object) -> object:
+    return backend._connection().execute(sql, bindings).fetchall()[0][0]
+
+
+def fts_in_step(backend: SqliteBackend) -> None:
+    """The index holds exactly one document per memory and agrees with the table (rank=1 compares both)."""
+    indexed = scalar(backend, "SELECT count(*) FROM memory_fts_docsize")
+    assert indexed == scalar(backend, "SELECT count(*) FROM memories"), "orphan or missing FTS documents"
+    backend._connection().execute("INSERT INTO memory_fts(memory_fts, rank) VALUES ('integrity-check', 1)")
+
+
+def add(backend: SqliteBackend, key: str, content: str, api_key_id: str = "a", **fields: object) -> Memory:
+    return backend.create(NewMemory(api_key_id=api_key_id, key=key, content=content, **fields))  # type: ignore[arg-type]
+
+
+# --- schema and migrations -----------------------------------------------------------------------------
+
+def test_schema_version_and_objects(backend: SqliteBackend) -> None:
+    assert scalar(backend, "PRAGMA user_version") == SCHEMA_VERSION
+    names = {r[0] for r in backend._connection().execute("SELECT name FROM sqlite_schema")}
+    assert {"memories", "memory_fts", "settings", "idx_memories_owner_key", "memory_fts_ai", "memory_fts_ad",
+            "memory_fts_au", "idx_memories_needs_reindex", "idx_memories_expires"} <= names
+    fts_sql = scalar(backend, "SELECT sql FROM sqlite_schema WHERE name = 'memory_fts'")
+    assert "content='memory_fts_source', content_rowid='memory_rowid'" in str(fts_sql)
+    trigger = str(scalar(backend, "SELECT sql FROM sqlite_schema WHERE name = 'memory_fts_au'"))
+    assert "WHEN old.content IS NOT new.content OR old.key IS NOT new.key OR old.api_key_id" in trigger
+
+
+def test_timestamps_are_fixed_width_utc_text(backend: SqliteBackend) -> None:
+    memory = add(backend, "k", "v", expires_at=utcnow() + timedelta(days=1))
+    row = backend._connection().execute(
+        "SELECT created_at, updated_at, expires_at FROM memories WHERE id = ?", (memory.id,)).fetchall()[0]
+    for value in row:
+        assert len(value) == 27 and value.endswith("Z") and value[10] == "T", value
+
+
+def test_reopen_keeps_schema_and_refuses_newer_versions(db_path: Path) -> None:
+    open_backend(db_path).close()
+    again = open_backend(db_path)
+    assert scalar(again, "PRAGMA user_version") == SCHEMA_VERSION
+    again._connection().pragma("user_version", SCHEMA_VERSION + 1)
+    again.close()
+    with pytest.raises(BackendUnavailableError, match="newer than this memroute supports"):
+        open_backend(db_path)
+
+
+def test_settings_table(backend: SqliteBackend) -> None:
+    assert backend.get_setting("embedding.signature") is None
+    backend.set_setting("embedding.signature", "hashing:v1:64")
+    backend.set_setting("embedding.signature", "hashing:v1:128")
+    assert backend.get_setting("embedding.signature") == "hashing:v1:128"
+    backend.set_setting("embedding.signature", None)
+    assert backend.get_setting("embedding.signature") is None
+
+
+# --- FTS stays in step ---------------------------------------------------------------------------------
+
+def test_fts_in_step_after_every_write_path(backend: SqliteBackend) -> None:
+    first = add(backend, "k1", "alpha bravo")
+    add(backend, "k1", "charlie delta")  # upsert
+    second = add(backend, "k2", "echo foxtrot")
+    backend.update(second.id, MemoryPatch(content="golf hotel"))
+    backend.update(second.id, MemoryPatch(key="k2-renamed"))
+    backend.update(second.id, MemoryPatch(metadata={"only": "metadata"}))
+    now = utcnow()
+    backend.put(Memory(id=new_memory_id(), api_key_id="a", key="k1", content="india juliet", created_at=now,
+                       updated_at=now))  # evicts `first`
+    backend.put_many([Memory(id=new_memory_id(), api_key_id="b", key=f"bulk{i}", content=f"kilo {i}",
+                             created_at=now, updated_at=now) for i in range(20)])
+    backend.delete(second.id)
+    fts_in_step(backend)
+    assert backend.get(first.id) is None
+    for gone in ("alpha", "charlie", "echo", "golf"):
+        assert backend.search(SearchQuery(api_key_id="a", text=gone)) == [], f"stale FTS row for {gone!r}"
+    assert [h.memory.content for h in backend.search(SearchQuery(api_key_id="a", text="juliet"))] == ["india juliet"]
+
+
+def test_update_trigger_ignores_access_and_metadata_changes(backend: SqliteBackend) -> None:
+    memories = [add(backend, f"k{i}", f"content number {i}") for i in range(5)]
+    backend._connection().execute("INSERT INTO memory_fts(memory_fts) VALUES ('optimize')")
+    rows_before = scalar(backend, "SELECT count(*) FROM memory_fts_data")
+    for _ in range(50):
+        backend.record_access([m.id for m in memories])
+    backend.update(memories[0].id, MemoryPatch(metadata={"x": 1}, type="episodic", session_id="s"))
+    assert scalar(backend, "SELECT count(*) FROM memory_fts_data") == rows_before, "FTS rewritten by telemetry"
+    assert scalar(backend, "SELECT access_count FROM memories WHERE id = ?", memories[1].id) == 50
+    fts_in_step(backend)
+
+
+def test_out_of_step_index_is_rebuilt_on_open(db_path: Path) -> None:
+    backend = open_backend(db_path)
+    memory = add(backend, "k", "zulu yankee")
+    backend._connection().execute("INSERT INTO memory_fts(memory_fts) VALUES ('delete-all')")  # simulate drift
+    assert backend.search(SearchQuery(api_key_id="a", text="zulu")) == []
+    backend.close()
+    reopened = open_backend(db_path)
+    try:
+        assert reopened.fts_rebuilt
+        assert [h.memory.id for h in reopened.search(SearchQuery(api_key_id="a", text="zulu"))] == [memory.id]
+        fts_in_step(reopened)
+    finally:
+        reopened.close()
+
+
+# --- query sanitising ----------------------------------------------------------------------------------
+
+def test_fts_query_quotes_terms_and_joins_with_or() -> None:
+    assert fts_query('NEAR(cat "dog") AND -bird*') == '"NEAR" OR "cat" OR "dog" OR "AND" OR "bird"'
+    assert fts_query("Cat cat CAT") == '"Cat"'
+    assert fts_query("café 東京 🐍 ___ ::") == '"café" OR "東京"'
+    assert fts_query("   ") == "" and fts_query("*-^:()") == ""
+    many = " ".join(f"w{i}" for i in range(100))
+    assert fts_query(many).count(" OR ") == MAX_QUERY_TERMS - 1
+    assert fts_query("x" * 5000 + " tail") == '"' + "x" * 4096 + '"'
+
+
+@pytest.mark.parametrize("text", [*FTS_SYNTAX_QUERIES, "a" * 10_000, "\x00", "\u202e rtl override", "ß"])
+def test_no_user_text_raises_in_match(backend: SqliteBackend, text: str) -> None:
+    add(backend, "k", "straße ramen TypeScript")
+    for strategy in ("semantic", "hybrid", "exact"):
+        backend.search(SearchQuery(api_key_id="a", text=text, strategy=strategy))
+
+
+def test_or_of_terms_finds_what_strict_and_misses(backend: SqliteBackend) -> None:
+    """The measurement behind OR: natural questions rarely have every word inside one memory."""
+    facts = {
+        "pet": "My cat is named Miso",
+        "editor": "I use Neovim with a Lua config",
+        "lang": "I prefer TypeScript for frontend work",
+        "city": "I live in Lisbon since 2019",
+        "food": "Favourite food is ramen with garlic",
+        "work": "I work as a data engineer at Acme",
+        "os": "My laptop runs Arch Linux",
+        "music": "I listen to jazz while coding",
+    }
+    ids = {key: add(backend, key, content).id for key, content in facts.items()}
+    questions = {
+        "pet": "what is my cat called",
+        "editor": "which editor do I use",
+        "lang": "what language do I prefer for frontend",
+        "city": "where do I live now",
+        "food": "what is my favourite food",
+        "work": "where do I work",
+        "os": "which linux does my laptop run",
+        "music": "what music do I listen to",
+    }
+
+    def top_hit(match: str) -> str | None:
+        rows = backend._connection().execute(
+            "SELECT m.id FROM memory_fts JOIN memories m ON m.memory_rowid = memory_fts.rowid "
+            "WHERE memory_fts MATCH ? ORDER BY bm25(memory_fts, 1.0, 2.0, 0.0) LIMIT 1", (match,)).fetchall()
+        return rows[0][0] if rows else None
+
+    or_found = sum(top_hit(fts_query(q)) == ids[k] for k, q in questions.items())
+    and_found = sum(top_hit(fts_query(q).replace(" OR ", " ")) == ids[k] for k, q in questions.items())
+    assert or_found == len(questions), f"OR ranked the right memory first for {or_found}/{len(questions)}"
+    assert and_found < or_found, f"strict AND found {and_found}, OR {or_found}"
+
+
+def test_keyword_scores_and_key_weight(backend: SqliteBackend) -> None:
+    in_key = add(backend, "editor", "I use Neovim with a long configuration written over many years")
+    in_content = add(backend, "tools", "the editor I use is Neovim with a long configuration over years")
+    hits = backend.search(SearchQuery(api_key_id="a", text="editor"))
+    assert [h.memory.id for h in hits] == [in_key.id, in_content.id]
+    assert hits[0].score > hits[1].score > 0
+
+
+def test_list_query_is_unicode_case_insensitive_and_literal(backend: SqliteBackend) -> None:
+    add(backend, "k1", "L'ÉCOLE est fermée")
+    add(backend, "k2", "50% off_sale")
+    add(backend, "k3", "500 offXsale")
+    assert [m.key for m in backend.list(ListFilter(api_key_id="a", query="école")).data] == ["k1"]
+    assert [m.key for m in backend.list(ListFilter(api_key_id="a", query="0% OFF_")).data] == ["k2"]
+
+
+# --- cache ---------------------------------------------------------------------------------------------
+
+def test_cache_is_invalidated_by_every_write(backend: SqliteBackend) -> None:
+    memory = add(backend, "k", "v1")
+    assert backend.get(memory.id) is not None and backend.get(memory.id).content == "v1"  # type: ignore[union-attr]
+    assert backend._cache.hits >= 1
+    backend.update(memory.id, MemoryPatch(content="v2"))
+    assert backend.get(memory.id).content == "v2"  # type: ignore[union-attr]
+    add(backend, "k", "v3")
+    assert backend.get(memory.id).content == "v3"  # type: ignore[union-attr]
+    backend.put(Memory(id=memory.id, api_key_id="a", key="k", content="v4", created_at=memory.created_at,
+                       updated_at=utcnow()))
+    assert backend.get(memory.id).content == "v4"  # type: ignore[union-attr]
+    replacement = Memory(id=new_memory_id(), api_key_id="a", key="k", content="v5", created_at=utcnow(),
+                         updated_at=utcnow())
+    backend.put_many([replacement])
+    assert backend.get(memory.id) is None, "a memory evicted by put_many is still served from the cache"
+    assert backend.get(replacement.id).content == "v5"  # type: ignore[union-attr]
+    backend.delete(replacement.id)
+    assert backend.get(replacement.id) is None
+
+
+def test_cache_can_be_disabled(db_path: Path) -> None:
+    backend = open_backend(db_path, cache_size=0)
+    try:
+        memory = add(backend, "k", "v")
+        assert backend.get(memory.id) is not None and len(backend._cache) == 0
+    finally:
+        backend.close()
+
+
+# --- reindex queue -------------------------------------------------------------------------------------
+
+def test_reindex_queue(backend: SqliteBackend) -> None:
+    a, b = add(backend, "a", "one"), add(backend, "b", "two")
+    assert [m.id for m in backend.pending_reindex()] == [a.id, b.id]
+    assert backend.mark_indexed([a, b.id]) == 2
+    assert backend.pending_reindex() == [] and backend.count_pending_reindex() == 0
+    backend.update(a.id, MemoryPatch(metadata={"x": 1}))
+    assert backend.pending_reindex() == [], "a metadata change must not queue a re-embedding"
+    changed = backend.update(a.id, MemoryPatch(content="one, changed"))
+    assert [m.id for m in backend.pending_reindex()] == [a.id]
+    backend.update(a.id, MemoryPatch(content="changed again"))
+    assert backend.mark_indexed([changed]) == 0, "a stale embedding must not clear the flag"  # type: ignore[list-item]
+    assert backend.mark_all_for_reindex() == 1 and backend.count_pending_reindex() == 2
+
+
+# --- independence, threads, errors ---------------------------------------------------------------------
+
+def test_two_files_are_independent_backends(tmp_path: Path) -> None:
+    first, second = open_backend(tmp_path / "one.db"), open_backend(tmp_path / "two.db")
+    try:
+        memory = add(first, "k", "only in one")
+        assert second.get(memory.id) is None
+        assert second.list(ListFilter(api_key_id="a")).total == 0
+        add(second, "k", "only in two")
+        assert first.get(memory.id).content == "only in one"  # type: ignore[union-attr]
+    finally:
+        first.close()
+        second.close()
+
+
+def test_concurrent_writers(backend: SqliteBackend) -> None:
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(4)
+
+    def work(worker: int) -> None:
+        try:
+            barrier.wait()
+            for i in range(25):
+                add(backend, f"own-{worker}-{i}", f"worker {worker} item {i}")
+                add(backend, f"shared-{i % 5}", f"last writer {worker}")  # contended upserts on the same keys
+                if i % 5 == 0:
+                    backend.search(SearchQuery(api_key_id="a", text="worker item"))
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(w,)) for w in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
+    assert backend.list(ListFilter(api_key_id="a")).total == 4 * 25 + 5
+    fts_in_step(backend)
+
+
+def test_path_in_a_file_is_unavailable_with_a_fix(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x")
+    with pytest.raises(BackendUnavailableError, match="path"):
+        open_backend(blocker / "memroute.db")
+
+
+def test_directory_as_database_is_unavailable(tmp_path: Path) -> None:
+    with pytest.raises(BackendUnavailableError, match="writable"):
+        open_backend(tmp_path)
+
+
+def test_corrupt_file_is_unavailable(tmp_path: Path) -> None:
+    path = tmp_path / "corrupt.db"
+    path.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(BackendUnavailableError, match="corrupt"):
+        open_backend(path)
+
+
+def test_locked_database_says_so(backend: SqliteBackend, db_path: Path) -> None:
+    impatient = open_backend(db_path, busy_timeout_ms=0)
+    other = apsw.Connection(str(db_path))
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        with pytest.raises(BackendUnavailableError, match="locked"):
+            add(impatient, "k", "v")
+        with pytest.raises(BackendUnavailableError, match="locked"):
+            impatient.update(new_memory_id(), MemoryPatch(content="x"))
+        other.execute("ROLLBACK")
+        assert add(impatient, "k", "v").content == "v"
+    finally:
+        other.close()
+        impatient.close()
+
+
+def test_closed_backend_raises_and_health_reports(backend: SqliteBackend) -> None:
+    health = backend.health()
+    assert health.ok and health.details["memories"] == 0 and health.details["schema_version"] == SCHEMA_VERSION
+    backend.close()
+    with pytest.raises(BackendUnavailableError, match="initialize"):
+        backend.get(new_memory_id())
+    assert not backend.health().ok
+
+
+# --- plugin wiring -------------------------------------------------------------------------------------
+
+def test_registered_as_a_plugin_with_default_path(tmp_path: Path) -> None:
+    spec = make_plugin_manager().backends()["sqlite"]
+    context = ComponentContext(instance_name="main", data_dir=tmp_path / "data")
+    backend = spec.factory(structure_options({}, spec.settings_class, "backends.main"), context)
+    try:
+        assert isinstance(backend, SqliteBackend) and backend.path == str(tmp_path / "data" / "memroute.db")
+        backend.initialize()
+        assert (tmp_path / "data" / "memroute.db").exists()
+    finally:
+        backend.close()
+
+
+def test_bad_options_are_config_errors() -> None:
+    with pytest.raises(ConfigError, match="synchronous"):
+        structure_options({"synchronous": "OFF"}, SqliteSettings, "backends.main")
+    with pytest.raises(ConfigError, match="busy_timeout_ms"):
+        structure_options({"busy_timeout_ms": -1}, SqliteSettings, "backends.main")
+    with pytest.raises(ConfigError):
+        structure_options({"pathh": "x.db"}, SqliteSettings, "backends.main")
+
+
+def test_keyword_owner_token_follows_owner_changes(backend: SqliteBackend) -> None:
+    odd = add(backend, "k", "ramen noodles", api_key_id="!!! ☃")  # no word characters: still one owner token
+    assert [h.memory.id for h in backend.search(SearchQuery(api_key_id="!!! ☃", text="ramen"))] == [odd.id]
+    assert backend.search(SearchQuery(api_key_id="other", text="ramen")) == []
+    moved = Memory(id=odd.id, api_key_id="other", key="k", content="ramen noodles", created_at=odd.created_at,
+                   updated_at=utcnow())
+    backend.put(moved)  # same id, new owner: the FTS owner column must follow
+    assert backend.search(SearchQuery(api_key_id="!!! ☃", text="ramen")) == []
+    assert [h.memory.id for h in backend.search(SearchQuery(api_key_id="other", text="ramen"))] == [odd.id]
+    owner_token = b"other".hex().upper()
+    assert backend.search(SearchQuery(api_key_id="other", text=owner_token)) == [], "query text matched the owner"
+    fts_in_step(backend)
+
+
+def test_content_drift_is_found_by_the_full_check(db_path: Path) -> None:
+    backend = open_backend(db_path)
+    memory = add(backend, "k", "original words")
+    connection = backend._connection()
+    connection.execute("DROP TRIGGER memory_fts_au")  # a tool that writes around the index
+    connection.execute("UPDATE memories SET content = 'replaced text' WHERE id = ?", (memory.id,))
+    backend.close()
+    reopened = open_backend(db_path)  # small database: the full check runs on every open
+    try:
+        assert reopened.fts_rebuilt
+        assert [h.memory.id for h in reopened.search(SearchQuery(api_key_id="a", text="replaced"))] == [memory.id]
+        assert reopened.search(SearchQuery(api_key_id="a", text="original")) == []
+    finally:
+        reopened.close()
+
+
+def test_large_database_skips_the_full_check_until_due(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from memroute_builtins import sqlite_backend
+
+    monkeypatch.setattr(sqlite_backend, "FTS_ALWAYS_CHECK_BELOW", 0)
+    backend = open_backend(db_path)
+    add(backend, "k", "alpha")
+    first = backend.get_setting("sqlite.fts_checked_at")
+    backend.close()
+    assert first is not None, "the first open must run the full check and record it"
+    reopened = open_backend(db_path)
+    assert reopened.get_setting("sqlite.fts_checked_at") == first, "the full check ran although it was not due"
+    reopened.close()
+    monkeypatch.setattr(sqlite_backend, "FTS_FULL_CHECK_INTERVAL_S", -1.0)
+    due = open_backend(db_path)
+    assert due.get_setting("sqlite.fts_checked_at") != first, "the full check did not run once it was due"
+    due.close()
+
+
+def test_keyword_search_plan_is_driven_by_the_fts_match_under_every_filter(backend):
+    """With the retention/session filters the planner once preferred the owner index and re-ran the FTS query
+    per row (two orders of magnitude slower). The plan must start from the FTS match."""
+    for i in range(50):
+        backend.create(NewMemory(api_key_id="a", key=f"k{i}", content=f"trip to Lisbon number {i}"))
+    statements: list[str] = []
+
+    def trace(cursor, sql, bindings):
+        statements.append(sql)
+        return True
+
+    connection = backend._connection()
+    connection.exec_trace = trace
+    try:
+        query = SearchQuery(api_key_id="a", text="Lisbon trip", retention_days=30, session_id=None)
+        assert backend.search(query)
+    finally:
+        connection.exec_trace = None
+    sql = next(s for s in statements if "memory_fts MATCH" in s)
+    plan = [row[3] for row in connection.execute("EXPLAIN QUERY PLAN " + sql, _bindings_for(sql, query))]
+    assert plan[0].startswith("SCAN memory_fts VIRTUAL TABLE"), plan
+
+
+def _bindings_for(sql: str, query: SearchQuery) -> list[object]:
+    from memroute_builtins.sqlite_backend import SqliteBackend
+
+    _where, params = SqliteBackend._scope(query, "m.")
+    return ["x", *params, query.limit][: sql.count("?")]
