@@ -200,6 +200,35 @@ class Memory:
     updated_at: datetime = attrs.field(converter=_updated_at)
     expires_at: datetime | None = attrs.field(default=None, converter=_opt_utc)
 
+    @classmethod
+    def trusted(
+        cls,
+        *,
+        id: str,
+        api_key_id: str,
+        session_id: str | None,
+        type: MemoryType | str,
+        key: str,
+        content: str,
+        metadata: dict[str, Any],
+        created_at: datetime,
+        updated_at: datetime,
+        expires_at: datetime | None,
+    ) -> Memory:
+        """Build a memory **without validation**, for rows a backend reads back from its own store (validated
+        on the way in). Datetimes must already be aware UTC. Search reads dozens of rows per query, and the
+        validating constructor was the largest cost of the hybrid path."""
+        memory = object.__new__(cls)
+        fields = (
+            ("id", id), ("api_key_id", api_key_id), ("session_id", session_id or None),
+            ("type", type if isinstance(type, MemoryType) else MemoryType(type)), ("key", key),
+            ("content", content), ("metadata", metadata), ("created_at", created_at),
+            ("updated_at", updated_at), ("expires_at", expires_at),
+        )
+        for name, value in fields:
+            object.__setattr__(memory, name, value)
+        return memory
+
     def same_as(self, other: Memory) -> bool:
         """Field-for-field equality, metadata included (``==`` leaves metadata out: dicts are unhashable)."""
         return self == other and self.metadata == other.metadata

@@ -145,7 +145,7 @@ def _to_memory(row: Sequence[Any]) -> Memory:
         meta = json.loads(metadata) if metadata else {}
     except ValueError:
         meta = {}  # unreadable metadata (a hand edit): the memory is still usable
-    return Memory(
+    return Memory.trusted(  # rows were validated when they were written
         id=memory_id, api_key_id=api_key_id, session_id=session_id, type=mtype, key=key, content=content,
         metadata=meta if isinstance(meta, dict) else {}, created_at=parse_ts(created), updated_at=parse_ts(updated),
         expires_at=None if expires is None else parse_ts(expires),
