@@ -57,7 +57,8 @@ def test_registered_and_built_from_options(plugin_manager, tmp_path: Path) -> No
 
 
 @pytest.mark.parametrize("options", [{"chunk_size": 12}, {"chunk_size": 0}, {"quantization": "int4"},
-                                     {"int8_calibration": "max"}, {"path": ":memory:"}, {"bogus": 1}])
+                                     {"int8_calibration": "max"}, {"path": ":memory:"}, {"bogus": 1},
+                                     {"cache_max_mb": -1}, {"large_chunk_size": 256}])
 def test_bad_options_are_config_errors(plugin_manager, tmp_path: Path, options) -> None:
     with pytest.raises(ConfigError):
         build_component(plugin_manager, "vector-store", "sqlite-vec", options,
