@@ -261,3 +261,17 @@ def test_long_messages_keep_memories_that_match_one_of_their_topics():
                             "libraries, and when should I deploy?")
     assert coverage(message, memory) == 0.5  # one word of a long message: counts half, not 1/9
     assert coverage(content_terms("weekend kitchen routine habits"), memory) == 0.0
+
+
+def test_quantization_is_part_of_the_signature_and_a_change_rebuilds(manager, tmp_path):
+    store = NumpyVectorStore()
+    first = RetrievalEngine(manager, embedder=HashingEmbeddingSource(64), vector_store=store,
+                            index_path=tmp_path / "index.db", background=False)
+    add(manager, first, "alice", "quantised or not")
+    first.flush()
+    first.close()
+    assert store.signature().endswith(":float32") and store.count() == 1
+    second = RetrievalEngine(manager, embedder=HashingEmbeddingSource(64), vector_store=store,
+                             index_path=tmp_path / "index.db", background=False, quantization="int8")
+    assert store.signature().endswith(":int8")
+    assert second.indexer.depth() == 1  # every memory queued again for the int8 index

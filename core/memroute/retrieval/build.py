@@ -77,4 +77,5 @@ def build_retrieval(
         index_path=data_dir / "index.db",
         resolution=resolution,
         prepare=pm.prepare_connection,
+        quantization=settings.vectors.quantization,
     )

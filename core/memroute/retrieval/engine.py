@@ -46,6 +46,7 @@ class RetrievalEngine:
         prepare: Callable[[Any], None] | None = None,
         background: bool = True,
         lazy_budget: int = 256,
+        quantization: str = "float32",
     ) -> None:
         self.manager = manager
         self.settings = memory_settings or MemorySettings()
@@ -74,6 +75,7 @@ class RetrievalEngine:
                     store=vector_store,
                     queue=IndexQueue(index_path, prepare=prepare),
                     markers=manager.primary if isinstance(manager.primary, ReindexMarkers) else None,
+                    quantization=quantization,
                     background=background,
                 )
             except Exception as exc:

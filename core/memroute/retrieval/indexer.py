@@ -176,6 +176,7 @@ class Indexer:
         store: VectorStore,
         queue: IndexQueue,
         markers: ReindexMarkers | None = None,
+        quantization: str = "float32",
         batch_size: int = 64,
         background: bool = True,
     ) -> None:
@@ -195,7 +196,9 @@ class Indexer:
         self._thread: threading.Thread | None = None
         self._background = background
         self.last_error: str | None = None
-        self.signature = str(embedder.signature())
+        # The index's signature includes its quantisation: switching float32 <-> int8 rebuilds it too.
+        self.bound_signature = embedder.signature().with_quantization(quantization)
+        self.signature = str(self.bound_signature)
         self._prepare_index()
         if background:
             self._thread = threading.Thread(target=self._run, name="memroute-indexer", daemon=True)
@@ -203,7 +206,7 @@ class Indexer:
 
     # --- signature and rebuild -------------------------------------------------------------------------
     def _prepare_index(self) -> None:
-        signature = self.embedder.signature()
+        signature = self.bound_signature
         kept = self.store.bind(signature)
         recorded = self.queue.get_meta(self.META_SIGNATURE)
         if not kept or recorded != str(signature):
