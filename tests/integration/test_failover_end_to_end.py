@@ -20,29 +20,10 @@ from pathlib import Path
 import pytest
 
 import memroute
-from memroute.interfaces import ComponentContext
-from memroute.specs import BackendSpec
-from memroute.testing.faults import FaultyBackend
 from memroute_builtins import notion_schema as ns
-from memroute_builtins.sqlite_backend import SqliteBackend, SqliteSettings
+from tests.servers.faulty_sqlite import FaultySqlitePlugin
 from tests.servers.notion_fake import NotionFake, running_notion_fake
 from tests.servers.obsidian_fake import ObsidianFake, make_self_signed_cert
-
-
-class FaultySqlite:
-    """Backend type ``faulty-sqlite``: the real SQLite backend inside a FaultyBackend we can stop."""
-
-    def __init__(self) -> None:
-        self.instances: dict[str, FaultyBackend] = {}
-
-    @memroute.hookimpl
-    def memroute_backends(self):
-        def factory(settings: SqliteSettings, context: ComponentContext) -> FaultyBackend:
-            backend = FaultyBackend(SqliteBackend.from_settings(settings, context))
-            self.instances[context.instance_name] = backend
-            return backend
-
-        yield BackendSpec(name="faulty-sqlite", factory=factory, settings_class=SqliteSettings)
 
 
 @pytest.fixture
@@ -68,7 +49,7 @@ def test_writes_reach_every_backend_and_nothing_acknowledged_is_lost(
 ):
     monkeypatch.setenv("OBSIDIAN_API_KEY", obsidian.api_key)
     monkeypatch.setenv("NOTION_TOKEN", notion.token)
-    faulty = FaultySqlite()
+    faulty = FaultySqlitePlugin()
     register_plugin(faulty, name="faulty-sqlite")
     config = {
         "backends": {

@@ -8,16 +8,14 @@ from pathlib import Path
 
 import pytest
 
-import memroute
 from memroute.errors import BackendUnavailableError
-from memroute.interfaces import ComponentContext
 from memroute.manager import MemoryManager
 from memroute.models import ListFilter, Memory, MemoryPatch, NewMemory, SearchQuery
 from memroute.service import Memroute
 from memroute.settings import ManagerSettings
-from memroute.specs import BackendSpec
 from memroute.testing.faults import FaultyBackend, ManualClock
-from memroute_builtins.sqlite_backend import SqliteBackend, SqliteSettings
+from memroute_builtins.sqlite_backend import SqliteBackend
+from tests.servers.faulty_sqlite import FaultySqlitePlugin
 
 SETTINGS = ManagerSettings(health_interval_s=0, breaker_failures=3, breaker_reset_s=10, retry_base_s=1,
                            retry_max_s=8, operation_timeout_s=5)
@@ -242,22 +240,6 @@ def test_concurrent_writers_while_the_primary_flaps(tmp_path):
 
 
 # --- through the public API, with the fault injector as a registered backend plugin ----------------------
-
-class FaultySqlitePlugin:
-    """A test plugin: backend type ``faulty-sqlite`` = the real SQLite backend inside a FaultyBackend."""
-
-    def __init__(self) -> None:
-        self.instances: dict[str, FaultyBackend] = {}
-
-    @memroute.hookimpl
-    def memroute_backends(self):
-        def factory(settings: SqliteSettings, context: ComponentContext) -> FaultyBackend:
-            backend = FaultyBackend(SqliteBackend.from_settings(settings, context))
-            self.instances[context.instance_name] = backend
-            return backend
-
-        yield BackendSpec(name="faulty-sqlite", factory=factory, settings_class=SqliteSettings)
-
 
 def test_service_round_trip_with_primary_outage(tmp_path, plugin_manager, register_plugin):
     plugin = FaultySqlitePlugin()
