@@ -275,3 +275,43 @@ def test_quantization_is_part_of_the_signature_and_a_change_rebuilds(manager, tm
                              index_path=tmp_path / "index.db", background=False, quantization="int8")
     assert store.signature().endswith(":int8")
     assert second.indexer.depth() == 1  # every memory queued again for the int8 index
+
+
+def test_indexer_survives_a_failing_backend_and_flush_reports_instead_of_raising(tmp_path):
+    from memroute.errors import BackendUnavailableError
+    from memroute.retrieval.indexer import Indexer, IndexQueue
+
+    class Markers:
+        down = True
+
+        def _check(self):
+            if self.down:
+                raise BackendUnavailableError("the database is closed")
+
+        def pending_reindex(self, limit=100, api_key_id=None):
+            self._check()
+            return []
+
+        def count_pending_reindex(self, api_key_id=None):
+            self._check()
+            return 0
+
+        def mark_indexed(self, memories):
+            return 0
+
+        def mark_all_for_reindex(self):
+            self._check()
+            return 0
+
+    markers = Markers()
+    markers.down = False
+    indexer = Indexer(fetch=lambda ids: {}, enumerate_memories=list, embedder=HashingEmbeddingSource(8),
+                      store=NumpyVectorStore(), queue=IndexQueue(tmp_path / "q.db"), markers=markers)
+    markers.down = True
+    indexer.enqueue([])  # wakes the worker, whose next depth() call fails
+    assert indexer.flush(timeout=0.2) is False
+    assert "closed" in (indexer.last_error or "")
+    assert indexer._thread is not None and indexer._thread.is_alive()
+    markers.down = False
+    assert indexer.flush(timeout=5) is True
+    indexer.close()

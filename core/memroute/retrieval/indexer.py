@@ -366,9 +366,9 @@ class Indexer:
     def _run(self) -> None:
         backoff = 0.05
         while not self._stopping:
-            if 0 < self.depth() < self.batch_size:
-                time.sleep(self.LINGER_S)
             try:
+                if 0 < self.depth() < self.batch_size:
+                    time.sleep(self.LINGER_S)
                 processed, errors = self.process(self.batch_size * 4)
             except Exception as exc:
                 processed, errors = 0, 1
@@ -386,7 +386,15 @@ class Indexer:
                         self._wake.wait(1.0)
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Process the queue until it is empty (or ``timeout`` seconds pass); True when empty."""
+        """Process the queue until it is empty (or ``timeout`` seconds pass); True when empty. Never raises:
+        a failing backend or store leaves the work queued and returns False."""
+        try:
+            return self._flush(timeout)
+        except Exception as exc:
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            return False
+
+    def _flush(self, timeout: float | None) -> bool:
         deadline = None if timeout is None else time.monotonic() + timeout
         while self.depth():
             processed, errors = self.process(self.batch_size * 16)
