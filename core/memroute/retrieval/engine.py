@@ -208,7 +208,7 @@ class RetrievalEngine:
 
     def status(self) -> dict[str, Any]:
         embedding: dict[str, Any] = {**self.resolution, "available": self.embedder is not None}
-        stats = getattr(self.embedder, "cache_stats", None)
+        stats = getattr(self.embedder, "stats", None)
         if callable(stats):
             embedding["cache_stats"] = stats()
         vector: dict[str, Any] = {
