@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from memroute.components import build_backend
-from memroute.errors import MemrouteError, ValidationError
+from memroute.errors import ConfigError, MemrouteError, ValidationError
 from memroute.interfaces import EmbeddingSource, MemoryBackend, VectorStore
 from memroute.manager import MemoryManager
 from memroute.models import (
@@ -346,7 +346,13 @@ def state_dir_for(data_dir: Path, primary: MemoryBackend) -> Path:
     slug = re.sub(r"[^A-Za-z0-9]+", "-", identity).strip("-")[-40:] or "store"
     digest = hashlib.sha256(identity.encode("utf-8")).hexdigest()[:10]
     path = data_dir / "state" / f"{slug}-{digest}"
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(
+            f"data_dir: cannot create {path} ({exc.strerror or exc}); set data_dir or MEMROUTE_DATA_DIR to a "
+            "writable directory", [("data_dir", "not writable")]
+        ) from exc
     return path
 
 
@@ -354,6 +360,3 @@ def _check_id(memory_id: object) -> None:
     if not isinstance(memory_id, str) or not memory_id.strip() or len(memory_id) > 256:
         raise ValidationError("id: expected a non-empty string of at most 256 characters", [("id", "invalid")])
 
-
-def read_jsonl_path(path: str | Path) -> list[str]:
-    return Path(path).read_text(encoding="utf-8").splitlines()
