@@ -337,9 +337,14 @@ class MemoryManager:
                 errors[backend.name] = exc
         raise self._all_failed(op, errors)
 
-    def _journal(self, served: MemoryBackend, op: str, payload: dict[str, Any]) -> None:
-        """Owe ``op`` to every backend except the one that served, durably, before acknowledging."""
-        self.outbox.add((b.name, op, payload) for b in self.backends if b is not served)
+    def _journal(self, served: MemoryBackend, op: str, payload: Callable[[], dict[str, Any]]) -> None:
+        """Owe ``op`` to every backend except the one that served, durably, before acknowledging. ``payload``
+        is built only when some backend is owed it (a lone primary owes nothing)."""
+        targets = [b.name for b in self.backends if b is not served]
+        if not targets:
+            return
+        body = payload()
+        self.outbox.add((name, op, body) for name in targets)
         self._wake.set()
 
     def create(self, new: NewMemory) -> Memory:
@@ -349,7 +354,7 @@ class MemoryManager:
         self._ensure_open()
         with self._write_lock:
             served, memory = self._write("create", new)
-            self._journal(served, OP_PUT, put_payload(memory))
+            self._journal(served, OP_PUT, lambda: put_payload(memory))
         return memory
 
     def put(self, memory: Memory) -> None:
@@ -359,7 +364,7 @@ class MemoryManager:
         self._ensure_open()
         with self._write_lock:
             served, _ = self._write("put", memory)
-            self._journal(served, OP_PUT, put_payload(memory))
+            self._journal(served, OP_PUT, lambda: put_payload(memory))
 
     def put_many(self, memories: Sequence[Memory]) -> int:
         """``put`` a batch in one backend call (bulk import), replicated entry by entry through the outbox."""
@@ -386,7 +391,7 @@ class MemoryManager:
         with self._write_lock:
             served, updated = self._write("update", memory_id, patch)
             if updated is not None:
-                self._journal(served, OP_PUT, put_payload(updated))
+                self._journal(served, OP_PUT, lambda: put_payload(updated))
         return updated
 
     def delete(self, memory_id: str) -> bool:
@@ -396,7 +401,7 @@ class MemoryManager:
         with self._write_lock:
             served, deleted = self._write("delete", memory_id)
             if deleted:
-                self._journal(served, OP_DELETE, delete_payload(memory_id))
+                self._journal(served, OP_DELETE, lambda: delete_payload(memory_id))
         return bool(deleted)
 
     # --- reads ----------------------------------------------------------------------------------------

@@ -262,8 +262,9 @@ class NewMemory:
     """The write's timestamp: ``created_at`` of a new memory and ``updated_at`` in both cases."""
 
     def as_memory(self) -> Memory:
-        """The memory this input becomes when no memory with its key exists."""
-        return Memory(
+        """The memory this input becomes when no memory with its key exists (every field was validated when
+        this input was built)."""
+        return Memory.trusted(
             id=self.id, api_key_id=self.api_key_id, session_id=self.session_id, type=self.type, key=self.key,
             content=self.content, metadata=self.metadata, created_at=self.now, updated_at=self.now,
             expires_at=self.expires_at,
