@@ -1,0 +1,30 @@
+"""`memroute bench` runs end to end on the configured engine (tiny sizes) and reports every measurement with
+its same-run brute-force baseline. Speed itself is never asserted here (see docs/performance.md)."""
+
+from __future__ import annotations
+
+import json
+
+from memroute.cli import main
+
+
+def test_bench_reports_every_measurement(tmp_path, capsys):
+    output = tmp_path / "report.json"
+    try:
+        main(["bench", "--sizes", "300", "--single-adds", "40", "--tenants", "5", "--per-tenant", "4",
+              "--queries", "5", "--output", str(output)])
+    except SystemExit as exc:
+        assert not exc.code
+    printed = json.loads(capsys.readouterr().out)
+    report = json.loads(output.read_text(encoding="utf-8"))
+    assert printed == report
+    results = report["results"]
+    assert results["single_add_per_s"] > 0
+    size = results["300"]
+    for leg in ("keyword", "semantic", "hybrid", "brute_force_knn"):
+        assert size[leg]["p50_ms"] > 0 and size[leg]["p95_ms"] >= size[leg]["p50_ms"]
+    assert size["hybrid_vs_brute_force_p50"] > 0 and size["bytes_per_memory"] > 0
+    assert results["many_tenants"] == {"tenants": 5, "per_tenant": 4,
+                                       "bytes_per_memory": results["many_tenants"]["bytes_per_memory"]}
+    assert report["engine"]["vector_store"]["backend"] == "sqlite-vec"
+    assert report["machine"]["cpus"] >= 1
