@@ -1,10 +1,9 @@
 """A real loopback server speaking the memroute HTTP memory protocol (``docs/backends/http.md``).
 
 It runs the stdlib ``ThreadingHTTPServer`` on ``127.0.0.1`` port 0 in a thread, over a store that implements
-the protocol's semantics for real: by default :class:`MemoryStore` (a dict: upsert on ``(api_key_id, key)``,
-put by id or key, PATCH with key conflicts, filtered/ordered/paginated list, keyword-scored search with the
-query filters), or any :class:`~memroute.interfaces.MemoryBackend` passed as ``store`` (the conformance tests
-put memroute's SQLite backend behind it). Optional bearer-token auth (``api_key``).
+the protocol's semantics for real: by default memroute's :class:`~memroute.testing.memory.InMemoryBackend`
+(which passes the backend conformance suite), or any :class:`~memroute.interfaces.MemoryBackend` passed as
+``store`` (the conformance tests put memroute's SQLite backend behind it). Optional bearer-token auth (``api_key``).
 
 Knobs (set on ``server.knobs``) let tests make it misbehave: fail with a status, answer slowly, send a
 malformed body, redirect elsewhere; every request is recorded (method, path, query, headers, body).
@@ -28,9 +27,7 @@ import attrs
 from memroute.errors import ConflictError, MemrouteError, ValidationError
 from memroute.interfaces import MemoryBackend
 from memroute.models import (
-    BackendHit,
     ListFilter,
-    ListPage,
     Memory,
     MemoryPatch,
     NewMemory,
@@ -38,94 +35,11 @@ from memroute.models import (
     as_utc,
 )
 from memroute.serialization import memory_to_dict
+from memroute.testing.memory import InMemoryBackend
 
-__all__ = ["MemoryHttpServer", "MemoryStore", "Recorded", "running_server"]
+__all__ = ["MemoryHttpServer", "Recorded", "running_server"]
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
-
-
-class MemoryStore(MemoryBackend):
-    """The server's default store: a dict of memories behind a lock, with the protocol's semantics. Any
-    other :class:`MemoryBackend` (the SQLite backend, say) can serve instead."""
-
-    type_name = "dict"
-
-    def __init__(self) -> None:
-        super().__init__("server-store")
-        self.lock = threading.Lock()
-        self.memories: dict[str, Memory] = {}
-
-    def _by_key(self, api_key_id: str, key: str) -> Memory | None:
-        return next((m for m in self.memories.values() if m.api_key_id == api_key_id and m.key == key), None)
-
-    def create(self, new: NewMemory) -> Memory:
-        with self.lock:
-            existing = self._by_key(new.api_key_id, new.key)
-            memory = new.merged_into(existing) if existing else new.as_memory()
-            self.memories[memory.id] = memory
-            return memory
-
-    def put(self, memory: Memory) -> None:
-        with self.lock:
-            same_key = self._by_key(memory.api_key_id, memory.key)
-            if same_key is not None and same_key.id != memory.id:
-                del self.memories[same_key.id]
-            self.memories[memory.id] = memory
-
-    def get(self, memory_id: str) -> Memory | None:
-        with self.lock:
-            return self.memories.get(memory_id)
-
-    def update(self, memory_id: str, patch: MemoryPatch) -> Memory | None:
-        with self.lock:
-            memory = self.memories.get(memory_id)
-            if memory is None:
-                return None
-            updated = patch.applied_to(memory)
-            clash = self._by_key(updated.api_key_id, updated.key)
-            if clash is not None and clash.id != memory_id:
-                raise ConflictError(f"key {updated.key!r} is held by another memory of this owner")
-            self.memories[memory_id] = updated
-            return updated
-
-    def delete(self, memory_id: str) -> bool:
-        with self.lock:
-            return self.memories.pop(memory_id, None) is not None
-
-    def list(self, filter: ListFilter) -> ListPage:
-        flt = filter
-        with self.lock:
-            rows = list(self.memories.values())
-        if flt.api_key_id is not None:
-            rows = [m for m in rows if m.api_key_id == flt.api_key_id]
-        if flt.session_id is not None:
-            rows = [m for m in rows if m.session_id == flt.session_id]
-        if flt.query:
-            needle = flt.query.casefold()
-            rows = [m for m in rows if needle in m.content.casefold() or needle in m.key.casefold()]
-        if flt.type is not None:
-            rows = [m for m in rows if m.type == flt.type]
-        by_type: dict[str, int] = {}
-        for m in rows:
-            by_type[m.type.value] = by_type.get(m.type.value, 0) + 1
-        rows.sort(key=lambda m: (getattr(m, flt.order_by), m.id), reverse=flt.order_dir == "desc")
-        return ListPage(data=tuple(rows[flt.offset: flt.offset + flt.limit]), total=len(rows), by_type=by_type)
-
-    def search(self, query: SearchQuery) -> list[BackendHit]:
-        with self.lock:
-            rows = [m for m in self.memories.values() if query.admits(m)]
-        if query.strategy == "exact":
-            rows.sort(key=lambda m: (m.created_at, m.id), reverse=True)
-            return [BackendHit(memory=m, score=0.0) for m in rows[: query.limit]]
-        terms = set(_TOKEN.findall(query.text.casefold()))
-        scored = []
-        for m in rows:
-            words = _TOKEN.findall(f"{m.key} {m.content}".casefold())
-            score = sum(1 for w in words if w in terms) / (1 + len(words)) ** 0.5
-            if score > 0:
-                scored.append((score, m))
-        scored.sort(key=lambda pair: (-pair[0], pair[1].id))
-        return [BackendHit(memory=m, score=s) for s, m in scored[: query.limit]]
 
 
 @attrs.define
@@ -169,7 +83,7 @@ class MemoryHttpServer:
         """Query-parameter name → the protocol name it stands for."""
         self.empty_write_responses = False
         """Answer PATCH with 204 and no body (the reference's servers do)."""
-        self.store: Any = store if store is not None else MemoryStore()
+        self.store: Any = store if store is not None else InMemoryBackend("server-store")
         self.knobs = Knobs()
         self.requests: list[Recorded] = []
         self._requests_lock = threading.Lock()

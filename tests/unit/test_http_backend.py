@@ -384,7 +384,7 @@ def test_a_write_is_never_redirected(fake_network: FakeNetwork, root_server: Mem
     root_server.knobs.redirect_to = "http://api.example.com:8080/memories"
     with pytest.raises(BackendError, match="302"):
         via(fake_network).create(new())
-    assert root_server.count("POST") == 1 and root_server.store.memories == {}
+    assert root_server.count("POST") == 1 and root_server.store.snapshot() == {}
 
 
 # --- lifecycle and threads -------------------------------------------------------------------------------
