@@ -191,7 +191,3 @@ def _brute_force(mem: Any, texts: list[str]) -> dict[str, float]:
         top[np.argsort(-scores[top])]
         samples.append(time.perf_counter() - began)
     return _percentiles(samples)
-
-
-def format_report(report: dict[str, Any]) -> str:
-    return json.dumps(report, indent=2, default=str)

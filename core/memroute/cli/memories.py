@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from memroute.cli.common import echo_json, hit_to_dict, memory_line, open_service, result_to_dict
+from memroute.cli.common import echo_json, memory_line, open_service, result_to_dict
 from memroute.errors import NotFoundError, ValidationError
 from memroute.models import MemoryType
 from memroute.serialization import memory_to_dict
@@ -145,8 +145,7 @@ def search(ctx: click.Context, api_key: str, strategy: str | None, limit: int | 
     note = f" (degraded: {p.reason})" if p.degraded else ""
     click.echo(f"{len(result.hits)} result(s) from {p.backend} via {'+'.join(p.legs) or 'none'}{note}")
     for hit in result.hits:
-        data = hit_to_dict(hit)
-        click.echo(f"{data['score']:.4f} {hit.tier:<8} {memory_line(hit.memory)}")
+        click.echo(f"{hit.score:.4f} {hit.tier:<8} {memory_line(hit.memory)}")
 
 
 @click.command(name="import")

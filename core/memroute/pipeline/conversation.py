@@ -21,7 +21,7 @@ import attrs
 from memroute.components import build_component, make_context
 from memroute.errors import ValidationError
 from memroute.interfaces import ExtractedFact, Extractor
-from memroute.models import Memory, MemoryType, SearchHit, SearchResult, estimate_tokens, utcnow
+from memroute.models import Memory, MemoryType, SearchResult, utcnow
 from memroute.pipeline.gate import memory_enabled, opted_out, session_from_headers
 from memroute.pipeline.inject import format_memory_block, inject_block
 from memroute.pipeline.requests import ApiShape, assistant_text, extraction_text, query_text
@@ -471,9 +471,3 @@ class Conversation:
             # The summary is stored first: a failure below leaves duplicates, never a loss.
             deleted += sum(1 for memory_id in ids if self.service.delete(memory_id))
         return attrs.evolve(report, deleted=deleted, summary_ids=tuple(summary_ids))
-
-
-def hit_summary(hit: SearchHit) -> dict[str, Any]:
-    """A compact, JSON-able view of one retrieved memory (used by the demo and the CLI)."""
-    return {"id": hit.memory.id, "key": hit.memory.key, "content": hit.memory.content, "score": hit.score,
-            "tier": hit.tier, "tokens": estimate_tokens(hit.memory.content)}

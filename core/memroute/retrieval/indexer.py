@@ -1,8 +1,10 @@
 """Keeping the vector index in step with the stored memories.
 
-Writes enqueue memory ids in a durable queue (a small SQLite file); a background worker embeds them in
-batches and upserts the vectors, so ``add()`` never waits for the model. A crash leaves the queue on disk and
-the work resumes on the next open. When the index's embedding signature changes, the store is reset and every
+A write marks the memory as needing a vector: with a primary that keeps reindex flags in its rows (the SQLite
+backend's ``needs_reindex``, set in the write's own transaction) the flag is the queue; deletes, and primaries
+without flags, go through a durable queue (a small SQLite file). A background worker embeds in batches and
+upserts the vectors, so ``add()`` never waits for the model. A crash leaves the work on disk and it resumes on
+the next open. When the index's embedding signature changes, the store is reset and every
 memory is enqueued again (the rebuild); reads do a bounded amount of that work for the tenant they serve
 (lazy backfill), and ``memroute reindex`` drives it explicitly with progress.
 """
@@ -191,10 +193,7 @@ class Indexer:
         self._process_lock = threading.Lock()
         self._wake = threading.Condition()
         self._stopping = False
-        self._idle = threading.Event()
-        self._idle.set()
         self._thread: threading.Thread | None = None
-        self._background = background
         self.last_error: str | None = None
         # The index's signature includes its quantisation: switching float32 <-> int8 rebuilds it too.
         self.bound_signature = embedder.signature().with_quantization(quantization)
@@ -287,7 +286,6 @@ class Indexer:
         self._notify()
 
     def _notify(self) -> None:
-        self._idle.clear()
         with self._wake:
             self._wake.notify_all()
 
@@ -380,7 +378,6 @@ class Indexer:
                 continue
             backoff = 0.05
             if processed == 0:
-                self._idle.set()
                 with self._wake:
                     if not self._stopping:
                         self._wake.wait(1.0)
