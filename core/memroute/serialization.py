@@ -164,10 +164,10 @@ def structure_input(data: Any, cls: type[T], path: str = "$") -> T:
 
 
 @functools.lru_cache(maxsize=1)
-def _memory_fields() -> tuple[str, ...]:
+def _memory_fields() -> frozenset[str]:
     import attrs
 
-    return tuple(f.name for f in attrs.fields(Memory))
+    return frozenset(f.name for f in attrs.fields(Memory))
 
 
 def memory_to_dict(memory: Memory) -> dict[str, Any]:
@@ -181,7 +181,7 @@ def memory_from_dict(data: Mapping[str, Any], path: str = "$") -> Memory:
     """A memory from a dict such as :func:`memory_to_dict` makes; bad data raises ValidationError."""
     if not isinstance(data, Mapping):
         raise ValidationError(f"{_clean_path(path)}: expected an object", [(_clean_path(path), "type")])
-    if data.keys() == set(_memory_fields()):
+    if data.keys() == _memory_fields():
         # Fast path for well-formed documents (bulk import): the model's own converters and validators do
         # all the checking; any problem is re-run through cattrs for an error that names the field.
         try:

@@ -101,14 +101,15 @@ class RetrievalEngine:
             return self._recency(query, max_tokens)
         candidates = max(query.limit * 3, self.settings.vec_top_k)
         reasons: list[str] = []
-        keyword_search = attrs.evolve(query, text=keyword_query(query.text), strategy="hybrid", limit=candidates)
         # The legs run one after the other: measured, running the keyword leg on a second thread made hybrid
         # slower (8.1 ms against 6.6 ms at 10k memories), the two legs contending for the GIL.
         vector_hits = self._vector_leg(query, candidates, reasons)
         keyword_served: ManagedSearch | None = None
         keyword_hits: list[tuple[Memory, float]] = []
         if query.strategy == "hybrid" or vector_hits is None:
-            keyword_served = self.manager.search(keyword_search)
+            keyword_served = self.manager.search(
+                attrs.evolve(query, text=keyword_query(query.text), strategy="hybrid", limit=candidates)
+            )
             keyword_hits = [(h.memory, h.score) for h in keyword_served.hits if query.admits(h.memory)]
         if vector_hits is None:
             hits = fuse(keyword_hits, [], k=self.settings.rrf_k)
