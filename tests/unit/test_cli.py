@@ -133,3 +133,11 @@ def test_health_and_status_json(run):
     code, out, _ = run("status", "--json")
     status = json.loads(out)
     assert status["keyword"]["available"] is True and status["vector_store"]["backend"] == "none"
+
+
+def test_unwritable_data_dir_is_a_config_error(run, tmp_path, monkeypatch):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory", encoding="utf-8")
+    monkeypatch.setenv("MEMROUTE_DATA_DIR", str(blocker / "data"))
+    code, _, err = run("list", "--api-key", "a")
+    assert code == 1 and "data_dir" in err and "Traceback" not in err
