@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from memroute_builtins.static_embedding import StaticEmbeddingSource
-from memroute_builtins.transformers_embedding import (
+from memroute_builtins.embedding.static import StaticEmbeddingSource
+from memroute_builtins.embedding.transformers import (
     TransformersEmbeddingSource,
     TransformersSettings,
     missing_dependencies,

@@ -21,7 +21,7 @@ import pytest
 
 from memroute.interfaces import ComponentContext, EmbeddingSignature, VectorItem
 from memroute.models import SearchQuery
-from memroute_builtins.sqlite_vec_store import SqliteVecSettings, SqliteVecStore
+from memroute_builtins.vectors.sqlite_vec.store import SqliteVecSettings, SqliteVecStore
 
 pytestmark = pytest.mark.bench
 

@@ -8,9 +8,9 @@ import pytest
 from memroute.embedding import CachedEmbeddingSource
 from memroute.testing import EmbeddingSourceContract
 from memroute.testing.fakes import HashingEmbeddingSource
-from memroute_builtins.remote_embedding import RemoteEmbeddingSource, RemoteSettings
-from memroute_builtins.static_embedding import StaticEmbeddingSource
-from memroute_builtins.transformers_embedding import (
+from memroute_builtins.embedding.remote import RemoteEmbeddingSource, RemoteSettings
+from memroute_builtins.embedding.static import StaticEmbeddingSource
+from memroute_builtins.embedding.transformers import (
     TransformersEmbeddingSource,
     TransformersSettings,
     missing_dependencies,

@@ -16,8 +16,8 @@ import pytest
 from memroute.interfaces import MemoryBackend
 from memroute.serialization import structure_config
 from memroute.testing import BackendContract
-from memroute_builtins.http_backend import HttpBackend, HttpBackendSettings
-from memroute_builtins.sqlite_backend import SqliteBackend
+from memroute_builtins.backends.http import HttpBackend, HttpBackendSettings
+from memroute_builtins.backends.sqlite.backend import SqliteBackend
 from tests.servers.memory_http_server import MemoryHttpServer
 
 

@@ -8,8 +8,8 @@ import pytest
 
 from memroute.interfaces import MemoryBackend
 from memroute.testing import BackendContract
-from memroute_builtins import notion_schema as ns
-from memroute_builtins.notion_backend import NotionBackend, NotionSettings
+from memroute_builtins.backends.notion import schema as ns
+from memroute_builtins.backends.notion.backend import NotionBackend, NotionSettings
 from tests.servers.notion_fake import NotionFake, running_notion_fake
 
 

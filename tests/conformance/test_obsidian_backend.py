@@ -11,7 +11,7 @@ import pytest
 
 from memroute.interfaces import MemoryBackend
 from memroute.testing import BackendContract
-from memroute_builtins.obsidian_backend import ObsidianBackend, ObsidianSettings
+from memroute_builtins.backends.obsidian.backend import ObsidianBackend, ObsidianSettings
 from tests.servers.obsidian_fake import ObsidianFake, make_self_signed_cert
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from memroute.interfaces import MemoryBackend
 from memroute.testing import BackendContract
-from memroute_builtins.sqlite_backend import SqliteBackend
+from memroute_builtins.backends.sqlite.backend import SqliteBackend
 
 
 def _open(path: Path) -> SqliteBackend:

@@ -13,8 +13,8 @@ import pytest
 from memroute.interfaces import ComponentContext, EmbeddingSignature, VectorItem, VectorStore
 from memroute.models import SearchQuery
 from memroute.testing import VectorStoreContract
-from memroute_builtins.qdrant_store import QdrantSettings, QdrantStore
-from memroute_builtins.sqlite_vec_store import SqliteVecSettings, SqliteVecStore
+from memroute_builtins.vectors.qdrant import QdrantSettings, QdrantStore
+from memroute_builtins.vectors.sqlite_vec.store import SqliteVecSettings, SqliteVecStore
 
 
 def _context(data_dir: Path) -> ComponentContext:

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import memroute
-from memroute_builtins import notion_schema as ns
+from memroute_builtins.backends.notion import schema as ns
 from tests.servers.faulty_sqlite import FaultySqlitePlugin
 from tests.servers.notion_fake import NotionFake, running_notion_fake
 from tests.servers.obsidian_fake import ObsidianFake, make_self_signed_cert

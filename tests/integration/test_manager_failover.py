@@ -1,4 +1,4 @@
-"""The MemoryManager over two real SQLite backends (plugins/memroute_builtins/sqlite_backend.py), each
+"""The MemoryManager over two real SQLite backends (plugins/memroute_builtins/backends/sqlite/backend.py), each
 wrapped in the fault injector: outages, recovery, restart of the process, ordering and isolation."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from memroute.models import ListFilter, Memory, MemoryPatch, NewMemory, SearchQu
 from memroute.service import Memroute
 from memroute.settings import ManagerSettings
 from memroute.testing.faults import FaultyBackend, ManualClock
-from memroute_builtins.sqlite_backend import SqliteBackend
+from memroute_builtins.backends.sqlite.backend import SqliteBackend
 from tests.servers.faulty_sqlite import FaultySqlitePlugin
 
 SETTINGS = ManagerSettings(health_interval_s=0, breaker_failures=3, breaker_reset_s=10, retry_base_s=1,

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import memroute
-from memroute_builtins import notion_schema as ns
+from memroute_builtins.backends.notion import schema as ns
 from tests.servers.notion_fake import NotionFake, running_notion_fake
 
 

@@ -7,7 +7,7 @@ import memroute
 from memroute.interfaces import ComponentContext
 from memroute.specs import BackendSpec
 from memroute.testing.faults import FaultyBackend
-from memroute_builtins.sqlite_backend import SqliteBackend, SqliteSettings
+from memroute_builtins.backends.sqlite.backend import SqliteBackend, SqliteSettings
 
 
 class FaultySqlitePlugin:

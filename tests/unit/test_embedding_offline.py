@@ -12,9 +12,10 @@ import pytest
 
 from memroute.embedding import LazyLoader
 from memroute.errors import EmbeddingError
-from memroute_builtins import static_embedding, transformers_embedding
-from memroute_builtins.static_embedding import BUNDLED_MODEL_DIR, StaticEmbeddingSource, StaticSettings
-from memroute_builtins.transformers_embedding import (
+from memroute_builtins.embedding import static as static_embedding
+from memroute_builtins.embedding import transformers as transformers_embedding
+from memroute_builtins.embedding.static import BUNDLED_MODEL_DIR, StaticEmbeddingSource, StaticSettings
+from memroute_builtins.embedding.transformers import (
     BUNDLED_TOKENIZER,
     TransformersEmbeddingSource,
     TransformersSettings,

@@ -10,7 +10,7 @@ import pytest
 
 from memroute.errors import ConfigError, EmbeddingError, ValidationError
 from memroute.testing.fakes import HashingEmbeddingSource
-from memroute_builtins.remote_embedding import RemoteEmbeddingSource, RemoteSettings, embeddings_endpoint
+from memroute_builtins.embedding.remote import RemoteEmbeddingSource, RemoteSettings, embeddings_endpoint
 from tests.servers.openai_embeddings import serve
 
 KEY = "sk-very-secret-key"

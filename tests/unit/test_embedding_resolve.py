@@ -13,8 +13,8 @@ from memroute.errors import ConfigError, EmbeddingError, UnknownComponentError
 from memroute.settings import EmbeddingSettings, load_settings
 from memroute.specs import EmbeddingSourceSpec
 from memroute.testing.fakes import HashingEmbeddingSource
-from memroute_builtins.remote_embedding import RemoteEmbeddingSource
-from memroute_builtins.static_embedding import StaticEmbeddingSource
+from memroute_builtins.embedding.remote import RemoteEmbeddingSource
+from memroute_builtins.embedding.static import StaticEmbeddingSource
 
 REMOTE = {"remote": {"base_url": "https://api.example.com/v1", "model": "text-embedding-3-small"}}
 
@@ -151,7 +151,7 @@ def test_explicit_source_that_cannot_start_raises(plugin_manager, register_plugi
 
 
 def test_auto_source_that_cannot_start_degrades_to_keyword_with_reason(plugin_manager, tmp_path, monkeypatch):
-    monkeypatch.setattr("memroute_builtins.transformers_embedding.missing_dependencies", lambda: ["onnxruntime"])
+    monkeypatch.setattr("memroute_builtins.embedding.transformers.missing_dependencies", lambda: ["onnxruntime"])
     source, resolution = build_embedding_source(settings(static_enabled=False, transformers_enabled=True),
                                                 plugin_manager, tmp_path)
     assert source is None and resolution.source is None

@@ -8,7 +8,7 @@ from memroute.components import build_component, make_context
 from memroute.errors import ConfigError
 from memroute.interfaces import Extractor
 from memroute.models import MemoryType
-from memroute_builtins.regex_extractor import (
+from memroute_builtins.extractors.regex import (
     MAX_EXTRACTION_TEXT_LENGTH,
     RegexExtractor,
     RegexExtractorSettings,

@@ -17,7 +17,7 @@ import pytest
 from memroute.errors import BackendError, BackendUnavailableError, ConfigError, ConflictError, ValidationError
 from memroute.models import ListFilter, Memory, MemoryPatch, NewMemory, SearchQuery
 from memroute.serialization import memory_to_dict, structure_config
-from memroute_builtins.http_backend import HttpBackend, HttpBackendSettings, memory_from_wire
+from memroute_builtins.backends.http import HttpBackend, HttpBackendSettings, memory_from_wire
 from tests.servers import fixtures
 from tests.servers.fixtures import FakeNetwork
 from tests.servers.memory_http_server import MemoryHttpServer

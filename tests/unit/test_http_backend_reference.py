@@ -35,7 +35,7 @@ from memroute.interfaces import ComponentContext
 from memroute.models import ListFilter, Memory, MemoryPatch, NewMemory, SearchQuery
 from memroute.plugins import make_plugin_manager
 from memroute.serialization import memory_to_dict, structure_config
-from memroute_builtins.http_backend import HttpBackend, HttpBackendSettings
+from memroute_builtins.backends.http import HttpBackend, HttpBackendSettings
 from tests.servers import fixtures
 from tests.servers.fixtures import FakeNetwork
 from tests.servers.memory_http_server import MemoryHttpServer

@@ -14,9 +14,9 @@ import pytest
 from memroute.errors import BackendUnavailableError, ConfigError, ConflictError, PluginError, ValidationError
 from memroute.models import ListFilter, Memory, MemoryPatch, NewMemory, SearchQuery
 from memroute.serialization import structure_config
-from memroute_builtins import notion_schema as ns
-from memroute_builtins.notion_backend import NotionBackend, NotionSettings
-from memroute_builtins.notion_transport import make_client
+from memroute_builtins.backends.notion import schema as ns
+from memroute_builtins.backends.notion.backend import NotionBackend, NotionSettings
+from memroute_builtins.backends.notion.transport import make_client
 from tests.servers.notion_fake import NotionFake, running_notion_fake, utf16_len
 
 QUERY = "POST /v1/data_sources/{id}/query"
@@ -441,7 +441,7 @@ def test_get_500_is_retried_once_not_twice_over(fake: NotionFake) -> None:
 
 
 def test_requests_are_paced_to_notions_rate() -> None:
-    from memroute_builtins.notion_transport import RequestPacer
+    from memroute_builtins.backends.notion.transport import RequestPacer
 
     now = [0.0]
     slept: list[float] = []

@@ -14,8 +14,8 @@ from memroute.errors import BackendError, BackendUnavailableError, ConfigError
 from memroute.models import ListFilter, MemoryPatch, NewMemory, SearchQuery
 from memroute.plugins import make_plugin_manager
 from memroute.settings import ComponentConfig
-from memroute_builtins.obsidian_backend import ObsidianBackend, ObsidianSettings
-from memroute_builtins.obsidian_notes import note_filename, tenant_slug
+from memroute_builtins.backends.obsidian.backend import ObsidianBackend, ObsidianSettings
+from memroute_builtins.backends.obsidian.notes import note_filename, tenant_slug
 from tests.servers.obsidian_fake import ObsidianFake, make_self_signed_cert
 
 

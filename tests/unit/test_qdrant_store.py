@@ -16,7 +16,7 @@ from memroute.components import build_component, make_context
 from memroute.errors import ConfigError, VectorStoreError
 from memroute.interfaces import ComponentContext, EmbeddingSignature, VectorItem
 from memroute.models import SearchQuery
-from memroute_builtins.qdrant_store import QdrantSettings, QdrantStore
+from memroute_builtins.vectors.qdrant import QdrantSettings, QdrantStore
 
 NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
 SIG = EmbeddingSignature(source="t", model="m", dimensions=16)

@@ -15,7 +15,7 @@ from memroute.models import ListFilter, Memory, MemoryPatch, NewMemory, SearchQu
 from memroute.plugins import make_plugin_manager
 from memroute.settings import structure_options
 from memroute.testing.backend import FTS_SYNTAX_QUERIES
-from memroute_builtins.sqlite_backend import (
+from memroute_builtins.backends.sqlite.backend import (
     MAX_QUERY_TERMS,
     SCHEMA_VERSION,
     SqliteBackend,
@@ -402,7 +402,7 @@ def test_content_drift_is_found_by_the_full_check(db_path: Path) -> None:
 
 
 def test_large_database_skips_the_full_check_until_due(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from memroute_builtins import sqlite_backend
+    from memroute_builtins.backends.sqlite import backend as sqlite_backend
 
     monkeypatch.setattr(sqlite_backend, "FTS_ALWAYS_CHECK_BELOW", 0)
     backend = open_backend(db_path)
@@ -445,7 +445,7 @@ def test_keyword_search_plan_is_driven_by_the_fts_match_under_every_filter(backe
 
 
 def _bindings_for(sql: str, query: SearchQuery) -> list[object]:
-    from memroute_builtins.sqlite_backend import SqliteBackend
+    from memroute_builtins.backends.sqlite.backend import SqliteBackend
 
     _where, params = SqliteBackend._scope(query, "m.")
     return ["x", 64, *params, query.limit][: sql.count("?")]

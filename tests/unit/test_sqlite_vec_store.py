@@ -16,7 +16,7 @@ from memroute.db import open_connection
 from memroute.errors import ConfigError, VectorStoreError
 from memroute.interfaces import ComponentContext, EmbeddingSignature, VectorItem
 from memroute.models import SearchQuery
-from memroute_builtins.sqlite_vec_store import SqliteVecSettings, SqliteVecStore
+from memroute_builtins.vectors.sqlite_vec.store import SqliteVecSettings, SqliteVecStore
 
 NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
 SIG = EmbeddingSignature(source="t", model="m", dimensions=64)
@@ -336,7 +336,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 import numpy as np
 from memroute.interfaces import ComponentContext, EmbeddingSignature, VectorItem
-from memroute_builtins.sqlite_vec_store import SqliteVecSettings, SqliteVecStore
+from memroute_builtins.vectors.sqlite_vec.store import SqliteVecSettings, SqliteVecStore
 context = ComponentContext(instance_name="v", data_dir=Path({str(tmp_path)!r}))
 store = SqliteVecStore(SqliteVecSettings(promote_at=8), context)
 assert store.bind(EmbeddingSignature(source="t", model="m", dimensions=64))

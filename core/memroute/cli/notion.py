@@ -18,7 +18,7 @@ _BASE_HELP = "API root without /v1 (a proxy or a test server)."
 
 def _settings(token: str | None, database_id: str, base_url: str) -> Any:
     try:
-        from memroute_builtins.notion_backend import NotionSettings
+        from memroute_builtins.backends.notion.backend import NotionSettings
     except ImportError as exc:  # pragma: no cover - the builtins ship with memroute
         raise PluginError(f"the Notion backend is not installed: {exc}") from exc
     options = {"token": token or "", "database_id": database_id, "base_url": base_url}
@@ -48,7 +48,7 @@ def notion_group() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def init_command(parent: str, title: str, token: str | None, base_url: str, as_json: bool) -> None:
     """Create a database with memroute's schema under the --parent page; print its id and the config to use."""
-    from memroute_builtins.notion_backend import create_database
+    from memroute_builtins.backends.notion.backend import create_database
 
     settings = _settings(token, parent, base_url)
     created = create_database(settings, parent, title)
@@ -69,7 +69,7 @@ def init_command(parent: str, title: str, token: str | None, base_url: str, as_j
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def check_command(database_id: str, token: str | None, base_url: str, as_json: bool) -> None:
     """Check that a database has memroute's schema; say what to fix when it does not."""
-    from memroute_builtins.notion_backend import check_database
+    from memroute_builtins.backends.notion.backend import check_database
 
     described = check_database(_settings(token, database_id, base_url))
     if as_json:

@@ -1,5 +1,5 @@
 """Embedding: choosing a source (``auto`` resolution), the LRU + TTL vector cache, and helpers sources
-share. The sources themselves are plugins (``memroute_builtins.static_embedding`` and friends)."""
+share. The sources themselves are plugins (``memroute_builtins.embedding.static`` and friends)."""
 
 from __future__ import annotations
 

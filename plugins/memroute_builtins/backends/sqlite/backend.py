@@ -17,7 +17,7 @@ Schema (``PRAGMA user_version`` = 1) — the reference system's ``memories`` tab
   :meth:`~SqliteBackend.mark_all_for_reindex`.
 - a ``settings`` key/value table for components that keep small state in the same file.
 
-The DDL, SQL and row conversion live in :mod:`memroute_builtins._sqlite_schema`.
+The DDL, SQL and row conversion live in :mod:`memroute_builtins.backends.sqlite.schema`.
 
 Keyword search ranks with bm25 over an **OR of the quoted query terms** (``"cat" OR "called"``). The
 reference's sanitiser made an implicit AND, so a natural question ("what is my cat called?") finds nothing
@@ -64,7 +64,7 @@ from memroute.models import (
     SearchQuery,
 )
 from memroute.specs import BackendSpec
-from memroute_builtins._sqlite_schema import (
+from memroute_builtins.backends.sqlite.schema import (
     _COLUMNS,
     _M_COLUMNS,
     _MIGRATIONS,

@@ -31,8 +31,8 @@ from memroute.errors import BackendUnavailableError, ConfigError, MemrouteError,
 from memroute.interfaces import ComponentContext, EmbeddingSignature, VectorHit, VectorItem, VectorStore
 from memroute.models import HealthResult, SearchQuery
 from memroute.specs import VectorStoreSpec
-from memroute_builtins._matrix_cache import ID_BYTES, MatrixCache, TenantMatrix, TenantRows
-from memroute_builtins._vector_common import canonical_uuid, check_items, check_k, check_vector, unix_micros
+from memroute_builtins.vectors.common import canonical_uuid, check_items, check_k, check_vector, unix_micros
+from memroute_builtins.vectors.sqlite_vec.matrix_cache import ID_BYTES, MatrixCache, TenantMatrix, TenantRows
 
 __all__ = ["SqliteVecSettings", "SqliteVecStore", "load_sqlite_vec"]
 

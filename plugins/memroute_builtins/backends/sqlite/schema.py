@@ -1,6 +1,6 @@
 """The SQLite backend's schema, SQL, value conversion, FTS query sanitising and error translation.
 
-Kept apart from :mod:`memroute_builtins.sqlite_backend` (the backend class) so each module reads on its own.
+Kept apart from :mod:`memroute_builtins.backends.sqlite.backend` (the backend class) so each module reads on its own.
 """
 
 from __future__ import annotations

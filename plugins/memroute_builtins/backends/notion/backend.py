@@ -1,7 +1,7 @@
 """Notion storage backend (``type = "notion"``): one page per memory in a Notion data source, through
 notion-client 3.x (``pip install 'memroute[notion]'``).
 
-The page layout is in :mod:`memroute_builtins.notion_schema`; ``docs/backends/notion.md`` is the user's
+The page layout is in :mod:`memroute_builtins.backends.notion.schema`; ``docs/backends/notion.md`` is the user's
 guide. Facts about the API this relies on (``shared/reference/apis.md`` §2): Notion-Version 2025-09-03,
 queries go to ``data_sources/{id}/query`` (there is no ``databases.query`` in 3.x), pages are created under a
 ``data_source_id`` parent, delete is ``in_trash: true``, ``None`` keyword arguments are never passed (the
@@ -42,9 +42,9 @@ from memroute.models import (
     SearchQuery,
 )
 from memroute.specs import BackendSpec
-from memroute_builtins import notion_schema as ns
-from memroute_builtins.notion_search import keyword_score, query_terms
-from memroute_builtins.notion_transport import NotionCaller, make_client
+from memroute_builtins.backends.notion import schema as ns
+from memroute_builtins.backends.notion.search import keyword_score, query_terms
+from memroute_builtins.backends.notion.transport import NotionCaller, make_client
 
 __all__ = ["NotionBackend", "NotionSettings", "check_database", "create_database", "memroute_backends"]
 

@@ -26,7 +26,7 @@ from memroute.errors import ConfigError, MemrouteError, VectorStoreError
 from memroute.interfaces import ComponentContext, EmbeddingSignature, VectorHit, VectorItem, VectorStore
 from memroute.models import HealthResult, SearchQuery
 from memroute.specs import VectorStoreSpec
-from memroute_builtins._vector_common import canonical_uuid, check_items, check_k, check_vector, unix_seconds
+from memroute_builtins.vectors.common import canonical_uuid, check_items, check_k, check_vector, unix_seconds
 
 __all__ = ["QdrantSettings", "QdrantStore"]
 

@@ -4,7 +4,7 @@ Uses only what behaves the same in plugin versions 3.x to 5.x (``reference/apis.
 listings, whole-note ``GET`` / ``PUT`` / ``DELETE`` on ``/vault/…``, ``POST /search/simple/`` and JsonLogic
 ``POST /search/``. No PATCH, no Dataview DQL, no ``/periodic/``.
 
-Layout and note format: :mod:`memroute_builtins.obsidian_notes`. How each operation finds its notes:
+Layout and note format: :mod:`memroute_builtins.backends.obsidian.notes`. How each operation finds its notes:
 
 * **id index** — a note's file name is a pure function of the memory id, so the index only maps a file
   name to its tenant folder. It is filled by this process's own writes and rebuilt on demand from folder
@@ -50,7 +50,7 @@ from memroute.models import (
     SearchQuery,
 )
 from memroute.specs import BackendSpec
-from memroute_builtins.obsidian_notes import (
+from memroute_builtins.backends.obsidian.notes import (
     NoteFormatError,
     check_folder,
     is_tenant_slug,
@@ -59,7 +59,7 @@ from memroute_builtins.obsidian_notes import (
     render_note,
     tenant_slug,
 )
-from memroute_builtins.obsidian_ranking import rank
+from memroute_builtins.backends.obsidian.ranking import rank
 
 __all__ = ["ObsidianBackend", "ObsidianSettings"]
 

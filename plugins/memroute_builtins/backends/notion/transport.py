@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from memroute.errors import BackendError, BackendUnavailableError, MemrouteError, PluginError, ValidationError
 
 if TYPE_CHECKING:
-    from memroute_builtins.notion_backend import NotionSettings
+    from memroute_builtins.backends.notion.backend import NotionSettings
 
 __all__ = ["INSTALL_HINT", "NotionCaller", "make_client"]
 

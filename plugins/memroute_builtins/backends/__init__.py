@@ -1,0 +1,1 @@
+"""Built-in storage backends, one module or subpackage per plugin."""

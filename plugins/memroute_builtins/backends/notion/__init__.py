@@ -1,0 +1,1 @@
+"""The ``notion`` backend: one page per memory in a Notion data source."""

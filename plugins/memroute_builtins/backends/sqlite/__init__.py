@@ -1,0 +1,1 @@
+"""The ``sqlite`` backend: apsw, FTS5 keyword search, WAL (``backend`` + ``schema``)."""

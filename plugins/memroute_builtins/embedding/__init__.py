@@ -1,0 +1,1 @@
+"""Built-in embedding sources: ``static`` (model2vec), ``transformers`` (ONNX MiniLM), ``remote``."""

@@ -1,0 +1,1 @@
+"""Built-in vector stores: ``sqlite-vec`` and ``qdrant``."""
