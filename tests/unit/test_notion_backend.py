@@ -90,7 +90,7 @@ def test_content_over_the_property_limit_is_refused_before_any_request(backend: 
         backend.create(new(content="😀" * 100_001))
     with pytest.raises(ValidationError, match="500 KB"):
         backend.create(new(content="€" * 190_000))  # fits 100 items, but not Notion's 500 KB request limit
-    with pytest.raises(ValidationError, match="lone surrogate"):
+    with pytest.raises(ValidationError, match=r"lone (UTF-16 )?surrogate"):
         backend.create(new(content="bad \ud800 surrogate"))
     assert len(fake.requests) == before
 
