@@ -389,7 +389,7 @@ def test_init_and_check_errors_are_one_line_with_a_fix(fake: NotionFake, capsys:
                             "--base-url", fake.base_url], capsys)
     assert code == 1 and "add a Text property named 'Content'" in err
     code, _, err = run_cli(["notion", "check", "--database", db, "--base-url", fake.base_url], capsys)
-    assert code == 1 and "token" in err
+    assert code == 2 and "token" in err  # a missing option is bad input: exit 2
 
 
 def test_the_docs_configuration_examples_are_valid(monkeypatch: pytest.MonkeyPatch) -> None:
