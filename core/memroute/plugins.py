@@ -125,12 +125,6 @@ class MemroutePluginManager(pluggy.PluginManager):
         with self._lock:
             origin = origin or _Origin(name, None, None)
             try:
-                hash(plugin)  # hooks are called one plugin at a time through pluggy's subset callers
-            except TypeError:
-                self._fail(origin, name, "plugin", f"failed to register: a plugin must be hashable (a module, a "
-                           f"class or a plain instance), not {type(plugin).__name__}", None)
-                return
-            try:
                 self.register(plugin, name=name)
             except Exception as exc:
                 self._fail(origin, name, "plugin", f"failed to register: {type(exc).__name__}: {exc}", exc)
@@ -182,7 +176,7 @@ class MemroutePluginManager(pluggy.PluginManager):
                 for impl in caller.get_hookimpls():
                     origin = self._origin(impl.plugin_name)
                     try:
-                        results = self._call_one(hook_name, impl.plugin_name)
+                        results = self._call_one(hook_name, impl)
                         specs = [spec for result in results for spec in result or ()]
                     except Exception as exc:
                         message = f"{hook_name}() raised {type(exc).__name__}: {exc}"
@@ -195,13 +189,14 @@ class MemroutePluginManager(pluggy.PluginManager):
     def _origin(self, plugin_name: str) -> _Origin:
         return self._origins.get(plugin_name, _Origin(plugin_name, None, None))
 
-    def _call_one(self, hook_name: str, plugin_name: str, **kwargs: Any) -> list[Any]:
-        """Call one plugin's implementation of ``hook_name`` through pluggy - a subset hook caller without
-        the other plugins - so hook tracing and monitoring see the call, while a failure stays that
-        plugin's own and every result is known to come from it."""
-        caller = getattr(self.hook, hook_name)
-        others = [impl.plugin for impl in caller.get_hookimpls() if impl.plugin_name != plugin_name]
-        results: list[Any] = self.subset_hook_caller(hook_name, remove_plugins=others)(**kwargs)
+    def _call_one(self, hook_name: str, impl: pluggy.HookImpl, **kwargs: Any) -> list[Any]:
+        """Call one plugin's implementation of ``hook_name`` the way pluggy's own hook callers do (through
+        ``PluginManager._hookexec``, which ``add_hookcall_monitoring`` and ``enable_tracing`` wrap), so hook
+        tracing and monitoring see the call, while a failure stays that plugin's own and every result is
+        known to come from it. (pluggy's public ``subset_hook_caller`` would require hashable plugin
+        objects; tests and some plugins register namespaces.)"""
+        results = self._hookexec(hook_name, [impl], kwargs, False)
+        assert isinstance(results, list)
         return results
 
     def _add_spec(self, kind: str, spec_type: type[ComponentSpec], spec: Any, origin: _Origin) -> None:
@@ -279,7 +274,7 @@ class MemroutePluginManager(pluggy.PluginManager):
                 origin = self._origin(impl.plugin_name)
                 before = dict(cli.commands)
                 try:
-                    self._call_one(hook_name, impl.plugin_name, cli=cli)
+                    self._call_one(hook_name, impl, cli=cli)
                     taken = sorted(name for name, command in before.items() if cli.commands.get(name) is not command)
                     if taken:
                         raise DuplicatePluginError(

@@ -34,8 +34,8 @@ def _root(config_path: str | None = None) -> click.Group:
     return root
 
 
-def _plugin(name: str, register: Any) -> type:
-    return type(name, (), {"__name__": name, "memroute_register_commands": staticmethod(memroute.hookimpl(register))})
+def _plugin(name: str, register: Any) -> types.SimpleNamespace:
+    return types.SimpleNamespace(__name__=name, memroute_register_commands=memroute.hookimpl(register))
 
 
 def _manager(*plugins: Any, strict: bool = False) -> MemroutePluginManager:
@@ -118,9 +118,20 @@ def test_memroute_plugins_lists_the_notion_commands_with_their_distribution(caps
     assert notion["distribution"] == "memroute" and notion["status"] == "ok" and notion["plugin"] == "notion"
 
 
-def test_an_unhashable_plugin_object_is_refused_with_a_clear_reason() -> None:
-    plugin = types.SimpleNamespace(memroute_register_commands=memroute.hookimpl(lambda cli: None))
+
+def test_discovery_hooks_go_through_pluggy_too() -> None:
+    from memroute.specs import BackendSpec
+    from memroute.testing.memory import InMemoryBackend
+
+    def backends() -> Any:
+        yield BackendSpec(name="traced", factory=lambda settings, context: InMemoryBackend(context.instance_name))
+
+    seen: list[str] = []
     pm = make_plugin_manager(entrypoints=False)
-    with pytest.warns(PluginWarning, match="a plugin must be hashable"):
-        pm.add_plugin(plugin, name="ns")
-    assert [(i.plugin, i.status) for i in pm.infos()] == [("ns", "failed")]
+    undo = pm.add_hookcall_monitoring(lambda name, impls, kwargs: seen.append(name), lambda *a: None)
+    try:
+        pm.add_plugin(types.SimpleNamespace(memroute_backends=memroute.hookimpl(backends)), name="traced-plugin")
+        assert set(pm.backends()) == {"traced"}
+    finally:
+        undo()
+    assert "memroute_backends" in seen
