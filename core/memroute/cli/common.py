@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import TYPE_CHECKING, Any
 
 import attrs
 import click
 
+from memroute.errors import ValidationError
 from memroute.serialization import memory_to_dict
 
 if TYPE_CHECKING:
@@ -23,6 +25,8 @@ __all__ = [
     "hit_to_dict",
     "load_cli_settings",
     "open_service",
+    "read_text",
+    "read_text_lines",
     "result_to_dict",
 ]
 
@@ -52,20 +56,26 @@ class MemrouteGroup(click.Group):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._plugin_commands_loaded = False
+        self._own_commands: dict[str, click.Command] | None = None
+        self._loaded_from: object = None
 
     def load_plugin_commands(self) -> None:
-        """Register the plugins' commands now (once)."""
-        if self._plugin_commands_loaded:
-            return
-        self._plugin_commands_loaded = True
+        """Register the plugins' commands now: once per process-wide plugin manager (after
+        ``reset_plugin_manager()`` the next use starts again from memroute's own commands)."""
         from memroute.plugins import get_plugin_manager
 
-        get_plugin_manager().register_commands(self)
+        manager = get_plugin_manager()
+        if manager is self._loaded_from:
+            return
+        if self._own_commands is None:
+            self._own_commands = dict(self.commands)
+        self.commands = dict(self._own_commands)
+        self._loaded_from = manager
+        manager.register_commands(self)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         command = super().get_command(ctx, cmd_name)
-        if command is None and not self._plugin_commands_loaded:
+        if command is None:
             self.load_plugin_commands()
             command = super().get_command(ctx, cmd_name)
         return command
@@ -90,6 +100,28 @@ def configured_backends(ctx: click.Context, type_name: str) -> dict[str, dict[st
     ``[backends.NAME]`` table with ``type = type_name``, by instance name."""
     instances = load_cli_settings(ctx).backends.instances
     return {name: dict(config.options) for name, config in instances.items() if config.type == type_name}
+
+
+def read_text(file: str) -> str:
+    """The UTF-8 text of ``file`` (``-``: stdin); bytes that are not UTF-8 are a ``ValidationError`` naming
+    the byte offset, not a ``UnicodeDecodeError``."""
+    name = "stdin" if file == "-" else file
+    try:
+        if file == "-":
+            data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read()
+        else:
+            with open(file, "rb") as handle:
+                data = handle.read()
+        return data.decode("utf-8") if isinstance(data, bytes) else data
+    except UnicodeDecodeError as exc:
+        raise ValidationError(f"{name}: not UTF-8 text (invalid byte at offset {exc.start})",
+                              [(name, "encoding")]) from None
+    except OSError as exc:
+        raise ValidationError(f"{name}: cannot read: {exc.strerror or exc}", [(name, "unreadable")]) from None
+
+
+def read_text_lines(file: str) -> list[str]:
+    return read_text(file).splitlines()
 
 
 def echo_json(data: Any) -> None:
