@@ -12,6 +12,7 @@ from memroute.cli.common import CliState, echo_json, open_service
 
 __all__ = ["COMMANDS"]
 
+_APP_FACTORY = "memroute.server.factory:app_from_env"
 FIRST_KEY_HINT = (
     "memroute: no API key exists yet, so every request will be refused (401). Create the first admin key:\n"
     "    memroute keys create --name admin --admin\n"
@@ -36,9 +37,8 @@ def serve(ctx: click.Context, host: str | None, port: int | None, workers: int |
     """Serve the REST API (and the surfaces hosted with it) over HTTP. Stops gracefully on Ctrl-C / SIGTERM,
     flushing background work."""
     try:
+        import fastapi  # noqa: F401 - only checks that the server extra is installed
         import uvicorn
-
-        from memroute.server.app import create_app
     except ImportError as exc:
         raise click.ClickException(
             f"memroute serve needs the server extra: pip install 'memroute[server]' ({exc})") from None
@@ -57,16 +57,14 @@ def serve(ctx: click.Context, host: str | None, port: int | None, workers: int |
         "forwarded_allow_ips": "127.0.0.1", "timeout_graceful_shutdown": server.graceful_timeout_s,
         "ssl_certfile": server.ssl_certfile, "ssl_keyfile": server.ssl_keyfile, "server_header": False,
     }
-    if server.workers == 1:
-        state.service = None  # the app owns the service from here on and closes it on shutdown
-        uvicorn.run(create_app(mem, settings=server, close_service=True), **options)
-        return
-    # Several processes: each worker builds its own service and app from the same configuration.
+    # Every worker process (one by default) builds its own service and app from the same configuration, through
+    # the factory uvicorn imports; the CLI itself never imports the server package (a sibling surface).
     mem.close()
     state.service = None
     if state.config_path:
         os.environ["MEMROUTE_CONFIG"] = os.path.abspath(state.config_path)
-    uvicorn.run("memroute.server.factory:app_from_env", factory=True, workers=server.workers, **options)
+    several: dict[str, Any] = {"workers": server.workers} if server.workers > 1 else {}
+    uvicorn.run(_APP_FACTORY, factory=True, **several, **options)
 
 
 @click.group("keys")
