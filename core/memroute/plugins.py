@@ -291,6 +291,10 @@ class MemroutePluginManager(pluggy.PluginManager):
                 for name in sorted(set(cli.commands) - set(before)):
                     self._record(origin, name, "command", "ok", None, cli.commands[name].get_short_help_str())
 
+    def state_store(self, primary: Any, context: Any) -> Any:
+        """The first ``memroute_state_store`` result for this primary, or None (use the SQLite default)."""
+        return self.hook.memroute_state_store(primary=primary, context=context)
+
     def prepare_connection(self, connection: Any) -> None:
         """Run every ``memroute_prepare_connection`` hook on ``connection``."""
         self.hook.memroute_prepare_connection(connection=connection)
