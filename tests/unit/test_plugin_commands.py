@@ -44,7 +44,7 @@ def _manager(*plugins: Any, strict: bool = False) -> MemroutePluginManager:
 
 def test_the_documented_example_adds_a_working_command(tmp_path: Path) -> None:
     text = HOOKS_DOC.read_text(encoding="utf-8")
-    section = text.split("## memroute_register_commands", 1)[1]
+    section = text.split("## memroute_register_commands\n", 1)[1].split("\n## ", 1)[0]
     (block,) = re.findall(r"```python\n(.*?)```", section, flags=re.S)
     module = types.ModuleType("docs_example_commands")
     exec(compile(block, "hooks.md", "exec"), module.__dict__)
