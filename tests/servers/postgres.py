@@ -75,7 +75,7 @@ class PostgresServer:
         # still recovers from its WAL), small memory, loopback TCP only, no Unix socket.
         settings = {
             "listen_addresses": "'127.0.0.1'", "port": str(self.port), "unix_socket_directories": "''",
-            "fsync": "off", "full_page_writes": "off", "synchronous_commit": "off",
+            "fsync": "off", "full_page_writes": "off",
             "shared_buffers": "64MB", "max_connections": "200", "log_min_messages": "warning",
             "dynamic_shared_memory_type": "mmap", "max_wal_size": "1GB",
         }
