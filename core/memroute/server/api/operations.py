@@ -4,6 +4,7 @@ summarize, background reindex, bulk clear, streamed export and all-or-nothing im
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -240,8 +241,9 @@ def export(request: Request, principal: CurrentPrincipal, api_key_id: TenantQuer
         for memory in memories:
             yield (json.dumps(memory_to_dict(memory), ensure_ascii=False) + "\n").encode("utf-8")
 
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", tenant)[:64]
     return StreamingResponse(lines(), media_type="application/x-ndjson",
-                             headers={"content-disposition": f'attachment; filename="memroute-{tenant}.jsonl"'})
+                             headers={"content-disposition": f'attachment; filename="memroute-{safe}.jsonl"'})
 
 
 @router.post("/import", scope="write", response_model=wire_model(m.ImportResponse),
