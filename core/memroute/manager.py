@@ -38,7 +38,6 @@ from memroute.errors import (
 )
 from memroute.interfaces import MemoryBackend
 from memroute.models import (
-    MAX_ID_CHARS,
     BackendHit,
     HealthResult,
     ListFilter,
@@ -48,6 +47,7 @@ from memroute.models import (
     NewMemory,
     SearchQuery,
 )
+from memroute.models import require_id as _check_id
 from memroute.outbox import OP_DELETE, OP_PUT, Outbox, delete_payload, put_payload
 from memroute.runner import BackendRunner
 from memroute.settings import ManagerSettings
@@ -682,10 +682,3 @@ class MemoryManager:
             })
         return {"backends": backends, "outbox": self.outbox.stats()}
 
-
-def _check_id(memory_id: object) -> None:
-    if not isinstance(memory_id, str) or not memory_id.strip() or len(memory_id) > MAX_ID_CHARS:
-        raise ValidationError(
-            f"id: expected a non-empty string of at most {MAX_ID_CHARS} characters, got {memory_id!r:.80}",
-            [("id", "invalid")],
-        )
