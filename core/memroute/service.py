@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 from memroute.components import build_backend
 from memroute.errors import ConfigError, MemrouteError, ValidationError
 from memroute.interfaces import EmbeddingSource, ExtractedFact, MemoryBackend, VectorStore
+from memroute.limits import InputLimits
 from memroute.manager import MemoryManager
 from memroute.models import (
     ListFilter,
@@ -30,6 +31,7 @@ from memroute.models import (
     NewMemory,
     SearchQuery,
     SearchResult,
+    check_storable,
     require_memory_id,
     require_session,
     require_tenant,
@@ -78,6 +80,7 @@ class Memroute:
         self.settings = settings
         self.plugins = plugins or get_plugin_manager()
         self.data_dir = settings.data_path
+        self._limits = InputLimits(settings.limits)
         self._closed = False
         self._lock = threading.RLock()
         self._pipeline: Conversation | None = None
@@ -161,10 +164,12 @@ class Memroute:
         omitted. Returns the stored memory (with its id, kept across upserts)."""
         if not isinstance(content, str):
             raise ValidationError("content: expected a string", [("content", "type")])
+        check_storable("content", content)  # before derive_key hashes it
         new = NewMemory(
             api_key_id=api_key_id, key=key if key is not None else derive_key(content), content=content,
             type=type, session_id=session_id, metadata=metadata, expires_at=expires_at,
         )
+        self._limits.check(content=new.content, metadata=new.metadata)
         memory = self._manager.create(new)
         self._retrieval.on_written([memory])
         return memory
@@ -200,6 +205,7 @@ class Memroute:
         if not changes:
             raise ValidationError("update: nothing to change", [("(root)", "empty")])
         patch = MemoryPatch(**changes)
+        self._limits.check(content=changes.get("content"), metadata=patch.metadata or None)
         if self._owned(memory_id, tenant) is None:
             return None
         updated = self._manager.update(memory_id, patch)
