@@ -39,7 +39,7 @@ def _ids(backend: memroute.MemoryBackend) -> dict[str, str]:
 def test_failover_to_sqlite_while_postgres_is_down_and_replay_after(postgres_server: PostgresServer, schema: str,
                                                                    tmp_path: Path) -> None:
     with memroute.open(_config(postgres_server, schema, tmp_path, ["copy"])) as mem:
-        primary, copy = mem.manager.primary, mem.manager.fallbacks[0]
+        primary, copy = mem._manager.primary, mem._manager.fallbacks[0]  # internals: inspect each backend
         before = mem.add(api_key_id="alice", key="before", content="Written while PostgreSQL was up")
         assert mem.flush(timeout=30)
         postgres_server.stop("immediate")  # a crash: connections die without a goodbye
@@ -49,10 +49,10 @@ def test_failover_to_sqlite_while_postgres_is_down_and_replay_after(postgres_ser
             result = mem.search("written PostgreSQL", api_key_id="alice")
             assert result.provenance.fallback and result.provenance.backend == "copy"
             assert [h.memory.id for h in result.hits] == [before.id]
-            assert mem.get(before.id) is not None
+            assert mem.get(before.id, api_key_id="alice") is not None
             # Writes are acknowledged by the fallback and journaled for the primary.
             during = mem.add(api_key_id="alice", key="during", content="Written while PostgreSQL was down")
-            assert mem.update(before.id, content="Changed while PostgreSQL was down")
+            assert mem.update(before.id, api_key_id="alice", content="Changed while PostgreSQL was down")
             assert mem.health()["outbox"]["by_target"].get("main") == 2
         finally:
             postgres_server.start()
@@ -77,6 +77,6 @@ def test_without_a_fallback_an_outage_is_a_clear_error_and_recovers(postgres_ser
         finally:
             postgres_server.start()
             wait_until_ready(postgres_server)
-        assert mem.get(kept.id) is not None  # the same service, reconnected by itself
+        assert mem.get(kept.id, api_key_id="alice") is not None  # the same service, reconnected by itself
         again = mem.add(api_key_id="alice", key="after", content="Written after the restart")
-        assert mem.get(again.id) is not None
+        assert mem.get(again.id, api_key_id="alice") is not None

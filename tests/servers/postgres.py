@@ -27,6 +27,7 @@ import pwd
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -37,6 +38,20 @@ from typing import Any
 import pytest
 
 __all__ = ["PostgresServer", "fresh_schema", "postgres_server"]
+
+_WATCHDOG = """
+import os, shutil, subprocess, sys, time
+parent, pg_ctl, data, root = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+ids = dict(user=int(sys.argv[5]), group=int(sys.argv[6]), extra_groups=[]) if len(sys.argv) > 6 else {}
+while True:
+    try:
+        os.kill(parent, 0)
+    except ProcessLookupError:
+        break
+    time.sleep(0.5)
+subprocess.run([pg_ctl, "-D", data, "-m", "immediate", "-w", "stop"], capture_output=True, timeout=60, **ids)
+shutil.rmtree(root, ignore_errors=True)
+"""
 
 ROLE = "memroute"
 DATABASE = "memroute"
@@ -67,6 +82,7 @@ class PostgresServer:
         self.log = self.root / "server.log"
         self.port = _free_port()
         self._running = False
+        self._watchdog: subprocess.Popen[bytes] | None = None
         if self.user is not None:
             os.chown(self.root, self.user.pw_uid, self.user.pw_gid)
         self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "--encoding=UTF8",
@@ -99,6 +115,17 @@ class PostgresServer:
     def start(self) -> None:
         self._run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-w", "-t", "60", "start")
         self._running = True
+        if self._watchdog is None or self._watchdog.poll() is not None:
+            self._watchdog = self._start_watchdog()
+
+    def _start_watchdog(self) -> subprocess.Popen[bytes]:
+        """A tiny process that stops the server and removes its directory should this test process die without
+        cleaning up (killed, or an xdist worker lost): no server outlives its tests on a shared machine."""
+        user = [] if self.user is None else [str(self.user.pw_uid), str(self.user.pw_gid)]
+        return subprocess.Popen(
+            [sys.executable, "-c", _WATCHDOG, str(os.getpid()), str(self.bin / "pg_ctl"), str(self.data),
+             str(self.root), *user],
+            start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def stop(self, mode: str = "fast") -> None:
         """Stop the server (``fast``: roll back and disconnect clients; ``immediate``: a crash)."""
@@ -115,6 +142,10 @@ class PostgresServer:
     def cleanup(self) -> None:
         self.stop()
         shutil.rmtree(self.root, ignore_errors=True)
+        if self._watchdog is not None:
+            self._watchdog.kill()
+            self._watchdog.wait(5)
+            self._watchdog = None
 
     # --- connections -----------------------------------------------------------------------------------
 
