@@ -198,6 +198,10 @@ class EmbeddingSource(abc.ABC):
     model: str = ""
     dimensions: int | None = None
     """Known in advance, or measured from the first vector."""
+    fusion_keyword_weight: float | None = None
+    """How much hybrid search should trust the keyword leg next to this source's vectors (see
+    docs/retrieval.md, "Fusion"), calibrated by the source's author on the quality benchmark's dev split;
+    ``None`` means memroute's default. A weaker model's ranking deserves a stronger keyword voice."""
 
     @abc.abstractmethod
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:

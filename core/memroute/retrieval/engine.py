@@ -20,17 +20,19 @@ from memroute.interfaces import EmbeddingSource, VectorStore
 from memroute.manager import ManagedSearch, MemoryManager
 from memroute.models import Memory, Provenance, SearchHit, SearchQuery, SearchResult
 from memroute.retrieval.budget import fit_budget
-from memroute.retrieval.fusion import fuse, keyword_query
+from memroute.retrieval.fusion import DEFAULT_KEYWORD_WEIGHT, fuse, fuse_scores, keyword_query
 from memroute.retrieval.indexer import Indexer, IndexQueue, ReindexMarkers
 from memroute.retrieval.ordering import order_hits, order_pairs, recency_key
 from memroute.settings import MemorySettings
 
-__all__ = ["CANDIDATE_CAP", "RECENT_MATCH_DEPTH", "RetrievalEngine"]
+__all__ = ["CANDIDATE_CAP", "MIN_CANDIDATES", "RECENT_MATCH_DEPTH", "RetrievalEngine"]
 
 log = logging.getLogger("memroute.retrieval")
 
 CANDIDATE_CAP = 100
-"""Candidates per leg for an ordinary search (see :meth:`RetrievalEngine.candidate_depth`)."""
+"""Most candidates per leg for an ordinary search (see :meth:`RetrievalEngine.candidate_depth`)."""
+MIN_CANDIDATES = 50
+"""Fewest candidates per leg (see :meth:`RetrievalEngine.candidate_depth`)."""
 RECENT_MATCH_DEPTH = 200
 """Keyword matches the ``exact`` strategy puts in recency order (at least; ten times the limit when larger)."""
 
@@ -102,11 +104,21 @@ class RetrievalEngine:
             self.indexer.enqueue_delete(memory_id, api_key_id)
 
     # --- search ----------------------------------------------------------------------------------------
+    @property
+    def keyword_weight(self) -> float:
+        """The keyword leg's weight in score fusion: ``[memory] keyword_weight``, else the embedding source's
+        calibrated value, else the default."""
+        if self.settings.keyword_weight is not None:
+            return self.settings.keyword_weight
+        calibrated = getattr(self.embedder, "fusion_keyword_weight", None)
+        return float(calibrated) if isinstance(calibrated, (int, float)) else DEFAULT_KEYWORD_WEIGHT
+
     def candidate_depth(self, limit: int) -> int:
         """How many candidates each leg returns for a search of ``limit`` results: three times the limit (so
-        fusion has the other leg's near misses to promote), at least ``vec_top_k``, at most
+        fusion has the other leg's near misses to promote) and at least :data:`MIN_CANDIDATES` (score fusion
+        measures each leg against its median candidate, calibrated at this depth) and ``vec_top_k``; at most
         :data:`CANDIDATE_CAP` unless the limit itself is larger."""
-        return max(limit, min(3 * limit, CANDIDATE_CAP), self.settings.vec_top_k)
+        return max(limit, min(max(3 * limit, MIN_CANDIDATES), CANDIDATE_CAP), self.settings.vec_top_k)
 
     def search(self, query: SearchQuery, *, max_tokens: int | None = None) -> SearchResult:
         """Ranked memories for ``query``, at most ``query.limit`` of them, within ``max_tokens`` when given.
@@ -138,8 +150,11 @@ class RetrievalEngine:
             hits = fuse([], vector_hits, k=self.settings.rrf_k)
             hits = order_hits(attrs.evolve(h, score=h.leg_scores["vector"]) for h in hits)
             legs, used = ("vector",), "semantic"
-        else:
+        elif self.settings.fusion == "rrf":
             hits = fuse(keyword_hits, vector_hits, k=self.settings.rrf_k, query=query.text)
+            legs, used = ("keyword", "vector"), "hybrid"
+        else:
+            hits = fuse_scores(keyword_hits, vector_hits, keyword_weight=self.keyword_weight)
             legs, used = ("keyword", "vector"), "hybrid"
         backend, fallback = self._served_by(keyword_served)
         if fallback and keyword_served is not None:
@@ -271,7 +286,8 @@ class RetrievalEngine:
             "keyword": {"available": True, "backend": f"{self.manager.primary.type_name} keyword search"},
             "embedding": embedding,
             "vector_store": vector,
-            "fusion": {"method": "weighted RRF", "rrf_k": self.settings.rrf_k,
+            "fusion": {"method": "score-aware" if self.settings.fusion == "score" else "weighted RRF",
+                       "keyword_weight": self.keyword_weight, "rrf_k": self.settings.rrf_k,
                        "min_similarity": self.settings.min_similarity},
         }
 
