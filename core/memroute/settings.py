@@ -21,6 +21,7 @@ import attrs
 import platformdirs
 
 from memroute.errors import ConfigError
+from memroute.models import MAX_CONTENT_CHARS, MAX_METADATA_BYTES, MAX_METADATA_DEPTH
 from memroute.serialization import structure_config
 
 if sys.version_info >= (3, 11):
@@ -34,9 +35,11 @@ __all__ = [
     "ComponentConfig",
     "EmbeddingSettings",
     "ExtractionSettings",
+    "LimitsSettings",
     "ManagerSettings",
     "MemorySettings",
     "MemrouteSettings",
+    "ServerSettings",
     "VectorSettings",
     "default_data_dir",
     "find_config_file",
@@ -98,6 +101,9 @@ class MemorySettings:
     """Opt-in typed decay (reference §16): episodic memories expire unless accessed often."""
     typed_decay_episodic_days: int = attrs.field(default=30, validator=_range(1, 3650))
     typed_decay_access_immunity: int = attrs.field(default=3, validator=_range(0, 1_000_000))
+    typed_decay_sweep_interval: int = attrs.field(default=0, validator=_range(0, 365 * 86_400))
+    """Seconds between the typed-decay sweeps ``memroute serve`` runs (``MEMORY_TYPED_DECAY_SWEEP_INTERVAL``);
+    0 disables the sweep. Needs ``typed_decay_enabled``."""
 
 
 @attrs.frozen(kw_only=True)
@@ -190,6 +196,56 @@ class ManagerSettings:
     """A backend call that takes longer counts as a failure (the call is abandoned, not killed)."""
 
 
+def _origins(_inst: Any, attribute: attrs.Attribute[Any], value: tuple[str, ...]) -> None:
+    for origin in value:
+        if origin != "*" and not re.match(r"^https?://[^/\s]+$", origin):
+            raise ConfigError(f"must be origins like https://app.example.com (no path) or \"*\", got {origin!r}",
+                              [(attribute.name, "invalid")])
+
+
+@attrs.frozen(kw_only=True)
+class ServerSettings:
+    """``[server]``: how ``memroute serve`` listens and guards its HTTP surface (``docs/server.md``)."""
+
+    host: str = "127.0.0.1"
+    """Interface to bind (loopback by default; put a reverse proxy in front to expose it)."""
+    port: int = attrs.field(default=8765, validator=_range(0, 65535))
+    """TCP port (0 picks a free one)."""
+    workers: int = attrs.field(default=1, validator=_range(1, 256))
+    """Worker processes; each opens its own service on the same deployment."""
+    cors_origins: tuple[str, ...] = attrs.field(default=(), validator=_origins)
+    """Origins allowed to call the API from a browser. Empty (the default): no CORS headers at all."""
+    allowed_hosts: tuple[str, ...] = ()
+    """``Host`` header values accepted (e.g. ``["memory.example.com"]``); empty accepts any."""
+    max_body_bytes: int = attrs.field(default=1_048_576, validator=_range(1024, 2**40))
+    """Largest request body accepted (413 beyond it), except on the import route."""
+    max_import_bytes: int = attrs.field(default=67_108_864, validator=_range(1024, 2**40))
+    """Largest body ``POST /api/memory/import`` accepts."""
+    request_timeout_s: float = attrs.field(default=60.0, validator=_range(0.1, 86_400))
+    """Seconds a request may take before its response starts (504 after); streams then run to the end."""
+    maintenance_interval_s: float = attrs.field(default=3600.0, validator=_range(0, 365 * 86_400))
+    """Seconds between scheduled retention prunes (one process of the deployment at a time); 0 disables."""
+    ssl_certfile: str | None = None
+    """TLS certificate (PEM) for uvicorn; with ``ssl_keyfile`` the server speaks HTTPS."""
+    ssl_keyfile: str | None = None
+    """TLS private key (PEM)."""
+    graceful_timeout_s: float = attrs.field(default=10.0, validator=_range(0, 3600))
+    """On shutdown, seconds to let requests finish and background work flush."""
+
+
+@attrs.frozen(kw_only=True)
+class LimitsSettings:
+    """``[limits]``: how large one memory may be. Checked by the service on add, update and import, before
+    any backend is called; a larger input is a ``ValidationError`` naming the field and the limit."""
+
+    max_content_chars: int = attrs.field(default=MAX_CONTENT_CHARS, validator=_range(1, MAX_CONTENT_CHARS))
+    """Characters of ``content`` (the model's ceiling is 1,000,000)."""
+    max_metadata_bytes: int = attrs.field(default=65_536, validator=_range(2, MAX_METADATA_BYTES))
+    """Bytes of ``metadata`` serialised as UTF-8 JSON (the model's ceiling is 1 MiB)."""
+    max_metadata_depth: int = attrs.field(default=16, validator=_range(1, MAX_METADATA_DEPTH))
+    """Nesting levels of ``metadata`` (a flat object is 1; the model's ceiling is 32)."""
+
+
 @attrs.frozen(kw_only=True)
 class MemrouteSettings:
     """Everything memroute is configured with."""
@@ -202,6 +258,8 @@ class MemrouteSettings:
     vectors: VectorSettings = attrs.field(factory=VectorSettings)
     extraction: ExtractionSettings = attrs.field(factory=ExtractionSettings)
     manager: ManagerSettings = attrs.field(factory=ManagerSettings)
+    server: ServerSettings = attrs.field(factory=ServerSettings)
+    limits: LimitsSettings = attrs.field(factory=LimitsSettings)
 
     @property
     def data_path(self) -> Path:
@@ -227,6 +285,7 @@ ENV_VARS: Final[dict[str, tuple[str, ...]]] = {
     "MEMORY_TYPED_DECAY_ENABLED": ("memory", "typed_decay_enabled"),
     "MEMORY_TYPED_DECAY_EPISODIC_DAYS": ("memory", "typed_decay_episodic_days"),
     "MEMORY_TYPED_DECAY_ACCESS_IMMUNITY": ("memory", "typed_decay_access_immunity"),
+    "MEMORY_TYPED_DECAY_SWEEP_INTERVAL": ("memory", "typed_decay_sweep_interval"),
     "MEMORY_EMBEDDING_SOURCE": ("embedding", "source"),
     "MEMORY_STATIC_ENABLED": ("embedding", "static_enabled"),
     "MEMORY_TRANSFORMERS_ENABLED": ("embedding", "transformers_enabled"),
@@ -307,6 +366,11 @@ def read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"config file not found: {path}", [("(file)", "not found")]) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}", [("(file)", str(exc))]) from None
+    except RecursionError:
+        raise ConfigError(f"{path}: not usable TOML: nested too deeply", [("(file)", "too deep")]) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (invalid byte at offset {exc.start})",
+                          [("(file)", "encoding")]) from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc}", [("(file)", str(exc))]) from None
 
@@ -411,6 +475,15 @@ def load_settings(
     shortcut for the primary SQLite backend's ``path``. Any problem raises :class:`ConfigError` naming the
     field.
     """
+    try:
+        return _load_settings(config, environ, use_env, overrides)
+    except RecursionError:
+        # A hostile mapping or override nested thousands deep; a file is caught in read_toml.
+        raise ConfigError("configuration: nested too deeply", [("(root)", "too deep")]) from None
+
+
+def _load_settings(config: Any, environ: Mapping[str, str] | None, use_env: bool,
+                   overrides: dict[str, Any]) -> MemrouteSettings:
     environ = os.environ if environ is None else environ
     if isinstance(config, MemrouteSettings):
         if not overrides and not use_env:
