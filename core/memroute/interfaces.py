@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     import numpy as np
 
 __all__ = [
+    "RerankResult",
+    "Reranker",
     "BackendCapabilities",
     "ComponentContext",
     "EmbeddingSignature",
@@ -300,3 +302,29 @@ class Extractor(abc.ABC):
     @abc.abstractmethod
     def extract(self, text: str, *, source: str = "user") -> list[ExtractedFact]:
         """Facts found in ``text``; ``source`` is ``user`` or ``assistant``. Must not raise on any text."""
+
+
+# --- reranking -----------------------------------------------------------------------------------------
+
+@attrs.frozen(kw_only=True)
+class RerankResult:
+    """One document's new relevance: ``index`` into the documents given, ``score`` higher is better."""
+
+    index: int
+    score: float
+
+
+class Reranker(abc.ABC):
+    """Re-scores the top fused candidates of a search against the query (a cross-encoder, a rerank API).
+    Implement ``rerank``; raise a :class:`~memroute.errors.MemrouteError` on failure (retrieval then keeps
+    the fused order and says so in the result's provenance)."""
+
+    name: str = "reranker"
+    model: str = ""
+
+    @abc.abstractmethod
+    def rerank(self, query: str, documents: Sequence[str], *, top_n: int | None = None) -> list[RerankResult]:
+        """Results best first; a document left out keeps its place after the ones returned."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release the model or HTTP session."""

@@ -39,6 +39,7 @@ __all__ = [
     "ManagerSettings",
     "MemorySettings",
     "MemrouteSettings",
+    "RerankSettings",
     "ServerSettings",
     "VectorSettings",
     "default_data_dir",
@@ -97,6 +98,12 @@ class MemorySettings:
     """Cosine similarity below which a vector candidate is never returned (the relevance floor)."""
     similarity_window: float = attrs.field(default=0.35, validator=_range(0.0, 2.0))
     """Vector candidates more than this below the best candidate's cosine are dropped."""
+    rerank_enabled: bool = False
+    """Re-score the top fused candidates of semantic / hybrid searches with the ``[rerank]`` reranker (the
+    reference's ``rerankEnabled``; off by default: see docs/retrieval.md, "Reranking")."""
+    rerank_provider_model: str | None = None
+    """The reranker's model, e.g. ``"jina-reranker-v2-base-multilingual"`` (the reference's
+    ``rerankProviderModel``); a reranker whose options name a ``model`` uses that instead."""
     typed_decay_enabled: bool = False
     """Opt-in typed decay (reference §16): episodic memories expire unless accessed often."""
     typed_decay_episodic_days: int = attrs.field(default=30, validator=_range(1, 3650))
@@ -174,6 +181,18 @@ class ExtractionSettings:
     extractors: tuple[str, ...] = ("regex",)
     mine_assistant: bool = False
     """Also mine the assistant's reply (off: "I always recommend…" in a reply is not a fact about the user)."""
+    options: dict[str, dict[str, Any]] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class RerankSettings:
+    """``[rerank]``: which reranker plugin re-scores results when ``[memory] rerank_enabled`` is set, how many
+    fused candidates it sees, and its options (flat keys, or a ``[rerank.<name>]`` table)."""
+
+    reranker: str = "remote"
+    """The reranker plugin's name (``remote``: any Cohere / Jina-style ``/rerank`` endpoint)."""
+    candidates: int = attrs.field(default=30, validator=_range(1, 200))
+    """How many of the best fused candidates are sent to the reranker; the rest follow in fused order."""
     options: dict[str, dict[str, Any]] = attrs.field(factory=dict)
 
 
@@ -257,6 +276,7 @@ class MemrouteSettings:
     embedding: EmbeddingSettings = attrs.field(factory=EmbeddingSettings)
     vectors: VectorSettings = attrs.field(factory=VectorSettings)
     extraction: ExtractionSettings = attrs.field(factory=ExtractionSettings)
+    rerank: RerankSettings = attrs.field(factory=RerankSettings)
     manager: ManagerSettings = attrs.field(factory=ManagerSettings)
     server: ServerSettings = attrs.field(factory=ServerSettings)
     limits: LimitsSettings = attrs.field(factory=LimitsSettings)
@@ -389,6 +409,7 @@ _SECTION_RESERVED: Final = {
     "embedding": ("source", "static_enabled", "transformers_enabled", "cache_max", "cache_ttl_ms", "options"),
     "vectors": ("store", "quantization", "options"),
     "extraction": ("extractors", "mine_assistant", "options"),
+    "rerank": ("reranker", "candidates", "options"),
 }
 
 

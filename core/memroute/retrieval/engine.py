@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-from memroute.interfaces import EmbeddingSource, VectorStore
+from memroute.interfaces import EmbeddingSource, Reranker, VectorStore
 from memroute.manager import ManagedSearch, MemoryManager
 from memroute.models import Memory, Provenance, SearchHit, SearchQuery, SearchResult
 from memroute.retrieval.budget import fit_budget
@@ -54,8 +54,12 @@ class RetrievalEngine:
         background: bool = True,
         lazy_budget: int = 256,
         quantization: str = "float32",
+        reranker: Reranker | None = None,
+        rerank_candidates: int = 30,
     ) -> None:
         self.manager = manager
+        self.reranker = reranker
+        self.rerank_candidates = rerank_candidates
         self.settings = memory_settings or MemorySettings()
         self.embedder = embedder
         self.vector_store = vector_store
@@ -156,6 +160,11 @@ class RetrievalEngine:
         else:
             hits = fuse_scores(keyword_hits, vector_hits, keyword_weight=self.keyword_weight)
             legs, used = ("keyword", "vector"), "hybrid"
+        reranked = rerank_error = None
+        if self.reranker is not None and vector_hits is not None and hits:
+            hits, reranked, rerank_error = self._rerank(query.text, hits)
+            if rerank_error is not None:
+                reasons.append(f"rerank failed ({rerank_error}): fused order kept")
         backend, fallback = self._served_by(keyword_served)
         if fallback and keyword_served is not None:
             reasons.append(f"primary unavailable ({keyword_served.error}); served by fallback {backend}")
@@ -163,8 +172,35 @@ class RetrievalEngine:
             backend=backend, strategy_requested=query.strategy, strategy_used=used, legs=legs,
             degraded=bool(reasons), reason="; ".join(reasons) or None, fallback=fallback,
             vector_store=getattr(self.vector_store, "store_name", None) if vector_hits is not None else None,
+            rerank=reranked, rerank_error=rerank_error,
         )
         return SearchResult(hits=tuple(fit_budget(hits, max_tokens, query.limit)), provenance=provenance)
+
+    def _rerank(self, text: str, hits: list[SearchHit]) -> tuple[list[SearchHit], str | None, str | None]:
+        """The top ``rerank_candidates`` hits re-scored by the reranker, best first (``score`` is the
+        reranker's relevance; ``ranks`` / ``leg_scores`` gain ``rerank``), then the rest in fused order.
+        A failing reranker leaves ``hits`` as they were and says why (like the reference: fail open, but
+        visibly)."""
+        assert self.reranker is not None
+        head, tail = hits[:self.rerank_candidates], hits[self.rerank_candidates:]
+        try:
+            results = self.reranker.rerank(text, [hit.memory.content for hit in head], top_n=len(head))
+        except Exception as exc:
+            log.warning("memroute: reranker failed, fused order kept: %s", exc)
+            return hits, None, f"{type(exc).__name__}: {exc}"
+        scored = {r.index: r.score for r in results if 0 <= r.index < len(head)}
+        if not scored:
+            return hits, None, "the reranker returned no results"
+        lowest = min(scored.values())
+        rescored = []
+        for index, hit in enumerate(head):
+            # A document the reranker left out follows the ones it scored (ties: recency, then id).
+            score = scored.get(index, lowest - 1.0)
+            rescored.append(attrs.evolve(hit, score=score, leg_scores={**hit.leg_scores, "rerank": score}))
+        ordered = order_hits(rescored)
+        ordered = [attrs.evolve(hit, ranks={**hit.ranks, "rerank": rank}) for rank, hit in enumerate(ordered, 1)]
+        name = f"{self.reranker.name}:{self.reranker.model}" if self.reranker.model else self.reranker.name
+        return ordered + tail, name, None
 
     def _served_by(self, served: ManagedSearch | None) -> tuple[str, bool]:
         if served is None:
@@ -286,12 +322,22 @@ class RetrievalEngine:
             "keyword": {"available": True, "backend": f"{self.manager.primary.type_name} keyword search"},
             "embedding": embedding,
             "vector_store": vector,
+            "rerank": self._rerank_status(),
             "fusion": {"method": "score-aware" if self.settings.fusion == "score" else "weighted RRF",
                        "keyword_weight": self.keyword_weight, "rrf_k": self.settings.rrf_k,
                        "min_similarity": self.settings.min_similarity},
         }
 
+    def _rerank_status(self) -> dict[str, Any]:
+        if self.reranker is None:
+            return {"enabled": False, "available": False, "reranker": None, "model": None,
+                    "reason": "reranking disabled ([memory] rerank_enabled)"}
+        return {"enabled": True, "available": True, "reranker": self.reranker.name,
+                "model": self.reranker.model or None, "candidates": self.rerank_candidates, "reason": None}
+
     def close(self) -> None:
+        if self.reranker is not None:
+            self.reranker.close()
         if self.indexer is not None:
             self.indexer.close()
             self.indexer.queue.close()
