@@ -37,6 +37,8 @@ __all__ = [
     "ManagerSettings",
     "MemorySettings",
     "MemrouteSettings",
+    "ProxySettings",
+    "UpstreamSettings",
     "VectorSettings",
     "default_data_dir",
     "find_config_file",
@@ -184,6 +186,46 @@ class ManagerSettings:
     """A backend call that takes longer counts as a failure (the call is abandoned, not killed)."""
 
 
+def _upstream_url(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is None:
+        return
+    from memroute.netguard import BlockedUrlError, parse_url
+
+    try:
+        parse_url(value)
+    except BlockedUrlError as exc:
+        raise ConfigError(f"{attribute.name}: {exc}", [(attribute.name, "invalid URL")]) from None
+
+
+@attrs.frozen(kw_only=True)
+class UpstreamSettings:
+    """``[proxy.openai]`` / ``[proxy.anthropic]``: the model API the proxy forwards to, with memroute's own
+    credential (the caller's memroute key is never forwarded)."""
+
+    base_url: str | None = attrs.field(default=None, validator=_upstream_url)
+    """Where requests go (OpenAI-style: including ``/v1``; Anthropic-style: without). Unset: the routes answer 503."""
+    api_key: str | None = attrs.field(default=None, repr=False)
+    """memroute's credential for the upstream (``"${OPENAI_API_KEY}"``); unset sends none (a local server)."""
+    timeout: float = attrs.field(default=600.0, validator=_range(0.1, 86_400))
+    """Seconds to wait for the upstream's next bytes (the whole reply, when not streamed): then 504."""
+    connect_timeout: float = attrs.field(default=10.0, validator=_range(0.1, 3600))
+    """Seconds to wait for a connection to the upstream."""
+    allow_private: bool = False
+    """Allow loopback / private / CGNAT upstream addresses (a local Ollama, a vLLM on the LAN)."""
+    provider: str | None = None
+    """The provider id placement rules use (``glm``, ``o1``, ...); unset: the request's ``model``."""
+
+
+@attrs.frozen(kw_only=True)
+class ProxySettings:
+    """``[proxy]``: the OpenAI- and Anthropic-compatible memory proxy inside ``memroute serve``."""
+
+    openai: UpstreamSettings = attrs.field(factory=UpstreamSettings)
+    """Upstream of ``/v1/chat/completions``, ``/v1/responses`` and ``/v1/models``."""
+    anthropic: UpstreamSettings = attrs.field(factory=UpstreamSettings)
+    """Upstream of ``/v1/messages`` (and of ``/v1/models`` for Anthropic clients)."""
+
+
 @attrs.frozen(kw_only=True)
 class MemrouteSettings:
     """Everything memroute is configured with."""
@@ -196,6 +238,7 @@ class MemrouteSettings:
     vectors: VectorSettings = attrs.field(factory=VectorSettings)
     extraction: ExtractionSettings = attrs.field(factory=ExtractionSettings)
     manager: ManagerSettings = attrs.field(factory=ManagerSettings)
+    proxy: ProxySettings = attrs.field(factory=ProxySettings)
 
     @property
     def data_path(self) -> Path:

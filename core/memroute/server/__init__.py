@@ -1,0 +1,1 @@
+"""memroute serve: the ASGI app (REST, MCP, proxy, dashboard)."""
