@@ -9,8 +9,9 @@ from __future__ import annotations
 import enum
 import json
 import math
+import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta, timezone
 from typing import Any, Final, Literal
 
@@ -483,3 +484,21 @@ class HealthResult:
     latency_ms: float
     error: str | None = None
     details: dict[str, Any] = attrs.field(factory=dict, eq=False)
+
+    @classmethod
+    def timed(cls, probe: Callable[[], object]) -> HealthResult:
+        """Run ``probe`` and time it: the one place a health probe is timed.
+
+        A probe that raises reports ``ok=False`` with the error's message and the time until it failed; one
+        that returns reports ``ok=True``, with what it returned as ``details`` when that is a mapping. A
+        probe that returns a ``HealthResult`` (it ran a nested probe that timed itself) is that answer.
+        """
+        started = time.perf_counter()
+        try:
+            outcome = probe()
+        except Exception as exc:  # a probe reports; it never raises
+            return cls(ok=False, latency_ms=(time.perf_counter() - started) * 1000, error=str(exc))
+        if isinstance(outcome, HealthResult):
+            return outcome
+        details = dict(outcome) if isinstance(outcome, Mapping) else {}
+        return cls(ok=True, latency_ms=(time.perf_counter() - started) * 1000, details=details)
