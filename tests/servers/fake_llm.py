@@ -177,7 +177,10 @@ class _Handler(BaseHTTPRequestHandler):
         for name, value in (headers or {}).items():
             self.send_header(name, value)
         self.end_headers()
-        self.wfile.write(data)
+        try:
+            self.wfile.write(data)
+        except OSError:  # the client gave up waiting (a timeout test)
+            self.close_connection = True
 
     def _chunk(self, data: bytes) -> None:
         try:

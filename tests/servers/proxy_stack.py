@@ -81,11 +81,12 @@ def proxy_stack(tmp_path: Path, *, memory: dict[str, Any] | None = None, embeddi
                 upstream_options: dict[str, Any] | None = None, **overrides: Any) -> Iterator[ProxyStack]:
     with fake_llm_server() as upstream:
         options = {"allow_private": True, "api_key": "sk-upstream-secret", **(upstream_options or {})}
+        proxy = overrides.pop("proxy", {})
         mem = memroute.open(
             data_dir=str(tmp_path / "data"), memory={"enabled": True, **(memory or {})},
             embedding={"source": embedding},
-            proxy={"openai": {"base_url": upstream.base_url + "/v1", **options},
-                   "anthropic": {"base_url": upstream.base_url, **options}},
+            proxy={"openai": {"base_url": upstream.base_url + "/v1", **options, **proxy.get("openai", {})},
+                   "anthropic": {"base_url": upstream.base_url, **options, **proxy.get("anthropic", {})}},
             **overrides,
         )
         keys = {"alice": "mr_alice_secret", "bob": "mr_bob_secret", "reader": "mr_reader_secret"}

@@ -69,7 +69,7 @@ class ProxyStats:
     memory_failures: int = 0
     """Augment or observe calls that failed (the request went out without memory)."""
     observed: int = 0
-    """Turns handed to ``observe``."""
+    """Turns handed to ``observe`` (which stores what it extracts in the service's background worker)."""
     upstream_errors: int = 0
     """Upstream answers with a non-2xx status (passed through)."""
     upstream_unreachable: int = 0
@@ -161,19 +161,21 @@ class MemoryProxy:
             return _Augmented(body, skipped=skipped or "nothing injected", failed=failed)
         return _Augmented(report.request, count=_count_block(getattr(report, "block", "") or ""))
 
-    def _observe(self, body: Any, reply: Any, tenant: str, headers: Mapping[str, str]) -> None:
+    def _observe(self, body: Any, reply: Any, tenant: str, headers: Mapping[str, str]) -> bool:
         try:
             self.mem.observe(body, reply, api_key_id=tenant, headers=headers)
         except Exception:
             self.stats.memory_failures += 1
             log.exception("memroute proxy: observe failed; nothing learned from this turn")
+            return False
+        return True
 
     async def _observe_later(self, body: Any, reply: Callable[[], Any], tenant: str,
                              headers: Mapping[str, str]) -> None:
         """After the response: read the reply (``reply()`` parses it) and hand the turn to ``observe``, which
         queues the extraction in the service's background worker. Off the event loop."""
-        self.stats.observed += 1
-        await anyio.to_thread.run_sync(lambda: self._observe(body, reply(), tenant, headers))
+        if await anyio.to_thread.run_sync(lambda: self._observe(body, reply(), tenant, headers)):
+            self.stats.observed += 1
 
     # --- the handlers --------------------------------------------------------------------------------------
     async def chat(self, request: Request) -> Response:
