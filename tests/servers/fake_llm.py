@@ -165,6 +165,12 @@ class _Handler(BaseHTTPRequestHandler):
     server: FakeLLMServer
     protocol_version = "HTTP/1.1"
 
+    def setup(self) -> None:
+        super().setup()
+        # Headers and body go out in separate writes; without this, Nagle's algorithm holds the body back until
+        # the client's delayed ACK (40 ms on Linux), which no real API server does.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
     def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
         pass
 

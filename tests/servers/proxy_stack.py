@@ -55,7 +55,8 @@ class ProxyStack:
 @contextmanager
 def serve_app(app: Any) -> Iterator[str]:
     """Serve ``app`` with uvicorn on a free loopback port; yields its base URL."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # proto=IPPROTO_TCP: asyncio sets TCP_NODELAY only on sockets that say so (proto 0 gets Nagle + delayed ACK).
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]

@@ -18,6 +18,8 @@ from memroute.settings import (
     ManagerSettings,
     MemorySettings,
     MemrouteSettings,
+    ProxySettings,
+    UpstreamSettings,
     VectorSettings,
     load_settings,
 )
@@ -182,7 +184,7 @@ def test_settings_object_round_trips_with_overrides():
 
 
 SETTINGS_CLASSES = [MemrouteSettings, MemorySettings, BackendsSettings, EmbeddingSettings, VectorSettings,
-                    ExtractionSettings, ManagerSettings]
+                    ExtractionSettings, ManagerSettings, ProxySettings, UpstreamSettings]
 
 
 def test_configuration_reference_documents_every_setting_and_env_var():
