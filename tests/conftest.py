@@ -20,3 +20,6 @@ def _isolated_environment(tmp_path, monkeypatch):
     reset_plugin_manager()
     yield
     reset_plugin_manager()
+
+
+from tests.servers.postgres import postgres_server  # noqa: E402,F401 - a session fixture (one server per worker)
