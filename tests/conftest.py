@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+pytest_plugins = ["tests.servers.memroute_server"]  # the `memroute_server` fixture (real server) everywhere
+
 
 @pytest.fixture(autouse=True)
 def _isolated_environment(tmp_path, monkeypatch):

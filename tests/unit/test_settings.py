@@ -20,6 +20,7 @@ from memroute.settings import (
     MemorySettings,
     MemrouteSettings,
     ProxySettings,
+    ServerSettings,
     UpstreamSettings,
     VectorSettings,
     load_settings,
@@ -185,7 +186,9 @@ def test_settings_object_round_trips_with_overrides():
 
 
 SETTINGS_CLASSES = [MemrouteSettings, MemorySettings, BackendsSettings, EmbeddingSettings, VectorSettings,
-                    ExtractionSettings, ManagerSettings, LimitsSettings, ProxySettings, UpstreamSettings]
+    ProxySettings,
+    ServerSettings,
+    UpstreamSettings,
 
 
 def test_configuration_reference_documents_every_setting_and_env_var():
