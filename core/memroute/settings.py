@@ -267,6 +267,8 @@ class ProxySettings:
     """Upstream of ``/v1/chat/completions``, ``/v1/responses`` and ``/v1/models``."""
     anthropic: UpstreamSettings = attrs.field(factory=UpstreamSettings)
     """Upstream of ``/v1/messages`` (and of ``/v1/models`` for Anthropic clients)."""
+    max_body_bytes: int = attrs.field(default=33_554_432, validator=_range(1024, 2**40))
+    """Largest request body the proxy routes accept (413 beyond it): chat requests carry images and long contexts."""
 
 
 @attrs.frozen(kw_only=True)

@@ -13,6 +13,7 @@ import openai
 import pytest
 
 from memroute.pipeline.inject import BLOCK_START
+from memroute.plugins import get_plugin_manager
 from tests.servers.faulty_sqlite import FaultySqlitePlugin
 from tests.servers.proxy_stack import proxy_stack
 
@@ -305,7 +306,10 @@ def test_missing_or_unknown_key_is_401_and_nothing_reaches_the_upstream(stack):
         anthropic.Anthropic(base_url=stack.url, api_key="mr_wrong", max_retries=0).messages.create(
             model="claude-x", max_tokens=5, messages=[{"role": "user", "content": "hi"}])
     bare = httpx.post(stack.url + "/v1/responses", json={"model": "m", "input": "hi"})
-    assert bare.status_code == 401 and bare.json()["error"]["type"] == "authentication_error"
+    assert bare.status_code == 401 and "message" in bare.json()["error"]
+    revoked, secret = stack.server.create_key("gone", tenant=stack.tenants["alice"])
+    stack.mem.keys.revoke(revoked.id)
+    assert httpx.get(stack.openai_url + "/models", headers={"authorization": f"Bearer {secret}"}).status_code == 401
     assert stack.upstream.requests == []
 
 
@@ -376,10 +380,11 @@ def test_loopback_upstream_needs_allow_private(tmp_path):
         assert stack.upstream.requests == []
 
 
-def test_memory_failure_does_not_break_the_request(tmp_path, plugin_manager, register_plugin):
-    faults = register_plugin(FaultySqlitePlugin())
+def test_memory_failure_does_not_break_the_request(tmp_path):
+    faults = FaultySqlitePlugin()
+    get_plugin_manager().add_plugin(faults, name="faulty-sqlite-test")  # the server's plugins (reset after the test)
     backends = {"primary": "main", "main": {"type": "faulty-sqlite"}}
-    with proxy_stack(tmp_path, plugins=plugin_manager, backends=backends) as stack:
+    with proxy_stack(tmp_path, backends=backends) as stack:
         remember(stack, "alice")
         faults.instances["main"].fail()  # the database is down: retrieval and storage raise
         messages = [{"role": "user", "content": "I prefer Zig. " + QUESTION}]
@@ -402,3 +407,35 @@ def test_models_are_passed_through_for_both_sdks(stack):
     assert oai(stack).models.retrieve("fake-model").id == "fake-model"
     assert [m.id for m in claude(stack).models.list()] == ["claude-fake"]
     assert stack.upstream.last["headers"]["x-api-key"] == "sk-upstream-secret"
+
+
+# --- the server around it ----------------------------------------------------------------------------------------
+
+def test_proxy_status_is_for_admins_and_never_shows_the_upstream_key(stack):
+    oai(stack).chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
+    status = httpx.get(stack.url + "/api/proxy/status", headers={"authorization": f"Bearer {stack.keys['admin']}"})
+    assert status.status_code == 200
+    body = status.json()
+    assert body["counters"]["requests"] == 1 and body["upstreams"]["openai"]["credential"] is True
+    assert "sk-upstream-secret" not in status.text
+    tenant = httpx.get(stack.url + "/api/proxy/status", headers={"authorization": f"Bearer {stack.keys['alice']}"})
+    assert tenant.status_code == 403
+
+
+def test_a_key_without_the_read_scope_is_refused(stack):
+    _key, writer = stack.server.create_key("writer", scopes="write", tenant=stack.tenants["alice"])
+    response = httpx.post(stack.openai_url + "/chat/completions", json=STREAMS["chat"][1],
+                          headers={"authorization": f"Bearer {writer}"})
+    assert response.status_code == 403 and stack.upstream.requests == []
+
+
+def test_large_chat_bodies_pass_up_to_the_proxy_limit(tmp_path):
+    with proxy_stack(tmp_path, proxy={"max_body_bytes": 3_000_000}) as stack:
+        image = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "A" * 2_000_000}}
+        messages = [{"role": "user", "content": [{"type": "text", "text": "what is this?"}, image]}]
+        oai(stack).chat.completions.create(model="gpt-4o", messages=messages)  # over the REST API's 1 MiB
+        assert stack.upstream.last["body"]["messages"] == messages
+        messages[0]["content"][1]["image_url"]["url"] += "A" * 1_000_000
+        with pytest.raises(openai.APIStatusError) as caught:
+            oai(stack).chat.completions.create(model="gpt-4o", messages=messages)
+        assert caught.value.status_code == 413

@@ -1,115 +1,79 @@
-"""memroute's memory proxy on a real loopback socket in front of the fake model server (tests and the bench).
+"""memroute's memory proxy — the real ``memroute serve`` app on a loopback socket (``MemrouteServer``) — in front of
+the fake model server (``tests/servers/fake_llm.py``), for the proxy's tests and its benchmark.
 
-``proxy_stack(tmp_path)`` opens a service, starts the fake upstream (``tests/servers/fake_llm.py``) and serves the
-proxy routes with uvicorn on ``127.0.0.1`` (a free port), pointing ``[proxy.openai]`` / ``[proxy.anthropic]`` at
-the fake with ``allow_private = true``. Two keys are issued (``alice``, ``bob``: two tenants) and a read-only one.
+``proxy_stack(tmp_path)`` starts the fake upstream, points ``[proxy.openai]`` / ``[proxy.anthropic]`` at it (with
+``allow_private = true``: it is on loopback) and starts the server with memory enabled. Keys come from the
+deployment's real key store: ``alice`` (tenant ``tenant-a``) and ``bob`` (tenant ``tenant-b``) with read and write,
+``reader`` (tenant ``tenant-a``, read only) and ``admin``.
 """
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import attrs
-import uvicorn
-from fastapi import FastAPI
 
-import memroute
-from memroute.server.proxy import MemoryProxy, create_proxy_router
-from memroute.server.proxy.router import AuthenticationError
+from memroute.server.proxy import MemoryProxy
 from tests.servers.fake_llm import FakeLLMServer, fake_llm_server
+from tests.servers.memroute_server import TENANT_A, TENANT_B, MemrouteServer
 
-__all__ = ["ProxyStack", "proxy_stack", "serve_app"]
-
-
-@attrs.frozen
-class _Principal:
-    tenant: str
-    scopes: frozenset[str]
-
-    def allows(self, scope: str) -> bool:
-        return scope in self.scopes
+__all__ = ["ProxyStack", "proxy_stack"]
 
 
 @attrs.define
 class ProxyStack:
-    mem: Any
+    server: MemrouteServer
     upstream: FakeLLMServer
-    url: str
-    """memroute's base URL (``http://127.0.0.1:PORT``)."""
-    proxy: MemoryProxy
     keys: dict[str, str]
-    """Secrets by name: ``alice`` and ``bob`` (two tenants), ``reader`` (alice's tenant, read scope only)."""
-    tenants: dict[str, str]
+    """Secrets by name: ``alice``, ``bob``, ``reader``, ``admin``."""
+    tenants: dict[str, str] = attrs.field(factory=lambda: {"alice": TENANT_A, "bob": TENANT_B})
+
+    @property
+    def mem(self) -> Any:
+        return self.server.mem
+
+    @property
+    def url(self) -> str:
+        """memroute's base URL (``http://127.0.0.1:PORT``): the Anthropic SDK's ``base_url``."""
+        return self.server.base_url
 
     @property
     def openai_url(self) -> str:
-        return self.url + "/v1"
+        """The OpenAI SDK's ``base_url``."""
+        return self.server.base_url + "/v1"
+
+    @property
+    def proxy(self) -> MemoryProxy:
+        proxy: MemoryProxy = self.server._server.config.app.state.proxy
+        return proxy
 
 
-@contextmanager
-def serve_app(app: Any) -> Iterator[str]:
-    """Serve ``app`` with uvicorn on a free loopback port; yields its base URL."""
-    # proto=IPPROTO_TCP: asyncio sets TCP_NODELAY only on sockets that say so (proto 0 gets Nagle + delayed ACK).
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False, timeout_graceful_shutdown=2)
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
+def _without_none(data: dict[str, Any]) -> dict[str, Any]:
+    return {k: _without_none(v) if isinstance(v, dict) else v for k, v in data.items() if v is not None}
 
 
 @contextmanager
 def proxy_stack(tmp_path: Path, *, memory: dict[str, Any] | None = None, embedding: str = "none",
-                upstream_options: dict[str, Any] | None = None, **overrides: Any) -> Iterator[ProxyStack]:
+                upstream_options: dict[str, Any] | None = None, **config: Any) -> Iterator[ProxyStack]:
+    """``config``: more ``memroute.toml`` tables (``extraction``, ``backends``, ``proxy`` entries override the
+    defaults above; a ``None`` value removes an option)."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
     with fake_llm_server() as upstream:
         options = {"allow_private": True, "api_key": "sk-upstream-secret", **(upstream_options or {})}
-        proxy = overrides.pop("proxy", {})
-        mem = memroute.open(
-            data_dir=str(tmp_path / "data"), memory={"enabled": True, **(memory or {})},
-            embedding={"source": embedding},
-            proxy={"openai": {"base_url": upstream.base_url + "/v1", **options, **proxy.get("openai", {})},
-                   "anthropic": {"base_url": upstream.base_url, **options, **proxy.get("anthropic", {})}},
-            **overrides,
-        )
-        keys = {"alice": "mr_alice_secret", "bob": "mr_bob_secret", "reader": "mr_reader_secret"}
-        principals = {
-            keys["alice"]: _Principal("tenant-alice", frozenset({"read", "write"})),
-            keys["bob"]: _Principal("tenant-bob", frozenset({"read", "write"})),
-            keys["reader"]: _Principal("tenant-alice", frozenset({"read"})),
-        }
-
-        def authenticate(headers: Any) -> _Principal:
-            value = headers.get("authorization")
-            token = value.partition(" ")[2].strip() if value else headers.get("x-api-key")
-            if token not in principals:
-                raise AuthenticationError("invalid API key")
-            return principals[token]
-
-        router = create_proxy_router(mem, authenticate=authenticate)
-        app = FastAPI()
-        app.include_router(router)
-        try:
-            with serve_app(app) as url:
-                yield ProxyStack(mem=mem, upstream=upstream, url=url, proxy=router.proxy, keys=keys,  # type: ignore[attr-defined]
-                                 tenants={"alice": "tenant-alice", "bob": "tenant-bob"})
-        finally:
-            mem.close()
+        proxy = config.pop("proxy", {})
+        settings = _without_none({
+            "memory": {"enabled": True, **(memory or {})},
+            "embedding": {"source": embedding},
+            "proxy": {"openai": {"base_url": upstream.base_url + "/v1", **options, **proxy.get("openai", {})},
+                      "anthropic": {"base_url": upstream.base_url, **options, **proxy.get("anthropic", {})},
+                      **{k: v for k, v in proxy.items() if k not in ("openai", "anthropic")}},
+            **config,
+        })
+        with MemrouteServer(tmp_path, config=settings) as server:
+            _key, reader = server.create_key("reader", scopes="read", tenant=TENANT_A)
+            keys = {"alice": server.tenant_a, "bob": server.tenant_b, "reader": reader, "admin": server.admin}
+            yield ProxyStack(server=server, upstream=upstream, keys=keys)
+            upstream.release()

@@ -22,19 +22,14 @@ from typing import Any, Final, Literal
 import anyio.to_thread
 import attrs
 import httpx
-from fastapi import APIRouter, Request
+from fastapi import Request
 from starlette.background import BackgroundTask
 from starlette.responses import JSONResponse, Response
 
 from memroute.errors import MemrouteError
-
-try:  # TEMPORARY until the server's auth lands on main
-    from memroute.errors import AuthenticationError  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover
-    class AuthenticationError(MemrouteError):  # type: ignore[no-redef]
-        pass
 from memroute.netguard import BlockedUrlError
 from memroute.pipeline.gate import memory_enabled, opted_out
+from memroute.server.auth import Principal, ScopedRouter, current_principal
 from memroute.server.proxy.sse import Api, ReplyCollector, reply_from_events
 from memroute.server.proxy.stream import Outcome, RelayedStream
 from memroute.server.proxy.upstream import Upstream, response_headers
@@ -52,9 +47,6 @@ LEARNING_HEADER: Final = "x-memroute-learning"
 """Response header: ``on`` when the turn will be observed, else ``off (<why>)``."""
 
 Style = Literal["openai", "anthropic"]
-Authenticator = Callable[[Mapping[str, str]], Any]
-"""``authenticate(request_headers) -> principal`` (with ``.tenant`` and ``.allows(scope)``), raising
-:class:`~memroute.errors.AuthenticationError` for a missing, unknown or revoked key."""
 
 
 @attrs.define
@@ -111,10 +103,7 @@ def error_response(style: Style, status: int, message: str, kind: str,
         body: dict[str, Any] = {"type": "error", "error": {"type": kind, "message": message}}
     else:
         body = {"error": {"message": message, "type": kind, "param": None, "code": None}}
-    extra = dict(headers or {})
-    if status == 401:
-        extra.setdefault("www-authenticate", 'Bearer realm="memroute"')
-    return JSONResponse(body, status_code=status, headers=extra)
+    return JSONResponse(body, status_code=status, headers=dict(headers or {}))
 
 
 def _count_block(block: str) -> int:
@@ -122,13 +111,12 @@ def _count_block(block: str) -> int:
 
 
 class MemoryProxy:
-    """The proxy's state: the two upstreams, the authenticator and the counters. One per app."""
+    """The proxy's state: the two upstreams and the counters. One per app."""
 
-    def __init__(self, mem: Any, settings: ProxySettings, *, authenticate: Authenticator,
+    def __init__(self, mem: Any, settings: ProxySettings, *,
                  transports: Mapping[str, httpx.AsyncBaseTransport] | None = None) -> None:
         self.mem = mem
         self.settings = settings
-        self.authenticate = authenticate
         transports = transports or {}
         self.upstreams = {
             "openai": Upstream("openai", settings.openai, transport=transports.get("openai")),
@@ -141,9 +129,6 @@ class MemoryProxy:
             await upstream.aclose()
 
     # --- the steps ---------------------------------------------------------------------------------------
-    def _principal(self, request: Request) -> Any:
-        return self.authenticate(request.headers)
-
     def _augment(self, body: Any, tenant: str, headers: Mapping[str, str], provider: str | None) -> _Augmented:
         """Runs in a worker thread. Never raises: a failure sends the body as it came."""
         try:
@@ -189,10 +174,7 @@ class MemoryProxy:
 
     async def _handle(self, request: Request, route: _Route) -> Response:
         self.stats.requests += 1
-        try:
-            principal = self._principal(request)
-        except AuthenticationError as exc:
-            return error_response(route.style, 401, str(exc), "authentication_error")
+        principal = current_principal(request)  # the route's scope dependency authenticated the memroute key
         upstream = self.upstreams[route.upstream]
         if not upstream.configured:
             return error_response(route.style, 503, f"memroute: the proxy has no upstream for this API; set "
@@ -259,7 +241,7 @@ class MemoryProxy:
             background = BackgroundTask(self._observe_later, body, partial(_json_or_none, data), tenant, headers)
         return Response(answer.content, status_code=answer.status_code, headers=headers_out, background=background)
 
-    def _learning(self, principal: Any, headers: Mapping[str, str]) -> str | None:
+    def _learning(self, principal: Principal, headers: Mapping[str, str]) -> str | None:
         """Why this turn will not be observed, or None when it will."""
         if not memory_enabled(self.mem.settings.memory):
             return "memory disabled"
@@ -284,16 +266,19 @@ class MemoryProxy:
         return error_response(route.style, 502, f"memroute: the upstream could not be reached "
                               f"({type(exc).__name__}: {exc})", "api_error", memory_headers)
 
+    def status(self) -> dict[str, Any]:
+        """The counters since the server started, and which upstreams are configured (never their keys)."""
+        upstreams = {name: {"base_url": u.settings.base_url, "configured": u.configured,
+                            "credential": bool(u.settings.api_key), "allow_private": u.settings.allow_private}
+                     for name, u in self.upstreams.items()}
+        return {"counters": self.stats.to_dict(), "upstreams": upstreams}
+
     async def models(self, request: Request, model_id: str | None = None) -> Response:
         """``GET /v1/models`` (and ``/v1/models/{id}``), passed through: to the Anthropic upstream for Anthropic
         clients (they send ``anthropic-version``), else to the OpenAI one. No memory is involved."""
         anthropic = "anthropic-version" in request.headers and self.upstreams["anthropic"].configured
         route = _MESSAGES if anthropic else _CHAT
         self.stats.requests += 1
-        try:
-            self._principal(request)
-        except AuthenticationError as exc:
-            return error_response(route.style, 401, str(exc), "authentication_error")
         upstream = self.upstreams[route.upstream]
         if not upstream.configured:
             return error_response(route.style, 503, f"memroute: the proxy has no upstream for this API; set "
@@ -322,24 +307,20 @@ def _header_text(text: str) -> str:
 
 
 def create_proxy_router(mem: Any, *, settings: ProxySettings | None = None,
-                        authenticate: Authenticator | None = None,
-                        transports: Mapping[str, httpx.AsyncBaseTransport] | None = None) -> APIRouter:
-    """The proxy's routes for ``mem``. ``authenticate`` defaults to the server's key authentication;
-    ``settings`` to ``mem.settings.proxy``. The router's ``proxy`` attribute is the :class:`MemoryProxy`
-    (its counters, and ``aclose()`` for the app's shutdown)."""
-    if authenticate is None:
-        from memroute.server.auth import authenticate as by_key
-        from memroute.server.auth import token_from_headers
-
-        def authenticate(headers: Mapping[str, str]) -> Any:
-            return by_key(mem, token_from_headers(headers))
-
-    proxy = MemoryProxy(mem, settings or mem.settings.proxy, authenticate=authenticate, transports=transports)
-    router = APIRouter()
-    router.add_api_route("/v1/chat/completions", proxy.chat, methods=["POST"], include_in_schema=False)
-    router.add_api_route("/v1/responses", proxy.responses, methods=["POST"], include_in_schema=False)
-    router.add_api_route("/v1/messages", proxy.messages, methods=["POST"], include_in_schema=False)
-    router.add_api_route("/v1/models", proxy.models, methods=["GET"], include_in_schema=False)
-    router.add_api_route("/v1/models/{model_id:path}", proxy.models, methods=["GET"], include_in_schema=False)
+                        transports: Mapping[str, httpx.AsyncBaseTransport] | None = None) -> ScopedRouter:
+    """The proxy's routes for ``mem`` (``settings`` default to ``mem.settings.proxy``). Every chat route needs a
+    memroute key with the ``read`` scope (the server's scope dependency authenticates it: a missing or bad key
+    is a 401 before anything else happens); ``GET /api/proxy/status`` needs ``admin``. The router's ``proxy``
+    attribute is the :class:`MemoryProxy` (its counters, and ``aclose()`` for the app's shutdown)."""
+    proxy = MemoryProxy(mem, settings or mem.settings.proxy, transports=transports)
+    router = ScopedRouter()
+    hidden = {"include_in_schema": False}
+    router.add_api_route("/v1/chat/completions", proxy.chat, methods=["POST"], scope="read", **hidden)
+    router.add_api_route("/v1/responses", proxy.responses, methods=["POST"], scope="read", **hidden)
+    router.add_api_route("/v1/messages", proxy.messages, methods=["POST"], scope="read", **hidden)
+    router.add_api_route("/v1/models", proxy.models, methods=["GET"], scope="read", **hidden)
+    router.add_api_route("/v1/models/{model_id:path}", proxy.models, methods=["GET"], scope="read", **hidden)
+    router.add_api_route("/api/proxy/status", proxy.status, methods=["GET"], scope="admin", tags=["proxy"],
+                         summary="The memory proxy's counters and upstreams")
     router.proxy = proxy  # type: ignore[attr-defined]
     return router
