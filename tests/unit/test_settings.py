@@ -186,9 +186,8 @@ def test_settings_object_round_trips_with_overrides():
 
 
 SETTINGS_CLASSES = [MemrouteSettings, MemorySettings, BackendsSettings, EmbeddingSettings, VectorSettings,
-    ProxySettings,
-    ServerSettings,
-    UpstreamSettings,
+                    ExtractionSettings, ManagerSettings, LimitsSettings, ServerSettings, ProxySettings,
+                    UpstreamSettings]
 
 
 def test_configuration_reference_documents_every_setting_and_env_var():
