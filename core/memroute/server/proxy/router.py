@@ -306,6 +306,14 @@ def _header_text(text: str) -> str:
     return cleaned.encode("latin-1", errors="replace").decode("latin-1")[:200]
 
 
+_STATUS_EXAMPLE: Final = {
+    "counters": {**ProxyStats(requests=12, streamed=5, injected=9, memories_injected=31, observed=11).to_dict()},
+    "upstreams": {"openai": {"base_url": "https://api.openai.com/v1", "configured": True, "credential": True,
+                             "allow_private": False},
+                  "anthropic": {"base_url": None, "configured": False, "credential": False, "allow_private": False}},
+}
+
+
 def create_proxy_router(mem: Any, *, settings: ProxySettings | None = None,
                         transports: Mapping[str, httpx.AsyncBaseTransport] | None = None) -> ScopedRouter:
     """The proxy's routes for ``mem`` (``settings`` default to ``mem.settings.proxy``). Every chat route needs a
@@ -321,6 +329,7 @@ def create_proxy_router(mem: Any, *, settings: ProxySettings | None = None,
     router.add_api_route("/v1/models", proxy.models, methods=["GET"], scope="read", **hidden)
     router.add_api_route("/v1/models/{model_id:path}", proxy.models, methods=["GET"], scope="read", **hidden)
     router.add_api_route("/api/proxy/status", proxy.status, methods=["GET"], scope="admin", tags=["proxy"],
-                         summary="The memory proxy's counters and upstreams")
+                         summary="The memory proxy's counters and upstreams",
+                         responses={200: {"content": {"application/json": {"example": _STATUS_EXAMPLE}}}})
     router.proxy = proxy  # type: ignore[attr-defined]
     return router
