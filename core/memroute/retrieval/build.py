@@ -7,10 +7,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
-import attrs
-
 from memroute.components import build_component, make_context
-from memroute.errors import MemrouteError
+from memroute.errors import ConfigError, MemrouteError
 from memroute.interfaces import EmbeddingSource, VectorStore
 from memroute.manager import MemoryManager
 from memroute.plugins import MemroutePluginManager
@@ -25,20 +23,35 @@ log = logging.getLogger("memroute.retrieval")
 def build_vector_store(
     settings: MemrouteSettings, pm: MemroutePluginManager, data_dir: Path
 ) -> tuple[VectorStore | None, str | None]:
-    """The configured vector store, or ``(None, reason)``. ``auto`` means sqlite-vec."""
+    """The configured vector store, or ``(None, reason)``. ``auto`` is decided by data on the installed
+    specs (the highest ``auto_priority`` whose checks pass: sqlite-vec with the built-ins).
+
+    ``[vectors] quantization`` is not pushed into the store's options: a store reads it from the signature
+    it is bound to (its own ``quantization`` option, when it has one, overrides). A value the store's spec
+    does not list in ``quantizations`` is a :class:`ConfigError` naming the field.
+    """
+    from memroute.components import choose_auto
+
     name = settings.vectors.store
     if name == "none":
         return None, "vector store disabled ([vectors] store = \"none\")"
     if name == "auto":
-        name = "sqlite-vec"
-    options: dict[str, Any] = dict(settings.vectors.options.get(name, {}))
+        choice = choose_auto(pm.vector_stores(), settings.vectors.options, settings.vectors)
+        if choice.spec is None:
+            notes = f" ({'; '.join(choice.notes)})" if choice.notes else ""
+            return None, f"auto: no vector store available{notes}"
+        name = choice.spec.name
     spec = pm.component("vector-store", name)
-    field_names = {f.name for f in attrs.fields(spec.settings_class)} if attrs.has(spec.settings_class) else set()
-    if "quantization" in field_names and "quantization" not in options:
-        options["quantization"] = settings.vectors.quantization
+    quantization = settings.vectors.quantization
+    if spec.quantizations is not None and quantization not in spec.quantizations:
+        supported = ", ".join(sorted(spec.quantizations))
+        raise ConfigError(
+            f"vectors.quantization: the {name} vector store indexes {supported}, not {quantization!r}",
+            [("vectors.quantization", "unsupported by the vector store")],
+        )
+    options: dict[str, Any] = dict(settings.vectors.options.get(name, {}))
     store = build_component(pm, "vector-store", name, options, context=make_context(pm, name, data_dir),
                             path=f"vectors.{name}")
-    assert isinstance(store, VectorStore)
     return store, None
 
 
