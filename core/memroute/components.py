@@ -53,8 +53,10 @@ def choose_auto(
     return AutoChoice(spec=None, reason="nothing available", notes=tuple(notes))
 
 
-def make_context(pm: MemroutePluginManager, instance_name: str, data_dir: Path) -> ComponentContext:
-    return ComponentContext(instance_name=instance_name, data_dir=data_dir, prepare_connection=pm.prepare_connection)
+def make_context(pm: MemroutePluginManager, instance_name: str, data_dir: Path,
+                 primary: MemoryBackend | None = None) -> ComponentContext:
+    return ComponentContext(instance_name=instance_name, data_dir=data_dir, prepare_connection=pm.prepare_connection,
+                            primary=primary)
 
 
 @overload

@@ -9,7 +9,7 @@ from typing import Any
 
 from memroute.components import build_component, make_context
 from memroute.errors import ConfigError, MemrouteError
-from memroute.interfaces import EmbeddingSource, VectorStore
+from memroute.interfaces import EmbeddingSource, MemoryBackend, VectorStore
 from memroute.manager import MemoryManager
 from memroute.plugins import MemroutePluginManager
 from memroute.retrieval.engine import RetrievalEngine
@@ -21,10 +21,11 @@ log = logging.getLogger("memroute.retrieval")
 
 
 def build_vector_store(
-    settings: MemrouteSettings, pm: MemroutePluginManager, data_dir: Path
+    settings: MemrouteSettings, pm: MemroutePluginManager, data_dir: Path, primary: MemoryBackend | None = None
 ) -> tuple[VectorStore | None, str | None]:
     """The configured vector store, or ``(None, reason)``. ``auto`` is decided by data on the installed
-    specs (the highest ``auto_priority`` whose checks pass: sqlite-vec with the built-ins).
+    specs (the highest ``auto_priority`` whose checks pass: sqlite-vec with the built-ins). ``primary``
+    reaches the store through its context (a store may share the primary's database).
 
     ``[vectors] quantization`` is not pushed into the store's options: a store reads it from the signature
     it is bound to (its own ``quantization`` option, when it has one, overrides). A value the store's spec
@@ -50,7 +51,7 @@ def build_vector_store(
             [("vectors.quantization", "unsupported by the vector store")],
         )
     options: dict[str, Any] = dict(settings.vectors.options.get(name, {}))
-    store = build_component(pm, "vector-store", name, options, context=make_context(pm, name, data_dir),
+    store = build_component(pm, "vector-store", name, options, context=make_context(pm, name, data_dir, primary),
                             path=f"vectors.{name}")
     return store, None
 
@@ -77,7 +78,7 @@ def build_retrieval(
         resolution = resolved.to_dict()
     if embedder is not None and vector_store is None:
         try:
-            vector_store, _reason = build_vector_store(settings, pm, data_dir)
+            vector_store, _reason = build_vector_store(settings, pm, data_dir, manager.primary)
         except MemrouteError:
             if embedder is not None:
                 embedder.close()
