@@ -9,7 +9,7 @@ from typing import Any, Generic, Literal, TypeVar, overload
 import attrs
 
 from memroute.errors import ConfigError, MemrouteError, PluginError
-from memroute.interfaces import ComponentContext, EmbeddingSource, Extractor, MemoryBackend, VectorStore
+from memroute.interfaces import ComponentContext, EmbeddingSource, Extractor, MemoryBackend, Reranker, VectorStore
 from memroute.plugins import MemroutePluginManager
 from memroute.settings import ComponentConfig, structure_options
 from memroute.specs import ComponentSpec, EmbeddingSourceSpec, VectorStoreSpec
@@ -24,6 +24,7 @@ _EXPECTED: dict[str, type] = {
     "embedding": EmbeddingSource,
     "vector-store": VectorStore,
     "extractor": Extractor,
+    "reranker": Reranker,
 }
 
 
@@ -71,6 +72,9 @@ def build_component(pm: MemroutePluginManager, kind: Literal["vector-store"], na
 @overload
 def build_component(pm: MemroutePluginManager, kind: Literal["extractor"], name: str, options: Mapping[str, Any], *,
                     context: ComponentContext, path: str) -> Extractor: ...
+@overload
+def build_component(pm: MemroutePluginManager, kind: Literal["reranker"], name: str, options: Mapping[str, Any], *,
+                    context: ComponentContext, path: str) -> Reranker: ...
 
 
 def build_component(

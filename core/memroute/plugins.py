@@ -22,6 +22,7 @@ from memroute.specs import (
     ComponentSpec,
     EmbeddingSourceSpec,
     ExtractorSpec,
+    RerankerSpec,
     VectorStoreSpec,
 )
 
@@ -46,6 +47,7 @@ _DISCOVERY_HOOKS: Final[dict[str, tuple[str, type[ComponentSpec[Any]]]]] = {
     "embedding": ("memroute_embedding_sources", EmbeddingSourceSpec),
     "vector-store": ("memroute_vector_stores", VectorStoreSpec),
     "extractor": ("memroute_extractors", ExtractorSpec),
+    "reranker": ("memroute_rerankers", RerankerSpec),
 }
 
 
@@ -245,6 +247,9 @@ class MemroutePluginManager(pluggy.PluginManager):
     def extractors(self) -> dict[str, ExtractorSpec]:
         return self._of_kind("extractor", ExtractorSpec)
 
+    def rerankers(self) -> dict[str, RerankerSpec]:
+        return self._of_kind("reranker", RerankerSpec)
+
     @overload
     def component(self, kind: Literal["backend"], name: str) -> BackendSpec: ...
     @overload
@@ -253,6 +258,8 @@ class MemroutePluginManager(pluggy.PluginManager):
     def component(self, kind: Literal["vector-store"], name: str) -> VectorStoreSpec: ...
     @overload
     def component(self, kind: Literal["extractor"], name: str) -> ExtractorSpec: ...
+    @overload
+    def component(self, kind: Literal["reranker"], name: str) -> RerankerSpec: ...
     @overload
     def component(self, kind: str, name: str) -> ComponentSpec[Any]: ...
 

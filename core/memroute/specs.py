@@ -7,7 +7,7 @@ from typing import Any, ClassVar, Final, Generic, TypeVar
 
 import attrs
 
-from memroute.interfaces import ComponentContext, EmbeddingSource, Extractor, MemoryBackend, VectorStore
+from memroute.interfaces import ComponentContext, EmbeddingSource, Extractor, MemoryBackend, Reranker, VectorStore
 
 __all__ = [
     "PLUGIN_API_VERSION",
@@ -18,6 +18,7 @@ __all__ = [
     "EmbeddingSourceSpec",
     "EmptySettings",
     "ExtractorSpec",
+    "RerankerSpec",
     "VectorStoreSpec",
 ]
 
@@ -137,3 +138,10 @@ class ExtractorSpec(ComponentSpec[Extractor]):
     """A fact extractor. The factory returns an :class:`~memroute.interfaces.Extractor`."""
 
     kind: ClassVar[str] = "extractor"
+
+
+@attrs.frozen(kw_only=True)
+class RerankerSpec(ComponentSpec[Reranker]):
+    """A reranker. The factory returns a :class:`~memroute.interfaces.Reranker`."""
+
+    kind: ClassVar[str] = "reranker"
