@@ -10,8 +10,8 @@ permissions of every parent directory.
 
 The fixture :func:`postgres_server` is session-scoped: under pytest-xdist every worker process starts its own
 server, so workers never share a database. The server is stopped when the session ends, by an ``atexit`` hook
-should that not run, and by a watchdog process should the test process be killed outright. Tests isolate themselves further with one schema each
-(:func:`fresh_schema`).
+should that not run, and by a watchdog process should the test process be killed outright. Tests isolate
+themselves further with one schema each (:func:`fresh_schema`).
 
 The database ``memroute`` is owned by the role ``memroute``, which is **not** a superuser: superusers bypass
 row-level security, and the tests must exercise it.
