@@ -112,6 +112,7 @@ def _quiet() -> Iterator[None]:
         logger.setLevel(level)
 
 
+@pytest.mark.timeout(3600)
 def test_postgres_against_sqlite(postgres_server: PostgresServer, tmp_path: Path) -> None:
     report: dict[str, Any] = {}
     with _quiet():
