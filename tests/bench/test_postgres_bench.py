@@ -37,14 +37,14 @@ QUERIES = ["what does the user think about the billing service?", "marathon trai
 
 def _engines(server: PostgresServer) -> dict[str, Callable[..., Any]]:
     def sqlite(path: Path, **overrides: Any) -> Any:
-        return memroute.open({"data_dir": str(path), "embedding": {"source": "static"},
-                              "vectors": {"store": "sqlite-vec"}, **overrides})
+        return memroute.open({"embedding": {"source": "static"}, "vectors": {"store": "sqlite-vec"}, **overrides},
+                             data_dir=str(path))
 
     def postgres(path: Path, **overrides: Any) -> Any:
         schema = "bench_" + hashlib.sha1(str(path).encode()).hexdigest()[:10]
-        config = {"data_dir": str(path), "embedding": {"source": "static"}, "vectors": {"store": "pgvector"},
+        config = {"embedding": {"source": "static"}, "vectors": {"store": "pgvector"},
                   "backends": {"primary": "main", "main": {"type": "postgres", "dsn": server.dsn(), "schema": schema}}}
-        return memroute.open({**config, **overrides})
+        return memroute.open({**config, **overrides}, data_dir=str(path))  # (the keyword beats MEMROUTE_DATA_DIR)
 
     return {"sqlite": sqlite, "postgres": postgres}
 
