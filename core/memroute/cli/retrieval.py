@@ -48,9 +48,11 @@ def reindex(ctx: click.Context, force: bool, as_json: bool) -> None:
 @click.option("--queries", type=int, default=50, show_default=True)
 @click.option("--quick", is_flag=True, help="Small sizes (1,000 / 100 tenants) for a smoke run.")
 @click.option("--output", type=click.Path(dir_okay=False), default=None, help="Also write the JSON report here.")
+@click.option("--http", "http", is_flag=True,
+              help="Also benchmark memroute serve: search and add over HTTP vs in-process, 1 vs 8 writers.")
 @click.pass_context
 def bench(ctx: click.Context, sizes: str, single_adds: int, tenants: int, per_tenant: int, queries: int,
-          quick: bool, output: str | None) -> None:
+          quick: bool, output: str | None, http: bool) -> None:
     """Benchmark the configured engine on synthetic data in a temporary directory (your data is untouched)."""
     from memroute.bench import run_bench
     from memroute.service import Memroute
@@ -73,9 +75,25 @@ def bench(ctx: click.Context, sizes: str, single_adds: int, tenants: int, per_te
 
     report = run_bench(open_fresh, sizes=size_list, single_adds=single_adds, tenants=tenants,
                        per_tenant=per_tenant, queries=queries, progress=lambda m: click.echo(f"... {m}", err=True))
+    if http:
+        click.echo("... http server", err=True)
+        report["http"] = _http_bench(memories=1000 if quick else 5000, searches=queries)
     echo_json(report)
     if output:
         Path(output).write_text(json.dumps(report, indent=2, default=str), encoding="utf-8")
+
+
+def _http_bench(*, memories: int, searches: int) -> Any:
+    """The server bench runs in its own interpreter: the CLI does not import the server package (a sibling
+    surface), and the server under test gets a process of its own."""
+    import subprocess
+
+    run = subprocess.run([sys.executable, "-m", "memroute.server.bench", "--memories", str(memories),
+                          "--searches", str(max(searches, 20)), "--json"], capture_output=True, text=True,
+                         check=False)
+    if run.returncode != 0:
+        raise click.ClickException(f"the HTTP bench failed: {run.stderr.strip()[-500:]}")
+    return json.loads(run.stdout)
 
 
 COMMANDS: list[click.Command] = [reindex, bench]
