@@ -19,7 +19,9 @@ from memroute.settings import (
     ManagerSettings,
     MemorySettings,
     MemrouteSettings,
+    ProxySettings,
     ServerSettings,
+    UpstreamSettings,
     VectorSettings,
     load_settings,
 )
@@ -190,7 +192,8 @@ def test_settings_object_round_trips_with_overrides():
 
 
 SETTINGS_CLASSES = [MemrouteSettings, MemorySettings, BackendsSettings, EmbeddingSettings, VectorSettings,
-                    ExtractionSettings, ManagerSettings, LimitsSettings, ServerSettings]
+                    ExtractionSettings, ManagerSettings, LimitsSettings, ServerSettings, ProxySettings,
+                    UpstreamSettings]
 
 
 def test_configuration_reference_documents_every_setting_and_env_var():
