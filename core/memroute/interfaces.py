@@ -167,6 +167,11 @@ class MemoryBackend(abc.ABC):
             if not page.data or offset >= page.total:
                 return
 
+    def tenants(self) -> builtins.list[str]:
+        """Every ``api_key_id`` that holds at least one memory, sorted (operators and the dashboard). The
+        default scans :meth:`iter_all`; override it with an index lookup."""
+        return sorted({memory.api_key_id for memory in self.iter_all(None)})
+
     def health(self) -> HealthResult:
         """Probe the backend for real (no cached answer). The default times a ``get`` of a random id."""
         return HealthResult.timed(lambda: self.get("00000000-0000-4000-8000-000000000000"))

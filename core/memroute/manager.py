@@ -383,6 +383,13 @@ class MemoryManager:
             return page
         raise AssertionError("unreachable: _answers raises when no backend answers")
 
+    def tenants(self) -> builtins.list[str]:
+        """Every tenant holding memories, from the first backend that answers (fails over like list)."""
+        self._ensure_open()
+        for _, found in self._answers(BackendCall("tenants", lambda b: b.tenants()), {}):
+            return found
+        raise AssertionError("unreachable: _answers raises when no backend answers")
+
     def iter_all(self, api_key_id: str | None = None, batch: int = 500) -> Iterator[Memory]:
         """Every memory (of one tenant, or all), oldest first, page by page through :meth:`list` (so each
         page fails over like a list does). Export and reindexing should use this, not ``primary.iter_all``."""

@@ -416,6 +416,11 @@ class Memroute:
         tenant = require_tenant(api_key_id)
         return iter(self._manager.iter_all(tenant))
 
+    def tenants(self) -> builtins.list[str]:
+        """Every ``api_key_id`` that holds memories, sorted: an all-tenant read for operators and the
+        dashboard's tenant picker (the server exposes it to admin keys only)."""
+        return self._manager.tenants()
+
     def export_all(self) -> Iterator[Memory]:
         """Every memory of **every** tenant, oldest first: an operator's backup, never a tenant's call."""
         return iter(self._manager.iter_all(None))

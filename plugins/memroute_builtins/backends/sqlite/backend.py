@@ -439,6 +439,10 @@ class SqliteBackend(MemoryBackend):
         by_type: dict[str, int] = {str(mtype): count for mtype, count in counts}  # type: ignore[misc]
         return ListPage(data=tuple(map(_to_memory, rows)), total=sum(by_type.values()), by_type=by_type)
 
+    def tenants(self) -> builtins.list[str]:
+        rows = self._read("SELECT DISTINCT api_key_id FROM memories ORDER BY api_key_id", action="list tenants")
+        return [row[0] for row in rows]
+
     def iter_all(self, api_key_id: str | None = None, batch: int = 500) -> Iterable[Memory]:
         """Every memory (of one tenant, or all), oldest first: the id order is read once, rows in batches."""
         owner = "WHERE api_key_id = ?" if api_key_id is not None else ""
