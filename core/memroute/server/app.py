@@ -89,3 +89,8 @@ def _include_surfaces(app: FastAPI) -> None:
     proxy = create_proxy_router(app.state.memroute)
     app.state.proxy = proxy.proxy  # type: ignore[attr-defined]
     app.include_router(proxy)
+
+    from memroute.server.dashboard import create_dashboard_router, mount_static
+
+    app.include_router(create_dashboard_router())
+    mount_static(app)

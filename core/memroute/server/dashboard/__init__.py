@@ -27,6 +27,9 @@ from memroute.server.schema import wire_model
 __all__ = ["create_dashboard_router", "mount_static"]
 
 _HERE = Path(__file__).parent
+# Only the page's own script, stylesheet and API: no inline script, nothing from another origin.
+_PAGE_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data: blob:; "
+             "form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
 _templates = Environment(loader=FileSystemLoader(_HERE / "templates"), autoescape=select_autoescape(["html"]))
 
 
@@ -83,7 +86,7 @@ def create_dashboard_router() -> ScopedRouter:
     def page() -> HTMLResponse:
         """The page shell: it holds no data (everything comes from the API after sign-in)."""
         html = _templates.get_template("index.html").render(version=memroute.__version__)
-        return HTMLResponse(html, headers={"cache-control": "no-store"})
+        return HTMLResponse(html, headers={"cache-control": "no-store", "content-security-policy": _PAGE_CSP})
 
     @router.post("/dashboard/session", scope=PUBLIC, response_model=wire_model(SessionInfo),
                  summary="Sign in to the dashboard with an admin key (sets the session cookie)")
@@ -91,7 +94,7 @@ def create_dashboard_router() -> ScopedRouter:
         mem = request.app.state.memroute
         principal = authenticate(mem, body.key)  # type: ignore[attr-defined]
         if not principal.is_admin:
-            raise PermissionDeniedError("the dashboard needs an admin key (create one with memroute keys create --admin)")
+            raise PermissionDeniedError("the dashboard needs an admin key (memroute keys create --name ops --admin)")
         session_id, session = start_session(mem, principal.key_id)
         response.set_cookie(COOKIE_NAME, session_id, max_age=int(SESSION_TTL_S), httponly=True, samesite="strict",
                             secure=_is_https(request), path="/")

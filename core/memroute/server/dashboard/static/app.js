@@ -340,7 +340,7 @@ function renderPreview(preview, injection) {
     row.insertCell().append(el("span", item.tier, "badge tier"));
     row.insertCell().append(el("code", item.key));
     row.insertCell().textContent = item.content;
-    row.insertCell().textContent = item.score.toFixed(4);
+    row.insertCell().textContent = Number(item.score).toPrecision(3);
     row.insertCell().textContent = leg(item.ftsRank, item.ftsScore);
     row.insertCell().textContent = leg(item.vecRank, item.vecScore);
     row.insertCell().textContent = item.tokens;
