@@ -71,6 +71,19 @@ class InjectionPreview:
     memories: int
 
 
+@attrs.frozen(kw_only=True)
+class SignedOut:
+    success: bool
+
+
+_SESSION_EXAMPLE = {"keyId": "key_4f1c2a9e0b7d3a61", "keyName": "ops", "tenant": "key_4f1c2a9e0b7d3a61",
+                    "csrfToken": "Zx3…"}
+
+
+def _ok(example: Any) -> dict[int | str, dict[str, Any]]:
+    return {200: {"content": {"application/json": {"example": example}}}}
+
+
 SignInBody = wire_model(SignInRequest, mode="request")
 InjectionBody = wire_model(InjectionPreviewRequest, mode="request")
 
@@ -89,7 +102,9 @@ def create_dashboard_router() -> ScopedRouter:
         return HTMLResponse(html, headers={"cache-control": "no-store", "content-security-policy": _PAGE_CSP})
 
     @router.post("/dashboard/session", scope=PUBLIC, response_model=wire_model(SessionInfo),
-                 summary="Sign in to the dashboard with an admin key (sets the session cookie)")
+                 summary="Sign in to the dashboard with an admin key (sets the session cookie)",
+                 responses={**_ok(_SESSION_EXAMPLE), 401: {"description": "invalid or revoked key"},
+                            403: {"description": "not an admin key"}})
     def sign_in(request: Request, response: Response, body: SignInBody) -> SessionInfo:  # type: ignore[valid-type]
         mem = request.app.state.memroute
         principal = authenticate(mem, body.key)  # type: ignore[attr-defined]
@@ -102,30 +117,34 @@ def create_dashboard_router() -> ScopedRouter:
                            csrf_token=session.csrf_token)
 
     @router.get("/dashboard/session", scope="admin", response_model=wire_model(SessionInfo),
-                summary="The signed-in session (with its CSRF token)")
+                summary="The signed-in session (with its CSRF token)", responses=_ok(_SESSION_EXAMPLE))
     def who_am_i(request: Request, principal: CurrentPrincipal) -> SessionInfo:
         session = resolve_session(request.app.state.memroute, request.cookies.get(COOKIE_NAME))
         return SessionInfo(key_id=principal.key_id, key_name=principal.name, tenant=principal.tenant,
                            csrf_token=session.csrf_token)
 
-    @router.delete("/dashboard/session", scope="admin", status_code=204, summary="Sign out")
-    def sign_out(request: Request, response: Response, principal: CurrentPrincipal) -> Response:
+    @router.delete("/dashboard/session", scope="admin", response_model=wire_model(SignedOut), summary="Sign out",
+                   responses=_ok({"success": True}))
+    def sign_out(request: Request, response: Response, principal: CurrentPrincipal) -> SignedOut:
         cookie = request.cookies.get(COOKIE_NAME)
         if cookie:
             end_session(request.app.state.memroute, cookie)
-        response = Response(status_code=204)
         response.delete_cookie(COOKIE_NAME, path="/", httponly=True, samesite="strict")
-        return response
+        return SignedOut(success=True)
 
     @router.get("/api/tenants", scope="admin", response_model=wire_model(TenantList),
-                summary="Every tenant with memories or a key (admin)")
+                summary="Every tenant with memories or a key (admin)",
+                responses=_ok({"tenants": ["tenant-a", "tenant-b"]}))
     def tenants(request: Request, principal: CurrentPrincipal) -> TenantList:
         mem = request.app.state.memroute
         found = set(mem.tenants()) | {key.tenant for key in mem.keys.list()}
         return TenantList(tenants=tuple(sorted(found)))
 
     @router.post("/api/memory/injection-preview", scope="read", response_model=wire_model(InjectionPreview),
-                 summary="The exact memory block augment would inject for a user message")
+                 summary="The exact memory block augment would inject for a user message",
+                 responses=_ok({"injected": True, "memories": 1, "skipped": None,
+                                "block": "<memroute_memories>\n…\n- factual (2026-12-01): \"Prefers TypeScript\"\n"
+                                         "</memroute_memories>"}))
     def injection_preview(request: Request, principal: CurrentPrincipal,
                           body: InjectionBody) -> InjectionPreview:  # type: ignore[valid-type]
         tenant = _tenant(principal, body.api_key_id)  # type: ignore[attr-defined]
