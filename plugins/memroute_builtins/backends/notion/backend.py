@@ -126,6 +126,9 @@ class NotionSettings:
     """Longest wait between retries, in seconds (a longer ``Retry-After`` is capped to it)."""
     requests_per_second: float = attrs.field(default=3.0, validator=_not_negative)
     """Client-side pacing (average, bursts of 10 allowed) per backend instance; 0 turns it off."""
+    allow_private: bool = False
+    """Let the SSRF guard admit loopback and private addresses in ``base_url`` (a proxy or test server on
+    the LAN). Cloud metadata and link-local addresses are refused either way."""
 
 
 # --- the backend -----------------------------------------------------------------------------------------
