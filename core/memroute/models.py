@@ -246,6 +246,19 @@ def check_id(field: str = "id") -> Any:
     return _require_text(field, MAX_ID_CHARS)
 
 
+def check_lookup_id(value: object, field: str = "id") -> str:
+    """``value`` when it can be looked up by a backend (a non-empty string of at most 256 characters without
+    NUL or lone surrogates), else :class:`ValidationError`. Backends call it on the id of every by-id
+    operation: a surrogate used to raise ``UnicodeEncodeError`` from inside SQLite, httpx and urllib."""
+    if not isinstance(value, str) or not value.strip() or len(value) > MAX_ID_CHARS:
+        raise ValidationError(
+            f"{field}: expected a non-empty string of at most {MAX_ID_CHARS} characters, got {value!r:.60}",
+            [(field, "invalid")],
+        )
+    check_storable(field, value)
+    return value
+
+
 def is_memory_id(value: object) -> bool:
     """Whether ``value`` is a canonical memory id (a lower-case hyphenated UUID, as memroute generates)."""
     if not isinstance(value, str) or len(value) != 36:

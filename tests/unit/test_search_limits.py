@@ -2,7 +2,7 @@
 ordering work, kept here as the regression test).
 
 Hybrid search used to ask the keyword leg for three times the limit and fail the leg's own validation for
-limits 334–1000 (``limit: must be an integer in [1, 1000], got 1002``: an internal candidate count leaking
+limits 334 to 1000 (``limit: must be an integer in [1, 1000], got 1002``: an internal candidate count leaking
 into the caller's error); semantic search falling back to keyword did the same.
 """
 

@@ -40,6 +40,7 @@ from memroute.models import (
     MemoryPatch,
     NewMemory,
     SearchQuery,
+    check_lookup_id,
 )
 from memroute.specs import BackendSpec
 from memroute_builtins.backends.notion import schema as ns
@@ -531,7 +532,13 @@ def check_database(settings: NotionSettings) -> dict[str, Any]:
 # --- helpers ---------------------------------------------------------------------------------------------
 
 def _plausible_id(memory_id: object) -> bool:
-    return isinstance(memory_id, str) and 0 < len(memory_id) <= 256 and "\x00" not in memory_id
+    """Whether an id could name a stored memory: a string that every stored id's rules admit (no NUL, no lone
+    surrogate: those cannot even be sent as JSON). Anything else is simply not found."""
+    try:
+        check_lookup_id(memory_id)
+    except ValidationError:
+        return False
+    return True
 
 
 def _newest_first(rows: builtins.list[tuple[dict[str, Any], Memory]]) -> builtins.list[tuple[dict[str, Any], Memory]]:
