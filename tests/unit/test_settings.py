@@ -19,6 +19,7 @@ from memroute.settings import (
     ManagerSettings,
     MemorySettings,
     MemrouteSettings,
+    ServerSettings,
     VectorSettings,
     load_settings,
 )
@@ -183,7 +184,7 @@ def test_settings_object_round_trips_with_overrides():
 
 
 SETTINGS_CLASSES = [MemrouteSettings, MemorySettings, BackendsSettings, EmbeddingSettings, VectorSettings,
-                    ExtractionSettings, ManagerSettings, LimitsSettings]
+                    ExtractionSettings, ManagerSettings, LimitsSettings, ServerSettings]
 
 
 def test_configuration_reference_documents_every_setting_and_env_var():
