@@ -50,7 +50,7 @@ from memroute.models import (
     MemoryType,
     NewMemory,
     SearchQuery,
-    check_lookup_id,
+    require_id,
 )
 from memroute.serialization import converter, memory_from_dict, memory_to_dict
 from memroute.specs import BackendSpec
@@ -426,7 +426,7 @@ class HttpBackend(MemoryBackend):
         return self.base_url + path.lstrip("/")
 
     def _id_path(self, endpoint: str, memory_id: str) -> str:
-        check_lookup_id(memory_id)  # a lone surrogate cannot be URL-encoded: a ValidationError, not UnicodeError
+        require_id(memory_id)  # a lone surrogate cannot be URL-encoded: a ValidationError, not UnicodeError
         quoted = urllib.parse.quote(memory_id, safe="")  # an id can never add path segments
         template = self.endpoints[endpoint]
         return _PLACEHOLDER.sub(lambda m: quoted if m.group(1) in self._id_placeholders else m.group(0), template)

@@ -40,7 +40,7 @@ from memroute.models import (
     MemoryPatch,
     NewMemory,
     SearchQuery,
-    check_lookup_id,
+    require_id,
 )
 from memroute.specs import BackendSpec
 from memroute_builtins.backends.notion import schema as ns
@@ -535,7 +535,7 @@ def _plausible_id(memory_id: object) -> bool:
     """Whether an id could name a stored memory: a string that every stored id's rules admit (no NUL, no lone
     surrogate: those cannot even be sent as JSON). Anything else is simply not found."""
     try:
-        check_lookup_id(memory_id)
+        require_id(memory_id)
     except ValidationError:
         return False
     return True

@@ -40,7 +40,7 @@ from memroute.models import (
     MemoryPatch,
     NewMemory,
     SearchQuery,
-    check_lookup_id,
+    require_id,
     utcnow,
 )
 from memroute.specs import BackendSpec
@@ -204,7 +204,7 @@ class PostgresBackend(MemoryBackend):
         return len(batch)
 
     def get(self, memory_id: str) -> Memory | None:
-        check_lookup_id(memory_id)  # NUL or a lone surrogate: a ValidationError, not a psycopg DataError
+        require_id(memory_id)  # NUL or a lone surrogate: a ValidationError, not a psycopg DataError
         with self.db.transaction("read a memory", tenant=ALL_TENANTS) as conn:
             row = conn.execute(self.sql.get, (memory_id,)).fetchone()
         return None if row is None else to_memory(row)
@@ -214,13 +214,13 @@ class PostgresBackend(MemoryBackend):
         if not memory_ids:
             return {}
         for memory_id in memory_ids:
-            check_lookup_id(memory_id)
+            require_id(memory_id)
         with self.db.transaction("read memories", tenant=ALL_TENANTS) as conn:
             rows = conn.execute(self.sql.get_many, (list(memory_ids),)).fetchall()
         return {m.id: m for m in map(to_memory, rows)}
 
     def update(self, memory_id: str, patch: MemoryPatch) -> Memory | None:
-        check_lookup_id(memory_id)
+        require_id(memory_id)
         with self.db.transaction("update a memory", tenant=ALL_TENANTS) as conn:
             row = conn.execute(self.sql.get_for_update, (memory_id,)).fetchone()
             if row is None:
@@ -242,7 +242,7 @@ class PostgresBackend(MemoryBackend):
         return memory
 
     def delete(self, memory_id: str) -> bool:
-        check_lookup_id(memory_id)
+        require_id(memory_id)
         with self.db.transaction("delete a memory", tenant=ALL_TENANTS) as conn:
             return conn.execute(self.sql.delete, (memory_id,)).fetchone() is not None
 
