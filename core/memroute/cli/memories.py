@@ -205,7 +205,8 @@ def search(ctx: click.Context, api_key: str, strategy: str | None, limit: int | 
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
 @click.pass_context
 def import_(ctx: click.Context, file: str) -> None:
-    """Import memories from a JSONL FILE (as `export` writes; '-' reads stdin). All-or-nothing validation."""
+    """Import memories from a JSONL FILE (as `export` writes; '-' reads stdin): every line is validated before
+    the first write, and the memories are written in one transaction (on SQLite / PostgreSQL)."""
     from rich.progress import Progress
 
     lines = read_text_lines(file)
@@ -213,8 +214,8 @@ def import_(ctx: click.Context, file: str) -> None:
     total = sum(1 for line in lines if line.strip())
     with Progress(transient=True, disable=not sys.stderr.isatty()) as progress:
         task = progress.add_task("importing", total=total)
-        count = service.import_jsonl(lines, progress=lambda n: progress.advance(task, n))
-    click.echo(f"imported {count} memories", err=True)
+        report = service.import_jsonl(lines, progress=lambda n: progress.advance(task, n))
+    click.echo(f"imported {report.imported} memories", err=True)
 
 
 def tenant_or_all(api_key: str | None, all_tenants: bool) -> None:
