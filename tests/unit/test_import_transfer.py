@@ -74,7 +74,7 @@ def test_a_copied_id_never_moves_another_tenants_memory(mem):
 
 def test_the_same_id_twice_with_two_owners_is_refused(mem):
     shared = new_memory_id()
-    with pytest.raises(ValidationError, match="line 2: id: .* another api_key_id"):
+    with pytest.raises(ValidationError, match=r"line 2: id: .* another api_key_id"):
         mem.import_jsonl([line(id=shared, api_key_id="a"), line(id=shared, api_key_id="b")])
     assert total(mem) == 0 and total(mem, "b") == 0
 
@@ -104,6 +104,6 @@ def test_hostile_lines_are_one_typed_error(mem, text, message):
 def test_import_obeys_the_configured_limits(tmp_path):
     config = {"embedding": {"source": "none"}, "vectors": {"store": "none"}, "limits": {"max_metadata_bytes": 32}}
     with memroute.open(config, use_env=False, data_dir=str(tmp_path / "d")) as service:
-        with pytest.raises(ValidationError, match="line 1: .*max_metadata_bytes"):
+        with pytest.raises(ValidationError, match=r"line 1: .*max_metadata_bytes"):
             service.import_jsonl([line(metadata={"k": "v" * 64})])
         assert total(service) == 0
