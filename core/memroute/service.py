@@ -44,6 +44,7 @@ from memroute.reports import CacheStats, ClearReport, MaintenanceReport, MemoryS
 from memroute.retrieval.build import build_retrieval
 from memroute.settings import MemrouteSettings, load_settings
 from memroute.transfer import ImportReport, import_memories, parse_jsonl
+from memroute.verify import VerifyReport, verify_replicas
 
 if TYPE_CHECKING:
     from memroute.keys import KeyStore
@@ -403,6 +404,11 @@ class Memroute:
             **self._retrieval.status(),
             "health": self.health(),
         }
+
+    def verify(self, *, repair: bool = False) -> VerifyReport:
+        """Compare every fallback with the primary, memory by memory (the drift check); with ``repair``, replay
+        the primary's version of every difference through the outbox. See :mod:`memroute.verify`."""
+        return verify_replicas(self._manager, repair=repair)
 
     def reindex(self, *, force: bool = False, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
         """Embed every memory that has no current vector now (every memory with ``force``); resumable, the

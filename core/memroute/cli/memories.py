@@ -298,5 +298,29 @@ def health(ctx: click.Context, as_json: bool) -> None:
         ctx.exit(1)
 
 
+@click.command()
+@click.option("--repair", is_flag=True, help="Replay the primary's version of every difference to the fallback.")
+@json_option
+@click.pass_context
+def verify(ctx: click.Context, repair: bool, as_json: bool) -> None:
+    """Compare every fallback with the primary, memory by memory; exit status 1 when they differ (and
+    --repair was not given or did not finish)."""
+    report = open_service(ctx).verify(repair=repair)
+    if as_json:
+        echo_json(report.to_dict())
+    else:
+        click.echo(f"primary {report.primary}: {report.memories} memories")
+        for replica in report.replicas:
+            if not replica.checked:
+                click.echo(f"{replica.backend:<12} not checked: {replica.reason}")
+                continue
+            state = "in step" if replica.in_step else (
+                f"{replica.missing} missing, {replica.stale} stale, {replica.extra} extra")
+            fixed = f"; {replica.repaired} repair entries journaled" if replica.repaired else ""
+            click.echo(f"{replica.backend:<12} {state}{fixed}")
+    if not report.ok and not (repair and report.flushed):
+        ctx.exit(1)
+
+
 COMMANDS: list[click.Command] = [add, get, update, delete, clear, list_, stats, search, import_, export, plugins,
-                                 status, health]
+                                 status, health, verify]
