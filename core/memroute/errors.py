@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 __all__ = [
+    "AuthenticationError",
     "BackendError",
     "BackendUnavailableError",
     "ConfigError",
@@ -18,6 +19,7 @@ __all__ = [
     "FieldProblem",
     "MemrouteError",
     "NotFoundError",
+    "PermissionDeniedError",
     "PluginError",
     "PluginLoadError",
     "UnknownComponentError",
@@ -109,3 +111,11 @@ class EmbeddingError(MemrouteError):
 
 class VectorStoreError(MemrouteError):
     """A vector store failed to carry out an operation."""
+
+
+class AuthenticationError(MemrouteError):
+    """No credential, an unknown one, or a revoked one (HTTP 401). The message never echoes the secret."""
+
+
+class PermissionDeniedError(MemrouteError):
+    """The caller is authenticated but may not do this: a missing scope, or another tenant named (HTTP 403)."""

@@ -35,6 +35,7 @@ __all__ = [
     "EmbeddingSettings",
     "ExtractionSettings",
     "ManagerSettings",
+    "McpSettings",
     "MemorySettings",
     "MemrouteSettings",
     "VectorSettings",
@@ -185,6 +186,24 @@ class ManagerSettings:
 
 
 @attrs.frozen(kw_only=True)
+class McpSettings:
+    """``[mcp]``: the MCP endpoint ``/mcp`` of ``memroute serve`` (docs/mcp.md)."""
+
+    dns_rebinding_protection: bool = True
+    """Check the ``Host`` and ``Origin`` of every ``/mcp`` request (421 / 403 otherwise), so a web page cannot
+    reach a local memroute through a rebound DNS name. Loopback names are always accepted."""
+    allowed_hosts: tuple[str, ...] = ()
+    """More ``Host`` values ``/mcp`` accepts besides loopback and ``[server] allowed_hosts``: ``name``,
+    ``name:port`` or ``name:*`` (any port)."""
+    allowed_origins: tuple[str, ...] = ()
+    """``Origin`` values accepted from browsers besides loopback ones (``https://app.example.com``; a ``:*``
+    suffix allows any port). Requests without an ``Origin`` (every non-browser client) are not affected."""
+    resource_url: str | None = None
+    """The public URL of ``/mcp``, announced in the OAuth protected-resource metadata and the 401's
+    ``WWW-Authenticate`` (default: ``http://<server.host>:<server.port>/mcp``). Set it behind a reverse proxy."""
+
+
+@attrs.frozen(kw_only=True)
 class MemrouteSettings:
     """Everything memroute is configured with."""
 
@@ -196,6 +215,7 @@ class MemrouteSettings:
     vectors: VectorSettings = attrs.field(factory=VectorSettings)
     extraction: ExtractionSettings = attrs.field(factory=ExtractionSettings)
     manager: ManagerSettings = attrs.field(factory=ManagerSettings)
+    mcp: McpSettings = attrs.field(factory=McpSettings)
 
     @property
     def data_path(self) -> Path:

@@ -16,6 +16,7 @@ from memroute.settings import (
     EmbeddingSettings,
     ExtractionSettings,
     ManagerSettings,
+    McpSettings,
     MemorySettings,
     MemrouteSettings,
     VectorSettings,
@@ -182,7 +183,7 @@ def test_settings_object_round_trips_with_overrides():
 
 
 SETTINGS_CLASSES = [MemrouteSettings, MemorySettings, BackendsSettings, EmbeddingSettings, VectorSettings,
-                    ExtractionSettings, ManagerSettings]
+                    ExtractionSettings, ManagerSettings, McpSettings]
 
 
 def test_configuration_reference_documents_every_setting_and_env_var():

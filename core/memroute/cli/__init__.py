@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from memroute.cli import memories, notion, pipeline, retrieval, scaffold
+from memroute.cli import mcp, memories, notion, pipeline, retrieval, scaffold
 from memroute.cli.common import CliState
 from memroute.errors import MemrouteError
 
@@ -26,7 +26,7 @@ def cli(ctx: click.Context, config_path: str | None) -> None:
     ctx.obj = CliState(config_path=config_path)
 
 
-for module in (memories, pipeline, retrieval, scaffold, notion):
+for module in (memories, pipeline, retrieval, scaffold, notion, mcp):
     for command in module.COMMANDS:
         cli.add_command(command)
 

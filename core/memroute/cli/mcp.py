@@ -1,0 +1,29 @@
+"""``memroute mcp``: serve the memory tools over stdio to a local MCP client (docs/mcp.md)."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from memroute.cli.common import open_service
+
+__all__ = ["COMMANDS", "mcp_command"]
+
+
+@click.command("mcp")
+@click.option("--tenant", default=None, metavar="NAME",
+              help="Act on this tenant without an API key. Single-user machines only: no authentication, it "
+                   "trusts whoever starts the process.")
+@click.pass_context
+def mcp_command(ctx: click.Context, tenant: str | None) -> None:
+    """Serve memroute's MCP tools over stdin/stdout, bound to the key in $MEMROUTE_API_KEY (or --tenant).
+
+    Refuses to start without a valid, unrevoked key. Logs go to stderr; stdout carries only the protocol."""
+    from memroute.server.mcp.stdio import API_KEY_ENV, run_stdio, stdio_server
+
+    server = stdio_server(open_service(ctx), api_key=os.environ.get(API_KEY_ENV) or None, tenant=tenant)
+    run_stdio(server)
+
+
+COMMANDS: list[click.Command] = [mcp_command]

@@ -1,0 +1,1 @@
+"""The ASGI app ``memroute serve`` runs and its surfaces (REST, MCP, proxy, dashboard)."""
