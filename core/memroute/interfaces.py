@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import abc
 import builtins
-import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -160,12 +159,7 @@ class MemoryBackend(abc.ABC):
 
     def health(self) -> HealthResult:
         """Probe the backend for real (no cached answer). The default times a ``get`` of a random id."""
-        started = time.perf_counter()
-        try:
-            self.get("00000000-0000-4000-8000-000000000000")
-        except Exception as exc:
-            return HealthResult(ok=False, latency_ms=(time.perf_counter() - started) * 1000, error=str(exc))
-        return HealthResult(ok=True, latency_ms=(time.perf_counter() - started) * 1000)
+        return HealthResult.timed(lambda: self.get("00000000-0000-4000-8000-000000000000"))
 
     def describe(self) -> dict[str, Any]:
         """A JSON-able description for ``memroute status`` (no secrets)."""
@@ -278,12 +272,8 @@ class VectorStore(abc.ABC):
         raise NotImplementedError
 
     def health(self) -> HealthResult:
-        started = time.perf_counter()
-        try:
-            self.count()
-        except Exception as exc:
-            return HealthResult(ok=False, latency_ms=(time.perf_counter() - started) * 1000, error=str(exc))
-        return HealthResult(ok=True, latency_ms=(time.perf_counter() - started) * 1000)
+        """Probe the store for real. The default times a ``count``."""
+        return HealthResult.timed(lambda: self.count())
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources."""

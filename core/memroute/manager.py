@@ -17,25 +17,16 @@ import builtins
 import logging
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
 from memroute.breaker import CircuitBreaker
-from memroute.errors import (
-    BackendError,
-    BackendUnavailableError,
-    ConfigError,
-    ConflictError,
-    MemrouteError,
-    NotFoundError,
-    ValidationError,
-)
+from memroute.calls import CLIENT_ERRORS, BackendCall, BackendCaller, CircuitOpenError
+from memroute.errors import BackendUnavailableError, ConfigError, ValidationError
+from memroute.health import HealthMonitor
 from memroute.interfaces import MemoryBackend
 from memroute.models import (
     MAX_ID_CHARS,
@@ -49,19 +40,14 @@ from memroute.models import (
     SearchQuery,
 )
 from memroute.outbox import OP_DELETE, OP_PUT, Outbox, delete_payload, put_payload
-from memroute.runner import BackendRunner
+from memroute.replication import INLINE_CATCH_UP_MAX, Replicator
 from memroute.settings import ManagerSettings
 
 __all__ = ["CircuitOpenError", "ManagedSearch", "MemoryManager"]
 
 log = logging.getLogger("memroute.manager")
 
-_WRITE_OPS = frozenset({"create", "put", "put_many", "update", "delete"})
-# Errors about the request, not the backend: they reach the caller and do not count against the breaker.
-_CLIENT_ERRORS = (ValidationError, ConflictError, NotFoundError)
-_DEFAULT_FLUSH_TIMEOUT_S = 30.0
-_INLINE_CATCH_UP_MAX = 100
-_REPLAY_BATCH = 200
+T = TypeVar("T")
 
 
 @attrs.frozen(kw_only=True)
@@ -75,16 +61,16 @@ class ManagedSearch:
     """Why the primary did not serve (when ``fallback``)."""
 
 
-class CircuitOpenError(BackendUnavailableError):
-    """The backend was not called: its circuit breaker is open (or it never initialized)."""
-
-
 class MemoryManager:
     """Primary + ordered fallbacks, a durable replication outbox, circuit breakers and health checks.
 
     Thread-safe: call it from any number of threads. ``clock`` (wall-clock seconds) drives the breakers,
     the outbox backoff and ages; tests inject a fake one. ``replay_in_background=False`` leaves the outbox
     to :meth:`flush` (and write-time catch-up) so a test decides exactly when replay happens.
+
+    The parts: :class:`~memroute.calls.BackendCaller` (breakers, timeouts, worker threads: the one way a
+    backend is called), :class:`~memroute.replication.Replicator` (the outbox and its replay) and
+    :class:`~memroute.health.HealthMonitor` (probes). The routing rules live here.
     """
 
     def __init__(
@@ -107,24 +93,19 @@ class MemoryManager:
             raise ConfigError(f"backends: instance name(s) used twice: {', '.join(duplicates)}",
                               [("backends", "duplicate name")])
         self._clock = clock or time.time
-        self._by_name = {b.name: b for b in self.backends}
-        self._breakers = {
-            b.name: CircuitBreaker(self.settings.breaker_failures, self.settings.breaker_reset_s, self._clock)
-            for b in self.backends
-        }
-        self._runners = {b.name: BackendRunner(b.name) for b in self.backends}
-        self._delivery_locks = {b.name: threading.Lock() for b in self.backends}
         self._write_lock = threading.RLock()
         self._state_lock = threading.Lock()
-        self._abandoned_writes: Counter[str] = Counter()
-        self._ready: set[str] = set()
         self._initialized = False
         self._closed = False
-        self._stop = threading.Event()
-        self._wake = threading.Event()
         self._threads: list[threading.Thread] = []
         self._replay_in_background = replay_in_background
+        # A finished abandoned write unblocks its target's replay: the caller wakes the replicator.
+        self._caller = BackendCaller(self.backends, self.settings, self._clock,
+                                     on_settled=lambda: self._replication.wake())
         self.outbox = Outbox(outbox_path, prepare=prepare_connection, clock=self._clock)
+        self._replication = Replicator(self.backends, self._caller, self.outbox, settings=self.settings,
+                                       clock=self._clock, write_lock=self._write_lock)
+        self._monitor = HealthMonitor(self.backends, self._caller, self._replication, self.settings)
 
     @property
     def backends(self) -> list[MemoryBackend]:
@@ -133,7 +114,7 @@ class MemoryManager:
 
     def breaker(self, name: str) -> CircuitBreaker:
         """The circuit breaker of one backend instance."""
-        return self._breakers[name]
+        return self._caller.breaker(name)
 
     # --- lifecycle ------------------------------------------------------------------------------------
     def initialize(self) -> None:
@@ -149,10 +130,10 @@ class MemoryManager:
                 return
             errors: dict[str, BaseException] = {}
             for backend in self.backends:
-                error = self._initialize_backend(backend)
+                error = self._caller.initialize(backend)
                 if error is not None:
                     errors[backend.name] = error
-            if not self._ready:
+            if not self._caller.any_ready():
                 error = self._all_failed("initialize", errors)
                 self._closed = True  # unusable: release the outbox and whatever the backends opened
                 self._release_resources()
@@ -160,23 +141,13 @@ class MemoryManager:
             self._initialized = True
             self._start_threads()
 
-    def _initialize_backend(self, backend: MemoryBackend) -> BaseException | None:
-        try:
-            backend.initialize()
-        except Exception as exc:
-            log.warning("backend %r failed to initialize: %s", backend.name, exc)
-            self._breakers[backend.name].record_failure(f"initialize failed: {exc}")
-            return exc
-        self._ready.add(backend.name)
-        return None
-
     def _start_threads(self) -> None:
         if self._replay_in_background:
-            replay = threading.Thread(target=self._replay_loop, name="memroute-outbox-replay", daemon=True)
+            replay = threading.Thread(target=self._replication.run, name="memroute-outbox-replay", daemon=True)
             self._threads.append(replay)
             replay.start()
         if self.settings.health_interval_s > 0:
-            health = threading.Thread(target=self._health_loop, name="memroute-health", daemon=True)
+            health = threading.Thread(target=self._monitor.run, name="memroute-health", daemon=True)
             self._threads.append(health)
             health.start()
 
@@ -186,13 +157,13 @@ class MemoryManager:
             if self._closed:
                 return
             self._closed = True
-        self._stop.set()
-        self._wake.set()
+        self._replication.stop()
+        self._monitor.stop()
         for thread in self._threads:
             thread.join(timeout=self.settings.operation_timeout_s + 5)
         try:
             # Bounded: one pass, breakers and backoff respected, so a dead backend does not stall close().
-            self._replay_pass(respect_backoff=True, force=False)
+            self._replication.replay_pass(respect_backoff=True, force=False)
         except Exception as exc:
             log.warning("final outbox replay failed: %s", exc)
         self._release_resources()
@@ -203,8 +174,7 @@ class MemoryManager:
                 backend.close()
             except Exception as exc:
                 log.warning("backend %r failed to close: %s", backend.name, exc)
-        for runner in self._runners.values():
-            runner.shutdown()
+        self._caller.shutdown()
         self.outbox.close()
 
     def __enter__(self) -> MemoryManager:
@@ -220,68 +190,6 @@ class MemoryManager:
         if not self._initialized:
             self.initialize()
 
-    # --- calling a backend ----------------------------------------------------------------------------
-    def _call(self, backend: MemoryBackend, op: str, *args: Any, force: bool = False) -> Any:
-        """Run ``backend.op(*args)`` under the breaker and the operation timeout.
-
-        ``force`` skips the breaker check (an explicit flush or a health probe); the outcome still counts.
-        """
-        name = backend.name
-        breaker = self._breakers[name]
-        if name not in self._ready:
-            raise CircuitOpenError(f"backend {name!r} is not initialized (see health())", backend=name)
-        if not force and not breaker.allow():
-            raise CircuitOpenError(
-                f"backend {name!r} is skipped: circuit breaker open after {breaker.consecutive_failures} "
-                f"failure(s) (last: {breaker.last_error})", backend=name,
-            )
-        timeout = self.settings.operation_timeout_s
-        try:
-            if backend.capabilities.bounded_latency:
-                # A local backend bounds its own latency (SQLite's busy timeout): calling it on this thread
-                # skips a worker-thread handoff that costs more than the write itself.
-                result = getattr(backend, op)(*args)
-            else:
-                future = self._runners[name].submit(getattr(backend, op), args)
-                result = future.result(timeout=timeout)
-        except FutureTimeout:
-            if not future.cancel() and op in _WRITE_OPS:
-                self._track_abandoned(name, future)
-            error = BackendUnavailableError(f"backend {name!r}: {op} timed out after {timeout:g}s", backend=name)
-            breaker.record_failure(str(error))
-            raise error from None
-        except _CLIENT_ERRORS:
-            breaker.record_success()
-            raise
-        except MemrouteError as exc:
-            breaker.record_failure(str(exc))
-            raise
-        except Exception as exc:
-            breaker.record_failure(str(exc))
-            raise BackendError(f"backend {name!r}: {op} failed: {exc}", backend=name) from exc
-        breaker.record_success()
-        return result
-
-    def _track_abandoned(self, name: str, future: Future[Any]) -> None:
-        # A write still running after its timeout could land after newer state: hold the target's replay
-        # (and direct writes) until it finishes.
-        with self._state_lock:
-            self._abandoned_writes[name] += 1
-
-        def done(_f: Future[Any]) -> None:
-            with self._state_lock:
-                self._abandoned_writes[name] -= 1
-            self._wake.set()
-
-        future.add_done_callback(done)
-
-    def _abandoned(self, name: str) -> int:
-        with self._state_lock:
-            return self._abandoned_writes[name]
-
-    def _in_sync(self, name: str) -> bool:
-        return self.outbox.pending(name) == 0 and self._abandoned(name) == 0
-
     def _all_failed(self, op: str, errors: dict[str, BaseException]) -> BackendUnavailableError:
         """The error raised when no backend served ``op``: the primary's error first, then the others."""
         primary_error = errors.get(self.primary.name)
@@ -295,20 +203,21 @@ class MemoryManager:
         return error
 
     # --- writes ---------------------------------------------------------------------------------------
-    def _write(self, op: str, *args: Any) -> tuple[MemoryBackend, Any]:
+    def _write(self, call: BackendCall[T]) -> tuple[MemoryBackend, T]:
         """Serve a write on the first in-sync backend that answers; else catch one up and use it.
 
         Caller holds ``_write_lock``.
         """
+        replication = self._replication
         errors: dict[str, BaseException] = {}
         behind = []
         for backend in self.backends:
             pending = self.outbox.pending(backend.name)
-            if 0 < pending <= _INLINE_CATCH_UP_MAX:
+            if 0 < pending <= INLINE_CATCH_UP_MAX:
                 # A short backlog is replayed right here (no new entries can join it: we hold the write
                 # lock), so a recovered backend takes its place again even under a steady write load.
-                self._deliver(backend.name, respect_backoff=True, force=False, wait=False)
-            if not self._in_sync(backend.name):
+                replication.deliver(backend.name, respect_backoff=True, force=False, wait=False)
+            if not replication.in_sync(backend.name):
                 behind.append(backend)
                 errors[backend.name] = BackendUnavailableError(
                     f"backend {backend.name!r} is catching up ({self.outbox.pending(backend.name)} pending "
@@ -316,13 +225,13 @@ class MemoryManager:
                 )
                 continue
             try:
-                return backend, self._call(backend, op, *args)
-            except _CLIENT_ERRORS:
+                return backend, self._caller.call(backend, call)
+            except CLIENT_ERRORS:
                 raise
             except Exception as exc:
                 errors[backend.name] = exc
         for backend in behind:
-            if not self._deliver(backend.name, respect_backoff=False, force=False):
+            if not replication.deliver(backend.name, respect_backoff=False, force=False):
                 head = self.outbox.head(backend.name)
                 if head is not None and head.last_error:
                     errors[backend.name] = BackendUnavailableError(
@@ -330,22 +239,12 @@ class MemoryManager:
                     )
                 continue
             try:
-                return backend, self._call(backend, op, *args)
-            except _CLIENT_ERRORS:
+                return backend, self._caller.call(backend, call)
+            except CLIENT_ERRORS:
                 raise
             except Exception as exc:
                 errors[backend.name] = exc
-        raise self._all_failed(op, errors)
-
-    def _journal(self, served: MemoryBackend, op: str, payload: Callable[[], dict[str, Any]]) -> None:
-        """Owe ``op`` to every backend except the one that served, durably, before acknowledging. ``payload``
-        is built only when some backend is owed it (a lone primary owes nothing)."""
-        targets = [b.name for b in self.backends if b is not served]
-        if not targets:
-            return
-        body = payload()
-        self.outbox.add((name, op, body) for name in targets)
-        self._wake.set()
+        raise self._all_failed(call.op, errors)
 
     def create(self, new: NewMemory) -> Memory:
         """Upsert on ``(api_key_id, key)``; replicated to every other backend through the outbox."""
@@ -353,8 +252,8 @@ class MemoryManager:
             raise ValidationError("create: expected a NewMemory", [("new", "type")])
         self._ensure_open()
         with self._write_lock:
-            served, memory = self._write("create", new)
-            self._journal(served, OP_PUT, lambda: put_payload(memory))
+            served, memory = self._write(BackendCall("create", lambda b: b.create(new), writes=True))
+            self._replication.journal(served, OP_PUT, lambda: put_payload(memory))
         return memory
 
     def put(self, memory: Memory) -> None:
@@ -363,8 +262,8 @@ class MemoryManager:
             raise ValidationError("put: expected a Memory", [("memory", "type")])
         self._ensure_open()
         with self._write_lock:
-            served, _ = self._write("put", memory)
-            self._journal(served, OP_PUT, lambda: put_payload(memory))
+            served, _ = self._write(BackendCall("put", lambda b: b.put(memory), writes=True))
+            self._replication.journal(served, OP_PUT, lambda: put_payload(memory))
 
     def put_many(self, memories: Sequence[Memory]) -> int:
         """``put`` a batch in one backend call (bulk import), replicated entry by entry through the outbox."""
@@ -375,11 +274,8 @@ class MemoryManager:
             return 0
         self._ensure_open()
         with self._write_lock:
-            served, count = self._write("put_many", batch)
-            self.outbox.add(
-                (b.name, OP_PUT, put_payload(m)) for b in self.backends if b is not served for m in batch
-            )
-            self._wake.set()
+            served, count = self._write(BackendCall("put_many", lambda b: b.put_many(batch), writes=True))
+            self._replication.journal_puts(served, batch)
         return int(count)
 
     def update(self, memory_id: str, patch: MemoryPatch) -> Memory | None:
@@ -389,9 +285,9 @@ class MemoryManager:
             raise ValidationError("update: expected a MemoryPatch", [("patch", "type")])
         self._ensure_open()
         with self._write_lock:
-            served, updated = self._write("update", memory_id, patch)
+            served, updated = self._write(BackendCall("update", lambda b: b.update(memory_id, patch), writes=True))
             if updated is not None:
-                self._journal(served, OP_PUT, lambda: put_payload(updated))
+                self._replication.journal(served, OP_PUT, lambda: put_payload(updated))
         return updated
 
     def delete(self, memory_id: str) -> bool:
@@ -399,9 +295,9 @@ class MemoryManager:
         _check_id(memory_id)
         self._ensure_open()
         with self._write_lock:
-            served, deleted = self._write("delete", memory_id)
+            served, deleted = self._write(BackendCall("delete", lambda b: b.delete(memory_id), writes=True))
             if deleted:
-                self._journal(served, OP_DELETE, lambda: delete_payload(memory_id))
+                self._replication.journal(served, OP_DELETE, lambda: delete_payload(memory_id))
         return bool(deleted)
 
     # --- reads ----------------------------------------------------------------------------------------
@@ -409,13 +305,37 @@ class MemoryManager:
         """In-sync backends in configured order, then those still catching up (after one try to catch up)."""
         behind = []
         for backend in self.backends:
-            if self._in_sync(backend.name):
+            if self._replication.in_sync(backend.name):
                 yield backend
             else:
                 behind.append(backend)
         for backend in behind:
-            self._deliver(backend.name, respect_backoff=True, force=False, wait=False)
+            self._replication.deliver(backend.name, respect_backoff=True, force=False, wait=False)
             yield backend
+
+    def _answers(self, call: BackendCall[T], errors: dict[str, BaseException]) -> Iterator[tuple[MemoryBackend, T]]:
+        """The first-answer-wins read path: ask the backends in read order, yield each answer.
+
+        A backend that raises is skipped (its error goes into ``errors``); a client error reaches the caller.
+        Once a backend has answered, a backend still catching up is not asked: an in-sync backend said
+        "no such id", and a lagging one may still hold a deleted memory. When no backend answers, raises
+        the error naming each one's failure. The caller stops at the answer it takes.
+        """
+        answered = False
+        for backend in self._read_order():
+            if answered and not self._replication.in_sync(backend.name):
+                return
+            try:
+                value = self._caller.call(backend, call)
+            except CLIENT_ERRORS:
+                raise
+            except Exception as exc:
+                errors[backend.name] = exc
+                continue
+            answered = True
+            yield backend, value
+        if not answered:
+            raise self._all_failed(call.op, errors)
 
     def _skip_reason(self, errors: dict[str, BaseException]) -> str | None:
         error = errors.get(self.primary.name)
@@ -423,7 +343,7 @@ class MemoryManager:
             return str(error)
         pending = self.outbox.pending(self.primary.name)
         reason = f"primary {self.primary.name!r} is catching up ({pending} pending outbox entries)"
-        breaker = self._breakers[self.primary.name]
+        breaker = self.breaker(self.primary.name)
         if breaker.state != "closed":
             reason += f"; circuit breaker {breaker.state} (last error: {breaker.last_error})"
         return reason
@@ -432,24 +352,10 @@ class MemoryManager:
         """The memory from the first backend that has it (primary first; also when the primary raises)."""
         _check_id(memory_id)
         self._ensure_open()
-        errors: dict[str, BaseException] = {}
-        answered = False
-        for backend in self._read_order():
-            if answered and not self._in_sync(backend.name):
-                break  # an in-sync backend said "no such id": a lagging one may still hold a deleted memory
-            try:
-                memory = self._call(backend, "get", memory_id)
-            except _CLIENT_ERRORS:
-                raise
-            except Exception as exc:
-                errors[backend.name] = exc
-                continue
+        for _, memory in self._answers(BackendCall("get", lambda b: b.get(memory_id)), {}):
             if memory is not None:
                 return memory
-            answered = True
-        if answered:
-            return None
-        raise self._all_failed("get", errors)
+        return None
 
     def get_many(self, memory_ids: Sequence[str]) -> dict[str, Memory]:
         """The memories among ``memory_ids`` that any backend holds (asked in order), by id."""
@@ -460,22 +366,12 @@ class MemoryManager:
         found: dict[str, Memory] = {}
         if not ids:
             return found
-        errors: dict[str, BaseException] = {}
-        answered = False
-        for backend in self._read_order():
-            missing = [i for i in ids if i not in found]
-            if not missing or (answered and not self._in_sync(backend.name)):
+        # Each backend is asked only for the ids the ones before it did not have.
+        call = BackendCall("get_many", lambda b: b.get_many([i for i in ids if i not in found]))
+        for _, batch in self._answers(call, {}):
+            found.update(batch)
+            if len(found) == len(ids):
                 break
-            try:
-                found.update(self._call(backend, "get_many", missing))
-            except _CLIENT_ERRORS:
-                raise
-            except Exception as exc:
-                errors[backend.name] = exc
-                continue
-            answered = True
-        if not answered:
-            raise self._all_failed("get_many", errors)
         return found
 
     def list(self, filter: ListFilter) -> ListPage:
@@ -483,15 +379,9 @@ class MemoryManager:
         if not isinstance(filter, ListFilter):
             raise ValidationError("list: expected a ListFilter", [("filter", "type")])
         self._ensure_open()
-        errors: dict[str, BaseException] = {}
-        for backend in self._read_order():
-            try:
-                return self._call(backend, "list", filter)
-            except _CLIENT_ERRORS:
-                raise
-            except Exception as exc:
-                errors[backend.name] = exc
-        raise self._all_failed("list", errors)
+        for _, page in self._answers(BackendCall("list", lambda b: b.list(filter)), {}):
+            return page
+        raise AssertionError("unreachable: _answers raises when no backend answers")
 
     def iter_all(self, api_key_id: str | None = None, batch: int = 500) -> Iterator[Memory]:
         """Every memory (of one tenant, or all), oldest first, page by page through :meth:`list` (so each
@@ -512,93 +402,14 @@ class MemoryManager:
             raise ValidationError("search: expected a SearchQuery", [("query", "type")])
         self._ensure_open()
         errors: dict[str, BaseException] = {}
-        for backend in self._read_order():
-            try:
-                hits = self._call(backend, "search", query)
-            except _CLIENT_ERRORS:
-                raise
-            except Exception as exc:
-                errors[backend.name] = exc
-                continue
+        for backend, hits in self._answers(BackendCall("search", lambda b: b.search(query)), errors):
             if backend is self.primary:
                 return ManagedSearch(hits=builtins.list(hits), backend=backend.name)
             return ManagedSearch(hits=builtins.list(hits), backend=backend.name, fallback=True,
                                  error=self._skip_reason(errors))
-        raise self._all_failed("search", errors)
+        raise AssertionError("unreachable: _answers raises when no backend answers")
 
     # --- the outbox replay ----------------------------------------------------------------------------
-    def _deliver(
-        self, target: str, *, respect_backoff: bool, force: bool, wait: bool = True, limit: int | None = None
-    ) -> bool:
-        """Deliver ``target``'s entries in order until one fails; True when its queue is empty.
-
-        ``wait=False`` (the request paths) gives up at once when another thread is delivering to ``target``:
-        a caller must not queue behind a delivery that may be waiting out a hung backend's timeout.
-        ``limit`` caps the entries delivered in this call (the lock is then released).
-        """
-        backend = self._by_name.get(target)
-        if backend is None or self._abandoned(target):
-            return self.outbox.pending(target) == 0
-        lock = self._delivery_locks[target]
-        if not lock.acquire(blocking=wait):
-            return False
-        try:
-            delivered = 0
-            while limit is None or delivered < limit:
-                entry = self.outbox.head(target)
-                if entry is None:
-                    return True
-                if respect_backoff and entry.next_attempt_at > self._clock():
-                    return False
-                try:
-                    if entry.op == OP_PUT:
-                        self._call(backend, "put", entry.memory(), force=force)
-                    else:
-                        self._call(backend, "delete", entry.memory_id, force=force)
-                except CircuitOpenError:
-                    return False
-                except Exception as exc:
-                    delay = min(self.settings.retry_base_s * 2 ** entry.attempts, self.settings.retry_max_s)
-                    self.outbox.record_failure(entry, str(exc), self._clock() + delay)
-                    log.info("outbox entry %d for %r failed (attempt %d): %s",
-                             entry.id, target, entry.attempts + 1, exc)
-                    return False
-                self.outbox.remove(entry)
-                delivered += 1
-            return self.outbox.pending(target) == 0
-        finally:
-            lock.release()
-
-    def _replay_pass(self, *, respect_backoff: bool, force: bool) -> None:
-        for target in self.outbox.targets():
-            if target in self._by_name:
-                self._deliver(target, respect_backoff=respect_backoff, force=force)
-
-    def _background_pass(self) -> None:
-        """One pass of the replay thread. Delivers in batches; when a healthy target's backlog is short
-        but writers keep adding to it, the rest is delivered under the write lock, so the target catches
-        up (and a recovered primary serves again) even under a steady write load."""
-        for target in self.outbox.targets():
-            if target not in self._by_name or self._stop.is_set():
-                continue
-            if self._deliver(target, respect_backoff=True, force=False, limit=_REPLAY_BATCH):
-                continue
-            head = self.outbox.head(target)
-            healthy = self._breakers[target].state == "closed" and head is not None and head.attempts == 0
-            if healthy and self.outbox.pending(target) <= _INLINE_CATCH_UP_MAX:
-                with self._write_lock:
-                    self._deliver(target, respect_backoff=True, force=False)
-
-    def _replay_loop(self) -> None:
-        while not self._stop.is_set():
-            self._wake.clear()
-            try:
-                self._background_pass()
-            except Exception as exc:  # the thread must survive anything (a closed outbox, a bad entry)
-                log.warning("outbox replay pass failed: %s", exc)
-            # New entries and recoveries set _wake; the timeout re-checks backoff and half-open breakers.
-            self._wake.wait(0.1 if self.outbox.depth() else 1.0)
-
     def flush(self, timeout: float | None = None) -> bool:
         """Drive the replay now until the outbox is empty or ``timeout`` seconds pass (``None``: 30 s;
         ``0``: one pass). Backoff and breakers are bypassed: a flush is an explicit "try now".
@@ -607,80 +418,19 @@ class MemoryManager:
             return False
         if not self._initialized:
             self.initialize()
-        deadline = time.monotonic() + (_DEFAULT_FLUSH_TIMEOUT_S if timeout is None else max(timeout, 0.0))
-        pause = 0.01
-        while True:
-            self._replay_pass(respect_backoff=False, force=True)
-            if self.outbox.depth() == 0:
-                return True
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return False
-            time.sleep(min(pause, remaining))
-            pause = min(pause * 2, 0.25)
+        return self._replication.flush(timeout)
 
     # --- health ---------------------------------------------------------------------------------------
     def check_health(self) -> dict[str, HealthResult]:
         """Probe every backend now and feed the breakers (what the schedule runs). A backend that failed to
         initialize is initialized again first. Wakes the replay when a backend answers."""
-        results: dict[str, HealthResult] = {}
-        for backend in self.backends:
-            results[backend.name] = self._probe(backend)
-        if any(r.ok for r in results.values()):
-            self._wake.set()
-        return results
-
-    def _probe(self, backend: MemoryBackend) -> HealthResult:
-        name = backend.name
-        breaker = self._breakers[name]
-        started = time.perf_counter()
-        init_error = None if name in self._ready else self._initialize_backend(backend)
-        if init_error is not None:
-            result = HealthResult(ok=False, latency_ms=(time.perf_counter() - started) * 1000,
-                                  error=f"initialize failed: {init_error}")
-        else:
-            future = self._runners[name].submit(backend.health, ())
-            try:
-                result = future.result(timeout=self.settings.operation_timeout_s)
-            except FutureTimeout:
-                future.cancel()
-                result = HealthResult(ok=False, latency_ms=(time.perf_counter() - started) * 1000,
-                                      error=f"health check timed out after {self.settings.operation_timeout_s:g}s")
-            except Exception as exc:
-                result = HealthResult(ok=False, latency_ms=(time.perf_counter() - started) * 1000, error=str(exc))
-        if result.ok:
-            breaker.record_success()
-        else:
-            breaker.record_failure(result.error or "health check failed")
-        return result
-
-    def _health_loop(self) -> None:
-        while not self._stop.wait(self.settings.health_interval_s):
-            try:
-                self.check_health()
-            except Exception as exc:
-                log.warning("scheduled health check failed: %s", exc)
+        return self._monitor.check()
 
     def health(self) -> dict[str, Any]:
         """Probe every backend now; report each backend (with its breaker) and the outbox."""
         if self._closed:
             raise BackendUnavailableError("the memory manager is closed")
-        results = self.check_health()
-        backends = []
-        for backend in self.backends:
-            result = results[backend.name]
-            backends.append({
-                "name": backend.name,
-                "type": backend.type_name,
-                "role": "primary" if backend is self.primary else "fallback",
-                "ok": result.ok,
-                "latency_ms": round(result.latency_ms, 3),
-                "error": result.error,
-                "breaker": self._breakers[backend.name].state,
-                "pending": self.outbox.pending(backend.name),
-                "abandoned_writes": self._abandoned(backend.name),
-            })
-        return {"backends": backends, "outbox": self.outbox.stats()}
+        return self._monitor.report(self.primary)
 
 
 def _check_id(memory_id: object) -> None:

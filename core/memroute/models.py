@@ -9,8 +9,9 @@ from __future__ import annotations
 import enum
 import json
 import math
+import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta, timezone
 from typing import Any, Final, Literal
 
@@ -41,6 +42,12 @@ __all__ = [
 MAX_CONTENT_CHARS: Final = 1_000_000
 MAX_KEY_CHARS: Final = 512
 MAX_ID_CHARS: Final = 256
+MAX_QUERY_CHARS: Final = 100_000
+MAX_METADATA_BYTES: Final = 1_048_576
+"""The model's ceiling for metadata (serialised JSON, UTF-8); ``[limits] max_metadata_bytes`` sets a lower one."""
+MAX_METADATA_DEPTH: Final = 32
+"""Nesting deeper than this is refused before anything recurses over it (``json`` and ``copy`` raise
+``RecursionError`` near 1,000 levels; a hostile 1,500-deep object used to escape as an untyped error)."""
 
 
 class MemoryType(str, enum.Enum):
@@ -136,6 +143,25 @@ def _coerce_type(value: MemoryType | str) -> MemoryType:
         ) from None
 
 
+def check_storable(field: str, value: str) -> None:
+    """Refuse text no backend can store: NUL characters and lone UTF-16 surrogates (``"\\ud800"``).
+
+    Both pass ``isinstance(value, str)`` but make the SQLite write (and UTF-8 encoding on every other path)
+    raise; caught here they are the caller's :class:`ValidationError` and never a backend failure that
+    counts against a circuit breaker.
+    """
+    if "\x00" in value:
+        raise ValidationError(f"{field}: must not contain NUL characters", [(field, "invalid")])
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValidationError(
+                f"{field}: contains a lone UTF-16 surrogate at position {exc.start} (not valid Unicode text)",
+                [(field, "invalid")],
+            ) from None
+
+
 def _require_text(field: str, max_chars: int) -> Any:
     def check(_inst: object, _attr: attrs.Attribute[Any], value: object) -> None:
         if not isinstance(value, str):
@@ -144,8 +170,7 @@ def _require_text(field: str, max_chars: int) -> Any:
             raise ValidationError(f"{field}: must not be empty", [(field, "empty")])
         if len(value) > max_chars:
             raise ValidationError(f"{field}: longer than {max_chars} characters", [(field, "too long")])
-        if "\x00" in value:
-            raise ValidationError(f"{field}: must not contain NUL characters", [(field, "invalid")])
+        check_storable(field, value)
 
     return check
 
@@ -153,8 +178,22 @@ def _require_text(field: str, max_chars: int) -> Any:
 def _check_session(_inst: object, _attr: attrs.Attribute[Any], value: object) -> None:
     if value is None:
         return
-    if not isinstance(value, str) or len(value) > MAX_ID_CHARS or "\x00" in value:
+    if not isinstance(value, str) or len(value) > MAX_ID_CHARS:
         raise ValidationError("session_id: expected a string of at most 256 characters", [("session_id", "invalid")])
+    check_storable("session_id", value)
+
+
+def _check_query(field: str) -> Any:
+    def check(_inst: object, _attr: attrs.Attribute[Any], value: object) -> None:
+        if value is None:
+            return
+        if not isinstance(value, str):
+            raise ValidationError(f"{field}: expected a string, got {type(value).__name__}", [(field, "type")])
+        if len(value) > MAX_QUERY_CHARS:
+            raise ValidationError(f"{field}: longer than {MAX_QUERY_CHARS} characters", [(field, "too long")])
+        check_storable(field, value)
+
+    return check
 
 
 def _coerce_session(value: str | None) -> str | None:
@@ -170,17 +209,65 @@ def _coerce_metadata(value: Mapping[str, Any] | None) -> dict[str, Any]:
     if not value:
         return {}
     data = dict(value)
-    if not all(isinstance(k, str) for k in data):
-        raise ValidationError("metadata: keys must be strings", [("metadata", "invalid")])
+    _check_json_value(data, "metadata", 1)
     try:
-        json.dumps(data, allow_nan=False)
+        encoded = json.dumps(data, allow_nan=False, ensure_ascii=False)
     except (TypeError, ValueError) as exc:
         raise ValidationError(f"metadata: not JSON-serialisable ({exc})", [("metadata", "invalid")]) from None
+    size = len(encoded.encode("utf-8"))
+    if size > MAX_METADATA_BYTES:
+        raise ValidationError(
+            f"metadata: {size} bytes as JSON, more than the limit of {MAX_METADATA_BYTES}", [("metadata", "too large")]
+        )
     return data
+
+
+def _check_json_value(value: object, path: str, depth: int) -> None:
+    """Check every key and string of a metadata value for NULs and lone surrogates; the depth is checked on
+    the way down, so this walk itself never recurses more than ``MAX_METADATA_DEPTH`` frames."""
+    if depth > MAX_METADATA_DEPTH:
+        raise ValidationError(
+            f"metadata: nested deeper than {MAX_METADATA_DEPTH} levels", [("metadata", "too deep")]
+        )
+    if isinstance(value, str):
+        check_storable(path, value)
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ValidationError("metadata: keys must be strings", [("metadata", "invalid")])
+            check_storable(f"{path} key", key)
+            _check_json_value(item, f"{path}.{key[:40]}", depth + 1)
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            _check_json_value(item, f"{path}[{index}]", depth + 1)
 
 
 def check_id(field: str = "id") -> Any:
     return _require_text(field, MAX_ID_CHARS)
+
+
+def is_memory_id(value: object) -> bool:
+    """Whether ``value`` is a canonical memory id (a lower-case hyphenated UUID, as memroute generates)."""
+    if not isinstance(value, str) or len(value) != 36:
+        return False
+    try:
+        return str(uuid.UUID(value)) == value
+    except ValueError:
+        return False
+
+
+def check_memory_id(field: str = "id") -> Any:
+    """Validator for ids memroute will store: a canonical UUID. Vector stores key points by it (Qdrant
+    refuses anything else), so a non-UUID id let in by an import used to stall the indexer for everyone."""
+
+    def check(_inst: object, _attr: attrs.Attribute[Any], value: object) -> None:
+        if not is_memory_id(value):
+            raise ValidationError(
+                f"{field}: expected a canonical UUID (like {new_memory_id()}), got {value!r:.60}",
+                [(field, "not a UUID")],
+            )
+
+    return check
 
 
 # --- the memory ----------------------------------------------------------------------------------------
@@ -257,7 +344,7 @@ class NewMemory:
     session_id: str | None = attrs.field(default=None, converter=_coerce_session, validator=_check_session)
     metadata: dict[str, Any] = attrs.field(factory=dict, converter=_coerce_metadata, eq=False, hash=False)
     expires_at: datetime | None = attrs.field(default=None, converter=_opt_utc)
-    id: str = attrs.field(factory=new_memory_id, validator=check_id("id"))
+    id: str = attrs.field(factory=new_memory_id, validator=check_memory_id("id"))
     now: datetime = attrs.field(factory=utcnow, converter=_now)
     """The write's timestamp: ``created_at`` of a new memory and ``updated_at`` in both cases."""
 
@@ -369,7 +456,7 @@ class ListFilter:
     )
     type: MemoryType | None = attrs.field(default=None, converter=_opt_type)
     session_id: str | None = attrs.field(default=None, converter=_coerce_session, validator=_check_session)
-    query: str | None = attrs.field(default=None)
+    query: str | None = attrs.field(default=None, validator=_check_query("query"))
     """Case-insensitive substring over content and key."""
     limit: int = attrs.field(default=50, validator=_in_range("limit", 1, 10_000))
     offset: int = attrs.field(default=0, validator=_in_range("offset", 0, 2**62))
@@ -392,7 +479,7 @@ class SearchQuery:
     retention window (``retention_days``; ``None`` means none) and the optional session scope."""
 
     api_key_id: str = attrs.field(validator=_require_text("api_key_id", MAX_ID_CHARS))
-    text: str = attrs.field(default="", validator=attrs.validators.instance_of(str))
+    text: str = attrs.field(default="", validator=_check_query("query"))
     strategy: str = attrs.field(default="hybrid", validator=_one_of("strategy", STRATEGIES))
     limit: int = attrs.field(default=20, validator=_in_range("limit", 1, 1000))
     session_id: str | None = attrs.field(default=None, converter=_coerce_session, validator=_check_session)
@@ -488,3 +575,21 @@ class HealthResult:
     latency_ms: float
     error: str | None = None
     details: dict[str, Any] = attrs.field(factory=dict, eq=False)
+
+    @classmethod
+    def timed(cls, probe: Callable[[], object]) -> HealthResult:
+        """Run ``probe`` and time it: the one place a health probe is timed.
+
+        A probe that raises reports ``ok=False`` with the error's message and the time until it failed; one
+        that returns reports ``ok=True``, with what it returned as ``details`` when that is a mapping. A
+        probe that returns a ``HealthResult`` (it ran a nested probe that timed itself) is that answer.
+        """
+        started = time.perf_counter()
+        try:
+            outcome = probe()
+        except Exception as exc:  # a probe reports; it never raises
+            return cls(ok=False, latency_ms=(time.perf_counter() - started) * 1000, error=str(exc))
+        if isinstance(outcome, HealthResult):
+            return outcome
+        details = dict(outcome) if isinstance(outcome, Mapping) else {}
+        return cls(ok=True, latency_ms=(time.perf_counter() - started) * 1000, details=details)

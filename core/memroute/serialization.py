@@ -84,11 +84,11 @@ def make_converter() -> cattrs.Converter:
         raise ValueError(f"expected a number, got {value!r}")
 
     def structure_str(value: Any, _t: Any) -> str:
+        # No coercion from numbers: `path = 123` must be an error, not a database file named "./123".
+        # (Environment variables arrive as strings already.)
         if isinstance(value, str):
             return value
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return str(value)
-        raise ValueError(f"expected a string, got {type(value).__name__}")
+        raise ValueError(f"expected a string, got {type(value).__name__} {value!r:.40}")
 
     conv.register_structure_hook(bool, structure_bool)
     conv.register_structure_hook(int, structure_int)

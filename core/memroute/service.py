@@ -20,6 +20,7 @@ from typing import IO, TYPE_CHECKING, Any
 from memroute.components import build_backend
 from memroute.errors import ConfigError, MemrouteError, ValidationError
 from memroute.interfaces import EmbeddingSource, MemoryBackend, VectorStore
+from memroute.limits import InputLimits
 from memroute.manager import MemoryManager
 from memroute.models import (
     ListFilter,
@@ -30,6 +31,7 @@ from memroute.models import (
     NewMemory,
     SearchQuery,
     SearchResult,
+    check_storable,
 )
 from memroute.plugins import MemroutePluginManager, get_plugin_manager
 from memroute.retrieval.build import build_retrieval
@@ -71,6 +73,7 @@ class Memroute:
         self.settings = settings
         self.plugins = plugins or get_plugin_manager()
         self.data_dir = settings.data_path
+        self._limits = InputLimits(settings.limits)
         self._closed = False
         self._lock = threading.RLock()
         self._conversation: Conversation | None = None
@@ -154,10 +157,12 @@ class Memroute:
         omitted. Returns the stored memory (with its id, kept across upserts)."""
         if not isinstance(content, str):
             raise ValidationError("content: expected a string", [("content", "type")])
+        check_storable("content", content)  # before derive_key hashes it
         new = NewMemory(
             api_key_id=api_key_id, key=key if key is not None else derive_key(content), content=content,
             type=type, session_id=session_id, metadata=metadata, expires_at=expires_at,
         )
+        self._limits.check(content=new.content, metadata=new.metadata)
         memory = self.manager.create(new)
         self.retrieval.on_written([memory])
         return memory
@@ -177,7 +182,9 @@ class Memroute:
             )
         if not changes:
             raise ValidationError("update: nothing to change", [("(root)", "empty")])
-        updated = self.manager.update(memory_id, MemoryPatch(**changes))
+        patch = MemoryPatch(**changes)
+        self._limits.check(content=changes.get("content"), metadata=patch.metadata or None)
+        updated = self.manager.update(memory_id, patch)
         if updated is not None:
             self.retrieval.on_written([updated])
         return updated is not None

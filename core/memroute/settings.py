@@ -21,6 +21,7 @@ import attrs
 import platformdirs
 
 from memroute.errors import ConfigError
+from memroute.models import MAX_CONTENT_CHARS, MAX_METADATA_BYTES, MAX_METADATA_DEPTH
 from memroute.serialization import structure_config
 
 if sys.version_info >= (3, 11):
@@ -34,6 +35,7 @@ __all__ = [
     "ComponentConfig",
     "EmbeddingSettings",
     "ExtractionSettings",
+    "LimitsSettings",
     "ManagerSettings",
     "McpSettings",
     "MemorySettings",
@@ -186,6 +188,19 @@ class ManagerSettings:
 
 
 @attrs.frozen(kw_only=True)
+class LimitsSettings:
+    """``[limits]``: how large one memory may be. Checked by the service on add, update and import, before
+    any backend is called; a larger input is a ``ValidationError`` naming the field and the limit."""
+
+    max_content_chars: int = attrs.field(default=MAX_CONTENT_CHARS, validator=_range(1, MAX_CONTENT_CHARS))
+    """Characters of ``content`` (the model's ceiling is 1,000,000)."""
+    max_metadata_bytes: int = attrs.field(default=65_536, validator=_range(2, MAX_METADATA_BYTES))
+    """Bytes of ``metadata`` serialised as UTF-8 JSON (the model's ceiling is 1 MiB)."""
+    max_metadata_depth: int = attrs.field(default=16, validator=_range(1, MAX_METADATA_DEPTH))
+    """Nesting levels of ``metadata`` (a flat object is 1; the model's ceiling is 32)."""
+
+
+@attrs.frozen(kw_only=True)
 class McpSettings:
     """``[mcp]``: the MCP endpoint ``/mcp`` of ``memroute serve`` (docs/mcp.md)."""
 
@@ -215,6 +230,7 @@ class MemrouteSettings:
     vectors: VectorSettings = attrs.field(factory=VectorSettings)
     extraction: ExtractionSettings = attrs.field(factory=ExtractionSettings)
     manager: ManagerSettings = attrs.field(factory=ManagerSettings)
+    limits: LimitsSettings = attrs.field(factory=LimitsSettings)
     mcp: McpSettings = attrs.field(factory=McpSettings)
 
     @property
@@ -321,6 +337,11 @@ def read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"config file not found: {path}", [("(file)", "not found")]) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}", [("(file)", str(exc))]) from None
+    except RecursionError:
+        raise ConfigError(f"{path}: not usable TOML: nested too deeply", [("(file)", "too deep")]) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (invalid byte at offset {exc.start})",
+                          [("(file)", "encoding")]) from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc}", [("(file)", str(exc))]) from None
 
@@ -425,6 +446,15 @@ def load_settings(
     shortcut for the primary SQLite backend's ``path``. Any problem raises :class:`ConfigError` naming the
     field.
     """
+    try:
+        return _load_settings(config, environ, use_env, overrides)
+    except RecursionError:
+        # A hostile mapping or override nested thousands deep; a file is caught in read_toml.
+        raise ConfigError("configuration: nested too deeply", [("(root)", "too deep")]) from None
+
+
+def _load_settings(config: Any, environ: Mapping[str, str] | None, use_env: bool,
+                   overrides: dict[str, Any]) -> MemrouteSettings:
     environ = os.environ if environ is None else environ
     if isinstance(config, MemrouteSettings):
         if not overrides and not use_env:

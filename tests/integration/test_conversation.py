@@ -460,3 +460,25 @@ def test_injection_failure_sends_the_request_unchanged(make_service, caplog):
     with caplog.at_level(logging.ERROR, logger="memroute.pipeline"):
         assert mem.augment(request, "k") is request
     assert "injection failed" in caplog.text
+
+
+def test_augment_fills_the_budget_past_vec_top_k(make_service):
+    """vec_top_k (20) is a search's default limit, not a cap on what augment can inject (reference: the budget
+    walk runs over 100 candidates)."""
+    mem = make_service(memory={"vec_top_k": 20, "max_tokens": 4000})
+    for i in range(40):
+        mem.add(api_key_id="k", key=f"trip:{i}", content=f"Trip to Lisbon number {i} was lovely")
+    mem.flush()
+    info = mem.conversation.explain_augment(chat("How was the Lisbon trip?"), "k")
+    assert info.injected and info.result is not None
+    assert len(info.result.hits) == 40
+    assert len(mem.search("Lisbon trip", api_key_id="k").hits) == 20  # a plain search keeps its default
+
+
+def test_augment_with_strategy_recent_injects_the_newest_memories(make_service):
+    mem = make_service(memory={"strategy": "recent", "max_tokens": 30})
+    for i in range(5):
+        mem.add(api_key_id="k", key=f"note:{i}", content=f"Note number {i} about nothing much")
+    info = mem.conversation.explain_augment(chat("What about the Lisbon trip?"), "k")
+    assert info.result is not None and info.result.provenance.strategy_used == "exact"
+    assert len(info.result.hits) >= 1  # the query is not used as a filter on the recent path

@@ -95,7 +95,7 @@ def test_import_is_all_or_nothing_and_names_the_bad_line(run, tmp_path):
     other = {**memory, "id": "00000000-0000-4000-8000-000000000001", "key": "other"}
     bad.write_text(json.dumps(other) + "\n" + json.dumps({**memory, "type": "opinion"}) + "\n", encoding="utf-8")
     code, _, err = run("import", str(bad))
-    assert code == 1 and "line 2" in err and "Traceback" not in err
+    assert code == 2 and "line 2" in err and "Traceback" not in err
     code, out, _ = run("list", "--api-key", "alice", "--json")
     assert json.loads(out)["total"] == 1  # nothing from the bad file was written
 
@@ -123,7 +123,7 @@ def test_invalid_config_file_names_the_field(run, tmp_path):
     config = tmp_path / "bad.toml"
     config.write_text("[memory]\nmax_tokens = 99999\n", encoding="utf-8")
     code, _, err = run("--config", str(config), "list", "--api-key", "a")
-    assert code == 1 and "memory.max_tokens: must be in [0, 16000]" in err
+    assert code == 2 and "memory.max_tokens: must be in [0, 16000]" in err
 
 
 def test_health_and_status_json(run):
@@ -140,4 +140,4 @@ def test_unwritable_data_dir_is_a_config_error(run, tmp_path, monkeypatch):
     blocker.write_text("not a directory", encoding="utf-8")
     monkeypatch.setenv("MEMROUTE_DATA_DIR", str(blocker / "data"))
     code, _, err = run("list", "--api-key", "a")
-    assert code == 1 and "data_dir" in err and "Traceback" not in err
+    assert code == 2 and "data_dir" in err and "Traceback" not in err

@@ -97,7 +97,7 @@ def test_extract_option_misuse(run, args):
 @pytest.mark.parametrize("stdin", ["{bad json", "", "   "])
 def test_augment_invalid_json_is_one_line_error(run, stdin):
     code, out, err = run("augment", "--api-key", "alice", stdin=stdin)
-    assert code == 1 and out == ""
+    assert code == 2 and out == ""
     assert err.startswith("memroute: error: stdin:") and err.count("\n") == 1
 
 

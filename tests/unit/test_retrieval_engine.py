@@ -99,11 +99,47 @@ def test_vector_path_applies_expiry_retention_and_session(manager, tmp_path):
     assert [h.memory.key for h in result] == ["live"]
 
 
-def test_relevance_floor_returns_nothing_for_an_unrelated_query(manager, tmp_path):
+def test_relevance_floor_applies_to_budgeted_retrieval_and_never_to_a_plain_ranking(manager, tmp_path):
     eng = engine(manager, tmp_path, settings=MemorySettings(min_similarity=0.3))
     add(manager, eng, "alice", "Prefers TypeScript for frontend code")
     eng.flush()
-    assert len(eng.search(q("zebra xylophone quantum", strategy="semantic"))) == 0
+    # augment-style (a token budget): an unrelated question injects nothing
+    assert len(eng.search(q("zebra xylophone quantum", strategy="semantic"), max_tokens=2000)) == 0
+    # an explicit search with a limit is the plain ranking: the floor never costs recall against it
+    assert len(eng.search(q("zebra xylophone quantum", strategy="semantic"))) == 1
+
+
+def test_exact_with_a_query_keeps_only_matching_memories_newest_first(manager, tmp_path):
+    eng = engine(manager, tmp_path)
+    now = utcnow()
+    for i, content in enumerate(["Lisbon trip in May", "Drinks oat milk coffee", "Back from Lisbon, loved it",
+                                 "Lisbon has great tiles"]):
+        eng.on_written([manager.create(NewMemory(api_key_id="alice", key=f"k{i}", content=content,
+                                                 now=now + timedelta(seconds=i)))])
+    result = eng.search(q("what about Lisbon?", strategy="exact"))
+    assert [h.memory.key for h in result] == ["k3", "k2", "k0"]
+    assert result.provenance.strategy_used == "exact" and not result.provenance.degraded
+    assert result.hits[0].ranks["recency"] == 1 and "keyword" in result.hits[0].ranks
+    assert [h.memory.key for h in eng.search(q("zebra", strategy="exact"))] == []
+    assert [h.memory.key for h in eng.search(q("", strategy="exact"))] == ["k3", "k2", "k1", "k0"]
+
+
+def test_equal_scores_come_back_newest_first_then_by_id_on_every_path(manager, tmp_path):
+    eng = engine(manager, tmp_path)
+    now = utcnow()
+    ids = []
+    for i in range(6):  # identical content: equal keyword and vector scores; two share a timestamp
+        memory = manager.create(NewMemory(api_key_id="alice", key=f"k{i}", content="Walks the dog at noon",
+                                          now=now + timedelta(seconds=i // 2)))
+        eng.on_written([memory])
+        ids.append((-(i // 2), memory.id))
+    eng.flush()
+    expected = [mid for _, mid in sorted(ids)]
+    for strategy in ("hybrid", "semantic", "exact"):
+        for _ in range(3):
+            assert [h.memory.id for h in eng.search(q("dog noon", strategy=strategy))] == expected, strategy
+    keyword_only = RetrievalEngine(manager, embedder=None, vector_store=None)
+    assert [h.memory.id for h in keyword_only.search(q("dog noon"))] == expected
 
 
 def test_signature_change_never_queries_the_old_index_and_rebuilds(manager, tmp_path):

@@ -15,6 +15,7 @@ from memroute.settings import (
     BackendsSettings,
     EmbeddingSettings,
     ExtractionSettings,
+    LimitsSettings,
     ManagerSettings,
     McpSettings,
     MemorySettings,
@@ -183,7 +184,7 @@ def test_settings_object_round_trips_with_overrides():
 
 
 SETTINGS_CLASSES = [MemrouteSettings, MemorySettings, BackendsSettings, EmbeddingSettings, VectorSettings,
-                    ExtractionSettings, ManagerSettings, McpSettings]
+                    ExtractionSettings, ManagerSettings, LimitsSettings, McpSettings]
 
 
 def test_configuration_reference_documents_every_setting_and_env_var():

@@ -9,7 +9,7 @@ from pathlib import Path
 import apsw
 import pytest
 
-from memroute.errors import BackendUnavailableError, ConfigError
+from memroute.errors import BackendUnavailableError, ConfigError, ValidationError
 from memroute.interfaces import ComponentContext
 from memroute.models import ListFilter, Memory, MemoryPatch, NewMemory, SearchQuery, new_memory_id, utcnow
 from memroute.plugins import make_plugin_manager
@@ -158,11 +158,17 @@ def test_fts_query_quotes_terms_and_joins_with_or() -> None:
     assert fts_query("x" * 5000 + " tail") == '"' + "x" * 4096 + '"'
 
 
-@pytest.mark.parametrize("text", [*FTS_SYNTAX_QUERIES, "a" * 10_000, "\x00", "\u202e rtl override", "ß"])
+@pytest.mark.parametrize("text", [*FTS_SYNTAX_QUERIES, "a" * 10_000, "\u202e rtl override", "ß", "\x01\x1f ctl"])
 def test_no_user_text_raises_in_match(backend: SqliteBackend, text: str) -> None:
     add(backend, "k", "straße ramen TypeScript")
     for strategy in ("semantic", "hybrid", "exact"):
         backend.search(SearchQuery(api_key_id="a", text=text, strategy=strategy))
+
+
+@pytest.mark.parametrize("text", ["\x00", "x \ud800", "\udfff tail"])
+def test_unstorable_query_text_is_refused_before_the_backend(text: str) -> None:
+    with pytest.raises(ValidationError, match="query"):
+        SearchQuery(api_key_id="a", text=text)
 
 
 def test_or_of_terms_finds_what_strict_and_misses(backend: SqliteBackend) -> None:

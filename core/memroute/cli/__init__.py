@@ -1,5 +1,10 @@
 """The ``memroute`` command line. Every read command takes ``--json``; errors are one line on stderr with a
-non-zero exit status, never a traceback (``MEMROUTE_DEBUG=1`` shows it)."""
+non-zero exit status, never a traceback (``MEMROUTE_DEBUG=1`` shows it).
+
+Exit status: 0 success; 2 the invocation's input is wrong (a usage error, a ``ValidationError`` or
+``ConfigError``, text that is not valid Unicode, input nested too deeply); 1 the operation failed (not found,
+no backend available, ...); 130 interrupted; 70 an internal error (a bug: please report it).
+"""
 
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ import click
 
 from memroute.cli import mcp, memories, notion, pipeline, retrieval, scaffold
 from memroute.cli.common import CliState
-from memroute.errors import MemrouteError
+from memroute.errors import ConfigError, MemrouteError, ValidationError
 
 __all__ = ["cli", "main"]
 
@@ -43,9 +48,19 @@ def main(argv: list[str] | None = None) -> Any:
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    except (ValidationError, ConfigError) as exc:
+        _error(str(exc))
+        sys.exit(2)
     except MemrouteError as exc:
-        click.echo(f"memroute: error: {_one_line(str(exc))}", err=True)
+        _error(str(exc))
         sys.exit(1)
+    except RecursionError:
+        # The commands convert the inputs they parse; this is the net for any path that still recurses.
+        _error("input is nested too deeply")
+        sys.exit(2)
+    except UnicodeError as exc:
+        _error(f"input is not valid Unicode text ({type(exc).__name__} at position {getattr(exc, 'start', '?')})")
+        sys.exit(2)
     except KeyboardInterrupt:
         click.echo("memroute: interrupted", err=True)
         sys.exit(130)
@@ -59,3 +74,10 @@ def main(argv: list[str] | None = None) -> Any:
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())
+
+
+def _error(message: str) -> None:
+    # A message may quote the caller's text, lone surrogates included: print it escaped rather than let
+    # stderr's encoder raise a second error while reporting the first.
+    line = _one_line(message).encode("utf-8", "backslashreplace").decode("utf-8")
+    click.echo(f"memroute: error: {line}", err=True)

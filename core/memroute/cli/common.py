@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import TYPE_CHECKING, Any
 
 import attrs
 import click
 
+from memroute.errors import ValidationError
 from memroute.serialization import memory_to_dict
 
 if TYPE_CHECKING:
     from memroute.models import Memory, SearchResult
     from memroute.service import Memroute
 
-__all__ = ["CliState", "echo_json", "hit_to_dict", "open_service", "result_to_dict"]
+__all__ = ["CliState", "echo_json", "hit_to_dict", "open_service", "read_text", "read_text_lines", "result_to_dict"]
 
 
 @attrs.define
@@ -33,6 +35,28 @@ def open_service(ctx: click.Context) -> Memroute:
         state.service = Memroute.open(state.config_path)
         ctx.find_root().call_on_close(state.service.close)
     return state.service
+
+
+def read_text(file: str) -> str:
+    """The UTF-8 text of ``file`` (``-``: stdin); bytes that are not UTF-8 are a ``ValidationError`` naming
+    the byte offset, not a ``UnicodeDecodeError``."""
+    name = "stdin" if file == "-" else file
+    try:
+        if file == "-":
+            data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read()
+        else:
+            with open(file, "rb") as handle:
+                data = handle.read()
+        return data.decode("utf-8") if isinstance(data, bytes) else data
+    except UnicodeDecodeError as exc:
+        raise ValidationError(f"{name}: not UTF-8 text (invalid byte at offset {exc.start})",
+                              [(name, "encoding")]) from None
+    except OSError as exc:
+        raise ValidationError(f"{name}: cannot read: {exc.strerror or exc}", [(name, "unreadable")]) from None
+
+
+def read_text_lines(file: str) -> list[str]:
+    return read_text(file).splitlines()
 
 
 def echo_json(data: Any) -> None:

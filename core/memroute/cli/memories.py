@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from memroute.cli.common import echo_json, memory_line, open_service, result_to_dict
+from memroute.cli.common import echo_json, memory_line, open_service, read_text_lines, result_to_dict
 from memroute.errors import NotFoundError, ValidationError
 from memroute.models import MemoryType
 from memroute.serialization import memory_to_dict
@@ -24,6 +24,8 @@ def _metadata(raw: str | None) -> dict[str, Any] | None:
         value = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise ValidationError(f"--metadata: not valid JSON ({exc.msg})", [("metadata", "json")]) from None
+    except RecursionError:
+        raise ValidationError("--metadata: nested too deeply", [("metadata", "too deep")]) from None
     if not isinstance(value, dict):
         raise ValidationError("--metadata: expected a JSON object", [("metadata", "type")])
     return value
@@ -155,11 +157,7 @@ def import_(ctx: click.Context, file: str) -> None:
     """Import memories from a JSONL FILE (as `export` writes; '-' reads stdin). All-or-nothing validation."""
     from rich.progress import Progress
 
-    if file == "-":
-        lines = sys.stdin.read().splitlines()
-    else:
-        with open(file, encoding="utf-8") as handle:
-            lines = handle.read().splitlines()
+    lines = read_text_lines(file)
     service = open_service(ctx)
     total = sum(1 for line in lines if line.strip())
     with Progress(transient=True, disable=not sys.stderr.isatty()) as progress:

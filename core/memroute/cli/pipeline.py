@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import click
 
-from memroute.cli.common import CliState, echo_json, open_service
+from memroute.cli.common import CliState, echo_json, open_service, read_text
 from memroute.errors import ValidationError
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
@@ -17,14 +16,22 @@ api_key_option = click.option("--api-key", "api_key", required=True, help="Owner
 
 
 def _read_stdin_json() -> Any:
-    raw = sys.stdin.read()
+    raw = read_text("-")
     if not raw.strip():
         raise ValidationError("stdin: expected a JSON request body, got nothing", [("stdin", "empty")])
     try:
-        return json.loads(raw)
+        value = json.loads(raw)
+        # JSON may spell a lone surrogate as an escape ("\\ud800"): refuse it here, not when printing.
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
     except json.JSONDecodeError as exc:
         raise ValidationError(f"stdin: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})",
                               [("stdin", "json")]) from None
+    except RecursionError:
+        raise ValidationError("stdin: JSON nested too deeply", [("stdin", "too deep")]) from None
+    except UnicodeEncodeError as exc:
+        raise ValidationError(f"stdin: contains a lone UTF-16 surrogate (position {exc.start} of the text)",
+                              [("stdin", "invalid")]) from None
+    return value
 
 
 def _fact_dict(fact: Any) -> dict[str, Any]:
@@ -47,7 +54,7 @@ def extract(ctx: click.Context, as_json: bool, source: str, store: bool, api_key
         raise click.UsageError("--store needs --api-key")
     if api_key and not store:
         raise click.UsageError("--api-key only applies with --store")
-    text = sys.stdin.read()
+    text = read_text("-")
     if store:
         mem = open_service(ctx)
         facts = mem.conversation.extract(text, source=source)

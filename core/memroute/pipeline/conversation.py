@@ -36,6 +36,10 @@ if TYPE_CHECKING:
 
 __all__ = ["Augmentation", "Conversation", "MaintenanceReport", "build_extractors", "run_extractors"]
 
+BUDGET_CANDIDATES = 100
+"""How many ranked memories ``augment`` walks to fill its token budget: the reference's retrieval always
+passes 100; ``vec_top_k`` (20) is only a search's default limit and must not cap what fits the budget."""
+
 log = logging.getLogger("memroute.pipeline")
 
 _SUMMARY_BATCH = 500
@@ -360,8 +364,12 @@ class Conversation:
         if not query:
             return Augmentation(request=request, skipped="no user message")
         try:
+            # The budget walk runs over a deep candidate list (vec_top_k is a search's default, not a cap on
+            # what fits the budget); strategy `recent` injects the newest memories, as the reference's chat
+            # path does (it sends no query for it).
             result = self.service.search(
-                query, api_key_id=api_key_id, strategy=settings.strategy, max_tokens=settings.max_tokens,
+                "" if settings.strategy in ("recent", "exact") else query, api_key_id=api_key_id,
+                strategy=settings.strategy, max_tokens=settings.max_tokens, limit=BUDGET_CANDIDATES,
                 session_id=session_id if session_scope else None,
             )
         except Exception:

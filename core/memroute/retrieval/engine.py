@@ -22,11 +22,17 @@ from memroute.models import Memory, Provenance, SearchHit, SearchQuery, SearchRe
 from memroute.retrieval.budget import fit_budget
 from memroute.retrieval.fusion import fuse, keyword_query
 from memroute.retrieval.indexer import Indexer, IndexQueue, ReindexMarkers
+from memroute.retrieval.ordering import order_hits, order_pairs, recency_key
 from memroute.settings import MemorySettings
 
-__all__ = ["RetrievalEngine"]
+__all__ = ["CANDIDATE_CAP", "RECENT_MATCH_DEPTH", "RetrievalEngine"]
 
 log = logging.getLogger("memroute.retrieval")
+
+CANDIDATE_CAP = 100
+"""Candidates per leg for an ordinary search (see :meth:`RetrievalEngine.candidate_depth`)."""
+RECENT_MATCH_DEPTH = 200
+"""Keyword matches the ``exact`` strategy puts in recency order (at least; ten times the limit when larger)."""
 
 
 class RetrievalEngine:
@@ -96,28 +102,41 @@ class RetrievalEngine:
             self.indexer.enqueue_delete(memory_id, api_key_id)
 
     # --- search ----------------------------------------------------------------------------------------
+    def candidate_depth(self, limit: int) -> int:
+        """How many candidates each leg returns for a search of ``limit`` results: three times the limit (so
+        fusion has the other leg's near misses to promote), at least ``vec_top_k``, at most
+        :data:`CANDIDATE_CAP` unless the limit itself is larger."""
+        return max(limit, min(3 * limit, CANDIDATE_CAP), self.settings.vec_top_k)
+
     def search(self, query: SearchQuery, *, max_tokens: int | None = None) -> SearchResult:
-        if query.strategy == "exact" or not query.text.strip():
+        """Ranked memories for ``query``, at most ``query.limit`` of them, within ``max_tokens`` when given.
+
+        A budgeted search (``max_tokens`` given: what ``augment`` and the preview run) also applies the
+        vector leg's relevance floor, because there an irrelevant memory costs tokens in every request; a
+        search with only a limit returns the plain ranking, so the floor never costs recall against it."""
+        if not query.text.strip():
             return self._recency(query, max_tokens)
-        candidates = max(query.limit * 3, self.settings.vec_top_k)
+        if query.strategy == "exact":
+            return self._recent_matching(query, max_tokens)
+        depth = self.candidate_depth(query.limit)
         reasons: list[str] = []
         # The legs run one after the other: measured, running the keyword leg on a second thread made hybrid
         # slower (8.1 ms against 6.6 ms at 10k memories), the two legs contending for the GIL.
-        vector_hits = self._vector_leg(query, candidates, reasons)
+        vector_hits = self._vector_leg(query, depth, reasons, floor=max_tokens is not None)
         keyword_served: ManagedSearch | None = None
         keyword_hits: list[tuple[Memory, float]] = []
         if query.strategy == "hybrid" or vector_hits is None:
             keyword_served = self.manager.search(
-                attrs.evolve(query, text=keyword_query(query.text), strategy="hybrid", limit=candidates)
+                attrs.evolve(query, text=keyword_query(query.text), strategy="hybrid", limit=depth)
             )
-            keyword_hits = [(h.memory, h.score) for h in keyword_served.hits if query.admits(h.memory)]
+            keyword_hits = order_pairs((h.memory, h.score) for h in keyword_served.hits if query.admits(h.memory))
         if vector_hits is None:
             hits = fuse(keyword_hits, [], k=self.settings.rrf_k)
             legs: tuple[str, ...] = ("keyword",)
             used = "keyword"
         elif query.strategy == "semantic":
             hits = fuse([], vector_hits, k=self.settings.rrf_k)
-            hits = [attrs.evolve(h, score=h.leg_scores["vector"]) for h in hits]
+            hits = order_hits(attrs.evolve(h, score=h.leg_scores["vector"]) for h in hits)
             legs, used = ("vector",), "semantic"
         else:
             hits = fuse(keyword_hits, vector_hits, k=self.settings.rrf_k, query=query.text)
@@ -139,25 +158,52 @@ class RetrievalEngine:
 
     def _recency(self, query: SearchQuery, max_tokens: int | None) -> SearchResult:
         served = self.manager.search(attrs.evolve(query, strategy="exact"))
+        admitted = sorted((h.memory for h in served.hits if query.admits(h.memory)), key=recency_key)
         hits = [
-            SearchHit(memory=h.memory, score=h.score, tier="recency", ranks={"recency": i},
-                      leg_scores={"recency": h.score})
-            for i, h in enumerate(served.hits, start=1) if query.admits(h.memory)
+            SearchHit(memory=memory, score=1.0 / rank, tier="recency", ranks={"recency": rank},
+                      leg_scores={"recency": 1.0 / rank})
+            for rank, memory in enumerate(admitted, start=1)
         ]
         reasons = []
         if query.strategy != "exact":
             reasons.append("empty query: most recent memories")
+        return SearchResult(hits=tuple(fit_budget(hits, max_tokens, query.limit)),
+                            provenance=self._recency_provenance(query, served, ("recency",), reasons))
+
+    def _recent_matching(self, query: SearchQuery, max_tokens: int | None) -> SearchResult:
+        """Strategy ``exact`` with a query (the reference's behaviour): only memories that match it (a
+        keyword score above 0), newest first. The matches come from the keyword leg, ranked by it and cut at
+        :data:`RECENT_MATCH_DEPTH` (or ten times the limit), then put in recency order."""
+        depth = min(1000, max(RECENT_MATCH_DEPTH, 10 * query.limit))
+        served = self.manager.search(
+            attrs.evolve(query, text=keyword_query(query.text), strategy="hybrid", limit=depth))
+        matched = [(h.memory, h.score) for h in served.hits if h.score > 0 and query.admits(h.memory)]
+        keyword_rank = {memory.id: rank for rank, (memory, _) in enumerate(order_pairs(matched), start=1)}
+        matched.sort(key=lambda pair: recency_key(pair[0]))
+        hits = [
+            SearchHit(memory=memory, score=1.0 / rank, tier="recency",
+                      ranks={"recency": rank, "keyword": keyword_rank[memory.id]},
+                      leg_scores={"recency": 1.0 / rank, "keyword": float(score)})
+            for rank, (memory, score) in enumerate(matched, start=1)
+        ]
+        return SearchResult(hits=tuple(fit_budget(hits, max_tokens, query.limit)),
+                            provenance=self._recency_provenance(query, served, ("keyword", "recency"), []))
+
+    @staticmethod
+    def _recency_provenance(query: SearchQuery, served: ManagedSearch, legs: tuple[str, ...],
+                            reasons: list[str]) -> Provenance:
         if served.fallback:
             reasons.append(f"primary unavailable ({served.error}); served by fallback {served.backend}")
-        provenance = Provenance(
-            backend=served.backend, strategy_requested=query.strategy, strategy_used="exact", legs=("recency",),
+        return Provenance(
+            backend=served.backend, strategy_requested=query.strategy, strategy_used="exact", legs=legs,
             degraded=(bool(reasons) and query.strategy != "exact") or served.fallback,
             reason="; ".join(reasons) or None, fallback=served.fallback,
         )
-        return SearchResult(hits=tuple(fit_budget(hits, max_tokens, query.limit)), provenance=provenance)
 
-    def _vector_leg(self, query: SearchQuery, k: int, reasons: list[str]) -> list[tuple[Memory, float]] | None:
-        """The vector ranking, or ``None`` (with a reason) when the vector tier cannot serve this query."""
+    def _vector_leg(self, query: SearchQuery, k: int, reasons: list[str], *,
+                    floor: bool = False) -> list[tuple[Memory, float]] | None:
+        """The vector ranking, or ``None`` (with a reason) when the vector tier cannot serve this query.
+        With ``floor``, candidates below the relevance floor are dropped (see :meth:`search`)."""
         if self.indexer is None or self.embedder is None or self.vector_store is None:
             reasons.append(f"{self.vector_reason}: degraded to keyword")
             return None
@@ -171,14 +217,15 @@ class RetrievalEngine:
         except Exception as exc:
             reasons.append(f"vector leg failed ({type(exc).__name__}: {exc}): degraded to keyword")
             return None
-        if found:
-            floor = max(self.settings.min_similarity, found[0].score - self.settings.similarity_window)
-            found = [hit for hit in found if hit.score >= floor]
+        if found and floor:
+            best = max(hit.score for hit in found)
+            cutoff = max(self.settings.min_similarity, best - self.settings.similarity_window)
+            found = [hit for hit in found if hit.score >= cutoff]
         memories = self.manager.get_many([hit.memory_id for hit in found]) if found else {}
-        return [
+        return order_pairs(
             (memories[hit.memory_id], hit.score) for hit in found
             if hit.memory_id in memories and query.admits(memories[hit.memory_id])
-        ]
+        )
 
     # --- operations ------------------------------------------------------------------------------------
     def flush(self, timeout: float | None = None) -> bool:

@@ -21,6 +21,7 @@ import re
 from collections.abc import Sequence
 
 from memroute.models import Memory, SearchHit
+from memroute.retrieval.ordering import order_key
 
 __all__ = ["LONG_QUERY_TERMS", "MIN_COVERAGE", "STOP_WORDS", "content_terms", "coverage", "fuse", "keyword_query"]
 
@@ -114,7 +115,7 @@ def fuse(
             scores[memory.id] = scores.get(memory.id, 0.0) + contribution
             ranks.setdefault(memory.id, {})[leg] = rank
             leg_scores.setdefault(memory.id, {})[leg] = float(score)
-    ordered = sorted(scores, key=lambda mid: (-scores[mid], -memories[mid].created_at.timestamp()))
+    ordered = sorted(scores, key=lambda mid: order_key(scores[mid], memories[mid]))
     hits = []
     for mid in ordered:
         legs = ranks[mid]

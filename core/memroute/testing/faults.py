@@ -180,12 +180,11 @@ class FaultyBackend(MemoryBackend):
         return self.inner.iter_all(api_key_id, batch)
 
     def health(self) -> HealthResult:
-        started = time.perf_counter()
-        try:
+        def probe() -> HealthResult:
             self._enter("health")
-        except BackendUnavailableError as exc:
-            return HealthResult(ok=False, latency_ms=(time.perf_counter() - started) * 1000, error=str(exc))
-        return self.inner.health()
+            return self.inner.health()
+
+        return HealthResult.timed(probe)
 
     def describe(self) -> dict[str, Any]:
         return {**self.inner.describe(), "name": self.name, "faulty": True}

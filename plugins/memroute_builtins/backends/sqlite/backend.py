@@ -477,7 +477,7 @@ class SqliteBackend(MemoryBackend):
     def recent(self, query: SearchQuery) -> builtins.list[BackendHit]:
         where, params = self._scope(query)
         rows = self._read(
-            f"SELECT {_COLUMNS} FROM memories WHERE {where} ORDER BY created_at DESC, memory_rowid DESC LIMIT ?",
+            f"SELECT {_COLUMNS} FROM memories WHERE {where} ORDER BY created_at DESC, id LIMIT ?",
             [*params, query.limit], "search memories")
         return [BackendHit(memory=_to_memory(row), score=1.0 / rank) for rank, row in enumerate(rows, start=1)]
 
@@ -500,7 +500,7 @@ class SqliteBackend(MemoryBackend):
                 f"SELECT {_M_COLUMNS}, hits.rank FROM hits "
                 # CROSS JOIN keeps the shortlist as the outer loop (SQLite honours it).
                 "CROSS JOIN memories AS m ON m.memory_rowid = hits.rowid "
-                f"WHERE {where} ORDER BY hits.rank, m.created_at DESC LIMIT ?",
+                f"WHERE {where} ORDER BY hits.rank, m.created_at DESC, m.id LIMIT ?",
                 [match, depth, *params, query.limit], "search memories")
             if len(rows) >= query.limit:
                 break

@@ -1,0 +1,185 @@
+"""Replication: writes owed to backends, kept in the durable outbox and replayed to each in order.
+
+The manager journals every acknowledged write for every backend that did not serve it; this module
+delivers those entries (strict FIFO per target, retried with backoff, nothing dropped) from a background
+thread, from :meth:`Replicator.flush`, and inline on the request paths when a backlog is short. It also
+answers the manager's ordering question (:meth:`Replicator.in_sync`): a backend with pending entries, or
+with an abandoned write still running, takes no direct write.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from memroute.calls import BackendCall, BackendCaller, CircuitOpenError
+from memroute.interfaces import MemoryBackend
+from memroute.models import Memory
+from memroute.outbox import OP_PUT, Outbox, OutboxEntry, put_payload
+from memroute.settings import ManagerSettings
+
+__all__ = ["INLINE_CATCH_UP_MAX", "Replicator"]
+
+log = logging.getLogger("memroute.manager")
+
+_DEFAULT_FLUSH_TIMEOUT_S = 30.0
+INLINE_CATCH_UP_MAX = 100
+"""A backlog this short is replayed on the request path (and under the write lock by the replay thread)."""
+_REPLAY_BATCH = 200
+
+
+class Replicator:
+    """Delivers the outbox to the backends it names. ``write_lock`` is the manager's: holding it, no new
+    entry can join a target's queue, so a short backlog delivered under it really empties."""
+
+    def __init__(
+        self,
+        backends: Sequence[MemoryBackend],
+        caller: BackendCaller,
+        outbox: Outbox,
+        *,
+        settings: ManagerSettings,
+        clock: Callable[[], float],
+        write_lock: threading.RLock,
+    ) -> None:
+        self.outbox = outbox
+        self._backends = list(backends)
+        self._by_name = {b.name: b for b in self._backends}
+        self._caller = caller
+        self._settings = settings
+        self._clock = clock
+        self._write_lock = write_lock
+        self._delivery_locks = {b.name: threading.Lock() for b in self._backends}
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+
+    def wake(self) -> None:
+        """New entries, a recovered backend or a finished abandoned write: replay now, not at the next tick."""
+        self._wake.set()
+
+    def in_sync(self, name: str) -> bool:
+        """The outbox holds nothing for ``name`` and no abandoned write to it is still running."""
+        return self.outbox.pending(name) == 0 and self._caller.abandoned(name) == 0
+
+    # --- journaling -----------------------------------------------------------------------------------
+    def journal(self, served: MemoryBackend, op: str, payload: Callable[[], dict[str, Any]]) -> None:
+        """Owe ``op`` to every backend except the one that served, durably, before acknowledging. ``payload``
+        is built only when some backend is owed it (a lone primary owes nothing)."""
+        targets = [b.name for b in self._backends if b is not served]
+        if not targets:
+            return
+        body = payload()
+        self.outbox.add((name, op, body) for name in targets)
+        self._wake.set()
+
+    def journal_puts(self, served: MemoryBackend, memories: Sequence[Memory]) -> None:
+        """Owe a ``put`` of each memory (a bulk import) to every backend except the one that served."""
+        self.outbox.add(
+            (b.name, OP_PUT, put_payload(m)) for b in self._backends if b is not served for m in memories
+        )
+        self._wake.set()
+
+    # --- delivery -------------------------------------------------------------------------------------
+    def deliver(
+        self, target: str, *, respect_backoff: bool, force: bool, wait: bool = True, limit: int | None = None
+    ) -> bool:
+        """Deliver ``target``'s entries in order until one fails; True when its queue is empty.
+
+        ``wait=False`` (the request paths) gives up at once when another thread is delivering to ``target``:
+        a caller must not queue behind a delivery that may be waiting out a hung backend's timeout.
+        ``limit`` caps the entries delivered in this call (the lock is then released).
+        """
+        backend = self._by_name.get(target)
+        if backend is None or self._caller.abandoned(target):
+            return self.outbox.pending(target) == 0
+        lock = self._delivery_locks[target]
+        if not lock.acquire(blocking=wait):
+            return False
+        try:
+            delivered = 0
+            while limit is None or delivered < limit:
+                entry = self.outbox.head(target)
+                if entry is None:
+                    return True
+                if respect_backoff and entry.next_attempt_at > self._clock():
+                    return False
+                try:
+                    self._caller.call(backend, _replay_call(entry), force=force)
+                except CircuitOpenError:
+                    return False
+                except Exception as exc:
+                    delay = min(self._settings.retry_base_s * 2 ** entry.attempts, self._settings.retry_max_s)
+                    self.outbox.record_failure(entry, str(exc), self._clock() + delay)
+                    log.info("outbox entry %d for %r failed (attempt %d): %s",
+                             entry.id, target, entry.attempts + 1, exc)
+                    return False
+                self.outbox.remove(entry)
+                delivered += 1
+            return self.outbox.pending(target) == 0
+        finally:
+            lock.release()
+
+    def replay_pass(self, *, respect_backoff: bool, force: bool) -> None:
+        """Deliver to every target once, in outbox order."""
+        for target in self.outbox.targets():
+            if target in self._by_name:
+                self.deliver(target, respect_backoff=respect_backoff, force=force)
+
+    def background_pass(self) -> None:
+        """One pass of the replay thread. Delivers in batches; when a healthy target's backlog is short
+        but writers keep adding to it, the rest is delivered under the write lock, so the target catches
+        up (and a recovered primary serves again) even under a steady write load."""
+        for target in self.outbox.targets():
+            if target not in self._by_name or self._stop.is_set():
+                continue
+            if self.deliver(target, respect_backoff=True, force=False, limit=_REPLAY_BATCH):
+                continue
+            head = self.outbox.head(target)
+            healthy = self._caller.breaker(target).state == "closed" and head is not None and head.attempts == 0
+            if healthy and self.outbox.pending(target) <= INLINE_CATCH_UP_MAX:
+                with self._write_lock:
+                    self.deliver(target, respect_backoff=True, force=False)
+
+    def run(self) -> None:
+        """The replay thread's loop, until :meth:`stop`."""
+        while not self._stop.is_set():
+            self._wake.clear()
+            try:
+                self.background_pass()
+            except Exception as exc:  # the thread must survive anything (a closed outbox, a bad entry)
+                log.warning("outbox replay pass failed: %s", exc)
+            # New entries and recoveries set _wake; the timeout re-checks backoff and half-open breakers.
+            self._wake.wait(0.1 if self.outbox.depth() else 1.0)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Drive the replay now until the outbox is empty or ``timeout`` seconds pass (``None``: 30 s;
+        ``0``: one pass). Backoff and breakers are bypassed: a flush is an explicit "try now".
+        True when the outbox is empty."""
+        deadline = time.monotonic() + (_DEFAULT_FLUSH_TIMEOUT_S if timeout is None else max(timeout, 0.0))
+        pause = 0.01
+        while True:
+            self.replay_pass(respect_backoff=False, force=True)
+            if self.outbox.depth() == 0:
+                return True
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            time.sleep(min(pause, remaining))
+            pause = min(pause * 2, 0.25)
+
+
+def _replay_call(entry: OutboxEntry) -> BackendCall[object]:
+    """The backend call that delivers one outbox entry (its own scope: a call abandoned after its timeout
+    still holds its own entry's data)."""
+    if entry.op == OP_PUT:
+        memory = entry.memory()
+        return BackendCall("put", lambda b: b.put(memory), writes=True)
+    memory_id = entry.memory_id
+    return BackendCall("delete", lambda b: b.delete(memory_id), writes=True)
