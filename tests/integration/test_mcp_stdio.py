@@ -87,7 +87,7 @@ def test_refuses_a_key_and_a_tenant_together(data_dir):
 
 def test_refuses_an_invalid_tenant_name(data_dir):
     done = _run(data_dir, "--tenant", " ")
-    assert done.returncode == 1 and "api_key_id" in done.stderr and "Traceback" not in done.stderr
+    assert done.returncode == 2 and "--tenant" in done.stderr and "Traceback" not in done.stderr
 
 
 async def test_a_key_binds_the_session_to_its_tenant_and_revocation_applies_at_once(data_dir):

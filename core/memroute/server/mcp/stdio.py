@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from memroute.errors import AuthenticationError
+from memroute.errors import AuthenticationError, ValidationError
 from memroute.server.mcp import build_mcp_server
 from memroute.server.mcp.tools import Caller
 
@@ -42,7 +42,10 @@ def key_caller(mem: Memroute, secret: str) -> Callable[[], Caller]:
 
 def tenant_caller(mem: Memroute, tenant: str) -> Callable[[], Caller]:
     """A resolver that trusts the local user: every call acts on ``tenant`` (validated now)."""
-    mem.list(api_key_id=tenant, limit=1)  # a bad tenant name is refused before serving, not at the first call
+    try:
+        mem.list(api_key_id=tenant, limit=1)  # a bad name is refused before serving, not at the first call
+    except ValidationError as exc:
+        raise ValidationError(f"--tenant: {exc}", exc.problems) from None
     caller = Caller(tenant=tenant, scopes=LOCAL_SCOPES)
     return lambda: caller
 
