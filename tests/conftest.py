@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+pytest_plugins = ["tests.servers.memroute_server"]  # the `memroute_server` fixture (real server) everywhere
+
 
 @pytest.fixture(autouse=True)
 def _isolated_environment(tmp_path, monkeypatch):
@@ -20,3 +22,6 @@ def _isolated_environment(tmp_path, monkeypatch):
     reset_plugin_manager()
     yield
     reset_plugin_manager()
+
+
+from tests.servers.postgres import postgres_server  # noqa: E402,F401 - a session fixture (one server per worker)

@@ -81,3 +81,22 @@ def memroute_prepare_connection(connection: Any) -> None:
         def memroute_prepare_connection(connection):
             connection.create_scalar_function("reverse", lambda s: s[::-1], 1, deterministic=True)
     """
+
+
+@hookspec(firstresult=True)
+def memroute_state_store(primary: Any, context: Any) -> Any:
+    """Called once per service, the first time it needs the deployment's shared state (API keys, runtime
+    settings, maintenance leases). ``primary`` is the primary :class:`~memroute.interfaces.MemoryBackend`
+    instance; ``context`` a :class:`~memroute.state.StateStoreContext` (``state_dir``,
+    ``prepare_connection``). Return a :class:`~memroute.state.StateStore` when your backend keeps that state
+    itself (so every process of a deployment sees one store), or None to let the next plugin (and finally the
+    SQLite ``state.db`` in ``state_dir``) handle it. The first non-None result wins.
+
+    Example::
+
+        @memroute.hookimpl
+        def memroute_state_store(primary, context):
+            if isinstance(primary, PostgresBackend):
+                return PostgresStateStore(primary.pool)
+            return None
+    """

@@ -244,6 +244,10 @@ class MemroutePluginManager(pluggy.PluginManager):
         self._collect()
         return sorted(self._infos, key=lambda i: (i.kind, i.name, i.plugin))
 
+    def state_store(self, primary: Any, context: Any) -> Any:
+        """The first ``memroute_state_store`` result for this primary, or None (use the SQLite default)."""
+        return self.hook.memroute_state_store(primary=primary, context=context)
+
     def prepare_connection(self, connection: Any) -> None:
         """Run every ``memroute_prepare_connection`` hook on ``connection``."""
         self.hook.memroute_prepare_connection(connection=connection)

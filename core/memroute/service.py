@@ -39,7 +39,10 @@ from memroute.serialization import memory_from_dict, memory_to_dict
 from memroute.settings import MemrouteSettings, load_settings
 
 if TYPE_CHECKING:
+    from memroute.keys import KeyStore
     from memroute.pipeline.conversation import Conversation, MaintenanceReport
+    from memroute.settings import MemorySettings
+    from memroute.state import StateStore
 
 __all__ = ["Memroute", "derive_key"]
 
@@ -77,6 +80,7 @@ class Memroute:
         self._closed = False
         self._lock = threading.RLock()
         self._conversation: Conversation | None = None
+        self._state: StateStore | None = None
         backends = settings.backends
         built = []
         try:
@@ -133,13 +137,53 @@ class Memroute:
                 self._conversation.close()  # stored extractions first: they write through the manager
             self.retrieval.close()
         finally:
-            self.manager.close()
+            try:
+                self.manager.close()
+            finally:
+                if self._state is not None:
+                    self._state.close()
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait for background work (extraction, outbox replication, embedding); True when all of it finished."""
         extracted = self._conversation.flush(timeout) if self._conversation is not None else True
         indexed = self.retrieval.flush(timeout) and extracted
         return self.manager.flush(timeout) and indexed
+
+    # --- deployment state: keys, runtime settings (memroute.state; docs/server.md) -------------------
+    @property
+    def state(self) -> StateStore:
+        """The deployment's shared state store (keys, runtime settings, leases), opened on first use."""
+        with self._lock:
+            if self._state is None:
+                from memroute.state import open_state_store
+
+                self._state = open_state_store(self.plugins, self.manager.backends[0], self.state_dir)
+            return self._state
+
+    @property
+    def keys(self) -> KeyStore:
+        """The deployment's API keys (``memroute keys``, ``/api/keys``)."""
+        return self.state.keys
+
+    def memory_settings(self) -> MemorySettings:
+        """The ``[memory]`` settings in effect: the configured ones with the runtime overrides stored by
+        :meth:`update_memory_settings` (in the shared state store, so every process sees them)."""
+        from memroute.state import apply_memory_overrides
+
+        stored = self.state.get_value("settings", "memory") or {}
+        return apply_memory_overrides(self.settings.memory, stored)
+
+    def update_memory_settings(self, changes: Mapping[str, Any]) -> MemorySettings:
+        """Change runtime memory settings (wire names: ``enabled``, ``maxTokens``, ``retentionDays``,
+        ``strategy``, ``typedDecay*``), strictly validated; returns the settings now in effect."""
+        from memroute.state import validate_memory_overrides
+
+        checked = validate_memory_overrides(changes, self.settings.memory)
+        with self._lock:
+            stored = dict(self.state.get_value("settings", "memory") or {})
+            stored.update(checked)
+            self.state.put_value("settings", "memory", stored)
+        return self.memory_settings()
 
     # --- CRUD ----------------------------------------------------------------------------------------
     def add(

@@ -40,6 +40,7 @@ __all__ = [
     "McpSettings",
     "MemorySettings",
     "MemrouteSettings",
+    "ServerSettings",
     "VectorSettings",
     "default_data_dir",
     "find_config_file",
@@ -95,6 +96,9 @@ class MemorySettings:
     """Opt-in typed decay (reference §16): episodic memories expire unless accessed often."""
     typed_decay_episodic_days: int = attrs.field(default=30, validator=_range(1, 3650))
     typed_decay_access_immunity: int = attrs.field(default=3, validator=_range(0, 1_000_000))
+    typed_decay_sweep_interval: int = attrs.field(default=0, validator=_range(0, 365 * 86_400))
+    """Seconds between the typed-decay sweeps ``memroute serve`` runs (``MEMORY_TYPED_DECAY_SWEEP_INTERVAL``);
+    0 disables the sweep. Needs ``typed_decay_enabled``."""
 
 
 @attrs.frozen(kw_only=True)
@@ -187,6 +191,43 @@ class ManagerSettings:
     """A backend call that takes longer counts as a failure (the call is abandoned, not killed)."""
 
 
+def _origins(_inst: Any, attribute: attrs.Attribute[Any], value: tuple[str, ...]) -> None:
+    for origin in value:
+        if origin != "*" and not re.match(r"^https?://[^/\s]+$", origin):
+            raise ConfigError(f"must be origins like https://app.example.com (no path) or \"*\", got {origin!r}",
+                              [(attribute.name, "invalid")])
+
+
+@attrs.frozen(kw_only=True)
+class ServerSettings:
+    """``[server]``: how ``memroute serve`` listens and guards its HTTP surface (``docs/server.md``)."""
+
+    host: str = "127.0.0.1"
+    """Interface to bind (loopback by default; put a reverse proxy in front to expose it)."""
+    port: int = attrs.field(default=8765, validator=_range(0, 65535))
+    """TCP port (0 picks a free one)."""
+    workers: int = attrs.field(default=1, validator=_range(1, 256))
+    """Worker processes; each opens its own service on the same deployment."""
+    cors_origins: tuple[str, ...] = attrs.field(default=(), validator=_origins)
+    """Origins allowed to call the API from a browser. Empty (the default): no CORS headers at all."""
+    allowed_hosts: tuple[str, ...] = ()
+    """``Host`` header values accepted (e.g. ``["memory.example.com"]``); empty accepts any."""
+    max_body_bytes: int = attrs.field(default=1_048_576, validator=_range(1024, 2**40))
+    """Largest request body accepted (413 beyond it), except on the import route."""
+    max_import_bytes: int = attrs.field(default=67_108_864, validator=_range(1024, 2**40))
+    """Largest body ``POST /api/memory/import`` accepts."""
+    request_timeout_s: float = attrs.field(default=60.0, validator=_range(0.1, 86_400))
+    """Seconds a request may take before its response starts (504 after); streams then run to the end."""
+    maintenance_interval_s: float = attrs.field(default=3600.0, validator=_range(0, 365 * 86_400))
+    """Seconds between scheduled retention prunes (one process of the deployment at a time); 0 disables."""
+    ssl_certfile: str | None = None
+    """TLS certificate (PEM) for uvicorn; with ``ssl_keyfile`` the server speaks HTTPS."""
+    ssl_keyfile: str | None = None
+    """TLS private key (PEM)."""
+    graceful_timeout_s: float = attrs.field(default=10.0, validator=_range(0, 3600))
+    """On shutdown, seconds to let requests finish and background work flush."""
+
+
 @attrs.frozen(kw_only=True)
 class LimitsSettings:
     """``[limits]``: how large one memory may be. Checked by the service on add, update and import, before
@@ -230,6 +271,7 @@ class MemrouteSettings:
     vectors: VectorSettings = attrs.field(factory=VectorSettings)
     extraction: ExtractionSettings = attrs.field(factory=ExtractionSettings)
     manager: ManagerSettings = attrs.field(factory=ManagerSettings)
+    server: ServerSettings = attrs.field(factory=ServerSettings)
     limits: LimitsSettings = attrs.field(factory=LimitsSettings)
     mcp: McpSettings = attrs.field(factory=McpSettings)
 
@@ -257,6 +299,7 @@ ENV_VARS: Final[dict[str, tuple[str, ...]]] = {
     "MEMORY_TYPED_DECAY_ENABLED": ("memory", "typed_decay_enabled"),
     "MEMORY_TYPED_DECAY_EPISODIC_DAYS": ("memory", "typed_decay_episodic_days"),
     "MEMORY_TYPED_DECAY_ACCESS_IMMUNITY": ("memory", "typed_decay_access_immunity"),
+    "MEMORY_TYPED_DECAY_SWEEP_INTERVAL": ("memory", "typed_decay_sweep_interval"),
     "MEMORY_EMBEDDING_SOURCE": ("embedding", "source"),
     "MEMORY_STATIC_ENABLED": ("embedding", "static_enabled"),
     "MEMORY_TRANSFORMERS_ENABLED": ("embedding", "transformers_enabled"),

@@ -20,6 +20,7 @@ from memroute.settings import (
     McpSettings,
     MemorySettings,
     MemrouteSettings,
+    ServerSettings,
     VectorSettings,
     load_settings,
 )
@@ -184,7 +185,7 @@ def test_settings_object_round_trips_with_overrides():
 
 
 SETTINGS_CLASSES = [MemrouteSettings, MemorySettings, BackendsSettings, EmbeddingSettings, VectorSettings,
-                    ExtractionSettings, ManagerSettings, LimitsSettings, McpSettings]
+                    ExtractionSettings, ManagerSettings, LimitsSettings, ServerSettings, McpSettings]
 
 
 def test_configuration_reference_documents_every_setting_and_env_var():

@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from memroute.cli import mcp, memories, notion, pipeline, retrieval, scaffold
+from memroute.cli import mcp, memories, notion, pipeline, retrieval, scaffold, server
 from memroute.cli.common import CliState
 from memroute.errors import ConfigError, MemrouteError, ValidationError
 
@@ -31,7 +31,7 @@ def cli(ctx: click.Context, config_path: str | None) -> None:
     ctx.obj = CliState(config_path=config_path)
 
 
-for module in (memories, pipeline, retrieval, scaffold, notion, mcp):
+for module in (memories, pipeline, retrieval, scaffold, notion, server, mcp):
     for command in module.COMMANDS:
         cli.add_command(command)
 

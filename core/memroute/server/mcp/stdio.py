@@ -30,11 +30,10 @@ LOCAL_SCOPES = frozenset({"read", "write"})
 def key_caller(mem: Memroute, secret: str) -> Callable[[], Caller]:
     """A resolver for the key ``secret``: validated now (:class:`~memroute.errors.AuthenticationError` when it
     is unknown or revoked) and again on every call."""
-    from memroute.server.auth import authenticate
-
     def resolve() -> Caller:
-        principal = authenticate(mem, secret)
-        return Caller(tenant=principal.tenant, scopes=frozenset(principal.scopes), key_id=principal.key_id)
+        # The key store itself, not memroute.server.auth (which would import FastAPI into every stdio start).
+        key = mem.keys.authenticate(secret)
+        return Caller(tenant=key.tenant, scopes=frozenset(key.scopes), key_id=key.id)
 
     resolve()
     return resolve

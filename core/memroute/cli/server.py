@@ -1,0 +1,143 @@
+"""``memroute serve`` and ``memroute keys``: the HTTP server and the API keys it accepts."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import attrs
+import click
+
+from memroute.cli.common import CliState, echo_json, open_service
+
+__all__ = ["COMMANDS"]
+
+_APP_FACTORY = "memroute.server.factory:app_from_env"
+FIRST_KEY_HINT = (
+    "memroute: no API key exists yet, so every request will be refused (401). Create the first admin key:\n"
+    "    memroute keys create --name admin --admin\n"
+    "then send it as 'Authorization: Bearer mr_…'."
+)
+
+
+@click.command()
+@click.option("--host", default=None, help="Interface to bind (default 127.0.0.1, or [server] host).")
+@click.option("--port", type=int, default=None, help="TCP port (default 8765, or [server] port).")
+@click.option("--workers", type=click.IntRange(1, 256), default=None,
+              help="Worker processes, each with its own service on the same deployment.")
+@click.option("--ssl-certfile", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="TLS certificate (PEM).")
+@click.option("--ssl-keyfile", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="TLS private key (PEM).")
+@click.option("--log-level", type=click.Choice(["critical", "error", "warning", "info", "debug"]), default="info",
+              show_default=True)
+@click.pass_context
+def serve(ctx: click.Context, host: str | None, port: int | None, workers: int | None, ssl_certfile: str | None,
+          ssl_keyfile: str | None, log_level: str) -> None:
+    """Serve the REST API (and the surfaces hosted with it) over HTTP. Stops gracefully on Ctrl-C / SIGTERM,
+    flushing background work."""
+    try:
+        import fastapi  # noqa: F401 - only checks that the server extra is installed
+        import uvicorn
+    except ImportError as exc:
+        raise click.ClickException(
+            f"memroute serve needs the server extra: pip install 'memroute[server]' ({exc})") from None
+    state = ctx.find_object(CliState)
+    assert state is not None
+    mem = open_service(ctx)
+    given: dict[str, Any] = {"host": host, "port": port, "workers": workers, "ssl_certfile": ssl_certfile,
+                             "ssl_keyfile": ssl_keyfile}
+    server = attrs.evolve(mem.settings.server, **{name: value for name, value in given.items() if value is not None})
+    if bool(server.ssl_certfile) != bool(server.ssl_keyfile):
+        raise click.UsageError("--ssl-certfile and --ssl-keyfile go together")
+    if not mem.keys.list(include_revoked=False):
+        click.echo(FIRST_KEY_HINT, err=True)
+    options: dict[str, Any] = {
+        "host": server.host, "port": server.port, "log_level": log_level, "proxy_headers": True,
+        "forwarded_allow_ips": "127.0.0.1", "timeout_graceful_shutdown": server.graceful_timeout_s,
+        "ssl_certfile": server.ssl_certfile, "ssl_keyfile": server.ssl_keyfile, "server_header": False,
+    }
+    # Every worker process (one by default) builds its own service and app from the same configuration, through
+    # the factory uvicorn imports; the CLI itself never imports the server package (a sibling surface).
+    mem.close()
+    state.service = None
+    if state.config_path:
+        os.environ["MEMROUTE_CONFIG"] = os.path.abspath(state.config_path)
+    several: dict[str, Any] = {"workers": server.workers} if server.workers > 1 else {}
+    uvicorn.run(_APP_FACTORY, factory=True, **several, **options)
+
+
+@click.group("keys")
+def keys_group() -> None:
+    """Manage the API keys the server accepts (secrets are stored only as hashes)."""
+
+
+def _print_key(data: dict[str, Any]) -> None:
+    revoked = f"  revoked {data['revokedAt']}" if data.get("revokedAt") else ""
+    used = data.get("lastUsedAt") or "never"
+    click.echo(f"{data['id']}  {data['name']}  tenant={data['tenant']}  scopes={','.join(data['scopes'])}  "
+               f"last used {used}{revoked}")
+
+
+@keys_group.command("create")
+@click.option("--name", required=True, help="A label for people.")
+@click.option("--scope", "scope", default=None, help="Comma-separated scopes: read, write (default read,write).")
+@click.option("--admin", is_flag=True, help="An admin key: every scope, any tenant, key management.")
+@click.option("--tenant", default=None, help="The apiKeyId its memories belong to (default: the key's own id).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def keys_create(ctx: click.Context, name: str, scope: str | None, admin: bool, tenant: str | None,
+                as_json: bool) -> None:
+    """Create a key and print its secret (shown this once)."""
+    if admin and scope:
+        raise click.UsageError("--admin and --scope are exclusive")
+    key, secret = open_service(ctx).keys.create(name, scopes="admin" if admin else (scope or "read,write"),
+                                                tenant=tenant)
+    if as_json:
+        echo_json({"key": key.to_dict(), "secret": secret})
+        return
+    _print_key(key.to_dict())
+    click.echo(f"secret: {secret}")
+    click.echo("(shown once: store it now; memroute keeps only its hash)", err=True)
+
+
+@keys_group.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def keys_list(ctx: click.Context, as_json: bool) -> None:
+    """Every key, oldest first (revoked ones included)."""
+    keys = [key.to_dict() for key in open_service(ctx).keys.list()]
+    if as_json:
+        echo_json(keys)
+        return
+    for data in keys:
+        _print_key(data)
+    if not keys:
+        click.echo("no keys (create one with: memroute keys create --name admin --admin)", err=True)
+
+
+@keys_group.command("revoke")
+@click.argument("key_id")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def keys_revoke(ctx: click.Context, key_id: str, as_json: bool) -> None:
+    """Revoke KEY_ID: it fails at once in every server process."""
+    key = open_service(ctx).keys.revoke(key_id)
+    echo_json(key.to_dict()) if as_json else _print_key(key.to_dict())
+
+
+@keys_group.command("rotate")
+@click.argument("key_id")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def keys_rotate(ctx: click.Context, key_id: str, as_json: bool) -> None:
+    """Replace KEY_ID by a new key (new id and secret; same name, scopes and tenant) and revoke it."""
+    key, secret = open_service(ctx).keys.rotate(key_id)
+    if as_json:
+        echo_json({"key": key.to_dict(), "secret": secret})
+        return
+    _print_key(key.to_dict())
+    click.echo(f"secret: {secret}")
+
+
+COMMANDS: list[click.Command] = [serve, keys_group]

@@ -1,0 +1,84 @@
+"""The ASGI app: :func:`create_app` mounts the REST routers and installs the guard, error handlers, CORS (only
+when configured) and the maintenance scheduler. Surfaces that share the server (MCP at ``/mcp``, the proxy at
+``/v1``, the dashboard at ``/``) add their routers in :func:`_include_surfaces`; every HTTP route must declare
+its scope through :class:`~memroute.server.auth.ScopedRouter` (a test walks ``app.routes``)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
+
+import memroute
+from memroute.server.errors import install_error_handlers
+from memroute.server.middleware import GuardMiddleware
+from memroute.server.openapi import install_openapi
+from memroute.settings import ServerSettings
+
+__all__ = ["create_app"]
+
+log = logging.getLogger("memroute.server")
+
+_DESCRIPTION = """memroute's REST API: persistent conversational memory per API key.
+
+Every route but `/healthz` needs `Authorization: Bearer mr_…` (create keys with `memroute keys create`).
+A key acts on its own tenant only; `admin` keys may name any `apiKeyId`. Errors are
+`{"error": {"message", "details": [{"field", "message"}]}}`. See docs/server.md.
+"""
+
+
+def create_app(mem: Any, *, settings: ServerSettings | None = None, close_service: bool = False) -> FastAPI:
+    """The app serving ``mem`` (a :class:`memroute.service.Memroute`). With ``close_service`` the app owns
+    the service and closes it on shutdown; background work is flushed on shutdown either way."""
+    settings = settings or ServerSettings()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        from memroute.server.maintenance import Maintenance
+
+        maintenance = Maintenance(mem, settings)
+        app.state.maintenance = maintenance
+        maintenance.start()
+        try:
+            yield
+        finally:
+            maintenance.stop()
+            try:
+                if not mem.flush(timeout=settings.graceful_timeout_s):
+                    log.warning("shutdown: background work did not finish within %ss", settings.graceful_timeout_s)
+            finally:
+                if close_service:
+                    mem.close()
+
+    app = FastAPI(
+        title="memroute", version=getattr(memroute, "__version__", "0"), description=_DESCRIPTION,
+        lifespan=lifespan, openapi_url="/openapi.json", docs_url="/docs", redoc_url="/redoc",
+    )
+    app.state.memroute = mem
+    app.state.server_settings = settings
+    install_error_handlers(app)
+    install_openapi(app)
+    _include_rest(app)
+    _include_surfaces(app)
+    if settings.cors_origins:
+        app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
+                           allow_methods=["GET", "POST", "PUT", "DELETE"],
+                           allow_headers=["authorization", "content-type", "x-api-key"], max_age=600)
+    app.add_middleware(GuardMiddleware, settings=settings)
+    return app
+
+
+def _include_rest(app: FastAPI) -> None:
+    from memroute.server.api import health, keys
+
+    for module in (health, keys):
+        app.include_router(module.router)
+
+
+def _include_surfaces(app: FastAPI) -> None:
+    """MCP (``memroute.server.mcp``), the proxy (``memroute.server.proxy``) and the dashboard
+    (``memroute.server.dashboard``) include their routers here."""

@@ -1,0 +1,185 @@
+"""Authentication and authorisation for every HTTP surface (REST, MCP, proxy, dashboard).
+
+- :func:`authenticate` turns a presented secret into a :class:`Principal` (or raises
+  :class:`~memroute.errors.AuthenticationError`): MCP's token verifier and the proxy call it directly.
+- :func:`token_from_headers` reads ``Authorization: Bearer mr_…`` (or Anthropic-style ``x-api-key``).
+- :func:`require` is the FastAPI dependency that checks a scope; :class:`ScopedRouter` makes declaring one
+  mandatory: its route decorators take a keyword-only ``scope`` with no default, so a route without a scope
+  does not even import (``scope=PUBLIC`` is the explicit, reviewed exception, used by ``/healthz`` only).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from functools import cache
+from typing import TYPE_CHECKING, Annotated, Any, Final
+
+import attrs
+from fastapi import APIRouter, Depends, Request
+
+from memroute.errors import AuthenticationError, PermissionDeniedError, ValidationError
+from memroute.keys import SCOPES
+
+if TYPE_CHECKING:
+    from memroute.keys import ApiKey
+
+__all__ = [
+    "PUBLIC",
+    "SCOPE_KEY",
+    "CurrentPrincipal",
+    "Principal",
+    "ScopedRouter",
+    "authenticate",
+    "current_principal",
+    "iter_routes",
+    "require",
+    "token_from_headers",
+]
+
+PUBLIC: Final = "public"
+"""The scope of a route that needs no key (``/healthz``). Every other route names read, write or admin."""
+SCOPE_KEY: Final = "x-memroute-scope"
+"""The OpenAPI extension each route carries with its scope (and that a test checks on every route)."""
+
+
+@attrs.frozen(kw_only=True)
+class Principal:
+    """Who is calling: the key's id, its tenant and scopes."""
+
+    key_id: str
+    tenant: str
+    scopes: frozenset[str]
+    name: str = ""
+
+    @classmethod
+    def of(cls, key: ApiKey) -> Principal:
+        return cls(key_id=key.id, tenant=key.tenant, scopes=key.scopes, name=key.name)
+
+    @property
+    def is_admin(self) -> bool:
+        return "admin" in self.scopes
+
+    def allows(self, scope: str) -> bool:
+        return scope == PUBLIC or scope in self.scopes or self.is_admin
+
+    def check(self, scope: str) -> None:
+        if not self.allows(scope):
+            raise PermissionDeniedError(f"this API key lacks the {scope!r} scope (it has: "
+                                        f"{', '.join(sorted(self.scopes))})")
+
+    def tenant_for(self, requested: str | None) -> str:
+        """The tenant a request acts on: the key's own, unless ``requested`` names one. Naming another
+        tenant is allowed for admin keys only (403 otherwise); naming one's own is always fine."""
+        if requested is None or requested == "":
+            return self.tenant
+        if not isinstance(requested, str) or len(requested) > 256:
+            raise ValidationError("apiKeyId: expected a string of at most 256 characters", [("apiKeyId", "invalid")])
+        if requested == self.tenant or self.is_admin:
+            return requested
+        raise PermissionDeniedError("this API key may only act on its own tenant (apiKeyId names another one)")
+
+
+def token_from_headers(headers: Mapping[str, str]) -> str | None:
+    """The presented secret: ``Authorization: Bearer <secret>``, else the ``x-api-key`` header (Anthropic
+    SDK style), else None. ``headers`` must be case-insensitive (Starlette's are)."""
+    value = headers.get("authorization")
+    if value:
+        scheme, _, token = value.strip().partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise AuthenticationError("Authorization header must be 'Bearer mr_…'")
+        return token.strip()
+    api_key = headers.get("x-api-key")
+    return api_key.strip() if api_key else None
+
+
+def authenticate(mem: Any, token: str | None) -> Principal:
+    """The :class:`Principal` for ``token`` against ``mem``'s key store (401 errors otherwise)."""
+    return Principal.of(mem.keys.authenticate(token))
+
+
+def _service(request: Request) -> Any:
+    return request.app.state.memroute
+
+
+@cache
+def require(scope: str) -> Callable[..., Principal]:
+    """The FastAPI dependency checking ``scope`` (``read``, ``write``, ``admin``): authenticates the request
+    and stores the :class:`Principal` on ``request.state.principal``. One function object per scope."""
+    if scope not in SCOPES:
+        raise ValueError(f"unknown scope {scope!r} (known: {', '.join(SCOPES)})")
+
+    def dependency(request: Request) -> Principal:
+        principal = authenticate(_service(request), token_from_headers(request.headers))
+        principal.check(scope)
+        request.state.principal = principal
+        return principal
+
+    dependency.__name__ = f"require_{scope}"
+    return dependency
+
+
+def current_principal(request: Request) -> Principal:
+    """The principal the route's scope dependency authenticated."""
+    principal = getattr(request.state, "principal", None)
+    if principal is None:  # a route without a scope dependency: a programming error, never user input
+        raise RuntimeError("route has no scope dependency; declare it through ScopedRouter(scope=...)")
+    assert isinstance(principal, Principal)
+    return principal
+
+
+CurrentPrincipal = Annotated[Principal, Depends(current_principal)]
+"""Route parameter type: ``principal: CurrentPrincipal``."""
+
+
+class ScopedRouter(APIRouter):
+    """An ``APIRouter`` whose every route must declare its scope: ``@router.get("/x", scope="read")``."""
+
+    def add_api_route(self, path: str, endpoint: Callable[..., Any], *, scope: str | None = None,
+                      **kwargs: Any) -> None:
+        if scope is None and SCOPE_KEY in (kwargs.get("openapi_extra") or {}):
+            super().add_api_route(path, endpoint, **kwargs)  # included from another ScopedRouter: already scoped
+            return
+        if scope is None:
+            raise TypeError(f"route {path!r}: pass scope='read' | 'write' | 'admin' (or PUBLIC) to ScopedRouter")
+        if scope != PUBLIC:
+            kwargs["dependencies"] = [*(kwargs.get("dependencies") or []), Depends(require(scope))]
+            responses = dict(kwargs.get("responses") or {})
+            responses.setdefault(401, {"description": "missing, invalid or revoked API key"})
+            responses.setdefault(403, {"description": f"the key lacks the {scope!r} scope or names another tenant"})
+            kwargs["responses"] = responses
+        kwargs["openapi_extra"] = {**(kwargs.get("openapi_extra") or {}), SCOPE_KEY: scope}
+        super().add_api_route(path, endpoint, **kwargs)
+
+    def api_route(self, path: str, *, scope: str, **kwargs: Any) -> Callable[[Any], Any]:  # type: ignore[override]
+        def decorator(func: Callable[..., Any]) -> Callable[..., Any]:
+            self.add_api_route(path, func, scope=scope, **kwargs)
+            return func
+
+        return decorator
+
+    def get(self, path: str, *, scope: str, **kwargs: Any) -> Callable[[Any], Any]:  # type: ignore[override]
+        return self.api_route(path, scope=scope, methods=["GET"], **kwargs)
+
+    def post(self, path: str, *, scope: str, **kwargs: Any) -> Callable[[Any], Any]:  # type: ignore[override]
+        return self.api_route(path, scope=scope, methods=["POST"], **kwargs)
+
+    def put(self, path: str, *, scope: str, **kwargs: Any) -> Callable[[Any], Any]:  # type: ignore[override]
+        return self.api_route(path, scope=scope, methods=["PUT"], **kwargs)
+
+    def patch(self, path: str, *, scope: str, **kwargs: Any) -> Callable[[Any], Any]:  # type: ignore[override]
+        return self.api_route(path, scope=scope, methods=["PATCH"], **kwargs)
+
+    def delete(self, path: str, *, scope: str, **kwargs: Any) -> Callable[[Any], Any]:  # type: ignore[override]
+        return self.api_route(path, scope=scope, methods=["DELETE"], **kwargs)
+
+
+def iter_routes(routes: Any, prefix: str = "") -> Any:
+    """Every route of an app or router as ``(full path, route)``, looking inside included routers (FastAPI
+    keeps them as wrappers around the original router). Used by the test that every route has a scope."""
+    for route in routes:
+        original = getattr(route, "original_router", None)
+        if original is not None:
+            context = getattr(route, "include_context", None)
+            yield from iter_routes(original.routes, prefix + (getattr(context, "prefix", "") or ""))
+        else:
+            yield prefix + getattr(route, "path", ""), route

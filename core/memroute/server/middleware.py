@@ -1,0 +1,133 @@
+"""The ASGI guard in front of every route: ``Host`` check, body size limit (413), time-to-first-byte limit
+(504) and security headers. Pure ASGI, so streamed responses (export, MCP, the proxy) pass through untouched."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any, Final
+
+from starlette.exceptions import HTTPException
+
+from memroute.settings import ServerSettings
+
+__all__ = ["GuardMiddleware", "PayloadTooLarge"]
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+IMPORT_PATH: Final = "/api/memory/import"
+_DOCS_PATHS: Final = ("/docs", "/redoc")
+_SECURITY_HEADERS: Final = (
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"cross-origin-opener-policy", b"same-origin"),
+    (b"cross-origin-resource-policy", b"same-origin"),
+)
+_API_CSP: Final = b"default-src 'none'; frame-ancestors 'none'"
+
+
+class PayloadTooLarge(HTTPException):
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"request body larger than {limit} bytes")
+
+
+def _json_error(status: int, message: str) -> tuple[Message, Message]:
+    body = json.dumps({"error": {"message": message, "details": []}}).encode("utf-8")
+    start = {"type": "http.response.start", "status": status,
+             "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]}
+    return start, {"type": "http.response.body", "body": body}
+
+
+class GuardMiddleware:
+    """Wraps the app; configured by :class:`~memroute.settings.ServerSettings`."""
+
+    def __init__(self, app: ASGIApp, settings: ServerSettings) -> None:
+        self.app = app
+        self.settings = settings
+        self.allowed_hosts = {h.lower() for h in settings.allowed_hosts}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path = scope.get("path", "")
+        started = asyncio.Event()
+        https = scope.get("scheme") == "https"
+
+        async def guarded_send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                started.set()
+                headers = list(message.get("headers", []))
+                present = {name.lower() for name, _ in headers}
+                headers.extend(h for h in _SECURITY_HEADERS if h[0] not in present)
+                if b"content-security-policy" not in present and not path.startswith(_DOCS_PATHS):
+                    headers.append((b"content-security-policy", _API_CSP))
+                if b"cache-control" not in present:
+                    headers.append((b"cache-control", b"no-store"))
+                if https:
+                    headers.append((b"strict-transport-security", b"max-age=31536000"))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        if self.allowed_hosts and self._host(scope) not in self.allowed_hosts:
+            for message in _json_error(400, "Host header not allowed"):
+                await guarded_send(message)
+            return
+        limit = self.settings.max_import_bytes if path == IMPORT_PATH else self.settings.max_body_bytes
+        declared = self._content_length(scope)
+        if declared is not None and declared > limit:
+            for message in _json_error(413, f"request body larger than {limit} bytes"):
+                await guarded_send(message)
+            return
+        received = 0
+
+        async def limited_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > limit:
+                    raise PayloadTooLarge(limit)
+            return message
+
+        task = asyncio.ensure_future(self.app(scope, limited_receive, guarded_send))
+        waiter = asyncio.ensure_future(started.wait())
+        try:
+            done, _ = await asyncio.wait({task, waiter}, timeout=self.settings.request_timeout_s,
+                                         return_when=asyncio.FIRST_COMPLETED)
+            if not done:  # no response started in time: give up on the request
+                task.cancel()
+                for message in _json_error(504, f"no response within {self.settings.request_timeout_s:g}s"):
+                    await guarded_send(message)
+                return
+            await task  # the response started (or the app finished): let it run to the end
+        finally:
+            waiter.cancel()
+            if not task.done():
+                task.cancel()
+
+    @staticmethod
+    def _host(scope: Scope) -> str:
+        for name, value in scope.get("headers", []):
+            if name == b"host":
+                host = value.decode("latin-1").lower()
+                if host.startswith("["):
+                    return host[: host.find("]") + 1]
+                return host.rsplit(":", 1)[0] if ":" in host else host
+        return ""
+
+    @staticmethod
+    def _content_length(scope: Scope) -> int | None:
+        for name, value in scope.get("headers", []):
+            if name == b"content-length":
+                try:
+                    return int(value)
+                except ValueError:
+                    return None
+        return None

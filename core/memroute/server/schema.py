@@ -1,0 +1,125 @@
+"""Wire models generated from memroute's attrs classes: the one mechanism behind every request body, every
+response body and therefore ``/openapi.json``. Nothing in the server writes a JSON schema by hand.
+
+:func:`wire_model` turns an attrs class into a pydantic model with camelCase aliases (the reference REST API's
+style: ``apiKeyId``, ``createdAt``), the field docstrings as descriptions and the constraints from each field's
+``metadata`` (``{"ge": 1, "le": 200, "min_length": 1, "examples": [...]}``). Nested attrs classes, enums,
+``tuple[X, ...]`` / ``frozenset[X]`` (as arrays), optional and ``Literal`` types are followed. Response models
+read attributes (``from_attributes``), so a route returns the typed report itself and FastAPI validates and
+serialises it against the same model the schema shows. Request models forbid unknown fields.
+"""
+
+from __future__ import annotations
+
+import ast
+import datetime
+import enum
+import inspect
+import itertools
+import sys
+import textwrap
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any, Literal, Union
+
+import attrs
+import pydantic
+from pydantic import ConfigDict, Field
+
+__all__ = ["camel", "field_docs", "wire_model"]
+
+_CACHE: dict[tuple[type, str], type[pydantic.BaseModel]] = {}
+_CONSTRAINTS = ("ge", "gt", "le", "lt", "min_length", "max_length", "pattern", "examples", "description")
+
+
+def camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def field_docs(cls: type) -> dict[str, str]:
+    """The docstrings written under attrs fields (``x: int = 0`` then ``\"\"\"what x is\"\"\"``), by field name."""
+    try:
+        source = textwrap.dedent(inspect.getsource(cls))
+    except (OSError, TypeError):
+        return {}
+    docs: dict[str, str] = {}
+    body = ast.parse(source).body[0]
+    if not isinstance(body, ast.ClassDef):
+        return docs
+    statements = body.body
+    for current, following in itertools.pairwise(statements):
+        if (isinstance(current, ast.AnnAssign) and isinstance(current.target, ast.Name)
+                and isinstance(following, ast.Expr) and isinstance(following.value, ast.Constant)
+                and isinstance(following.value.value, str)):
+            docs[current.target.id] = " ".join(following.value.value.split())
+    return docs
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    module = sys.modules.get(cls.__module__)
+    namespace = dict(vars(module)) if module else {}
+    return typing.get_type_hints(cls, globalns=namespace, include_extras=False)
+
+
+def _translate(tp: Any, mode: str) -> Any:
+    """A pydantic-friendly annotation for an attrs field type."""
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if attrs.has(tp):
+        return wire_model(tp, mode=mode)
+    if origin in (Union, types.UnionType):
+        translated = tuple(_translate(arg, mode) for arg in args)
+        return Union[translated]  # noqa: UP007 - built at run time from a tuple
+    if origin in (tuple, frozenset, set, list) or tp in (tuple, frozenset, set, list):
+        item = args[0] if args else Any
+        return list[_translate(item, mode)]  # type: ignore[misc]
+    if origin in (dict, Mapping) or tp is dict:
+        key, value = args if len(args) == 2 else (str, Any)
+        return dict[key, _translate(value, mode)]  # type: ignore[valid-type,misc]
+    if origin is Literal:
+        return tp
+    if isinstance(tp, type) and issubclass(tp, (str, int, float, bool, enum.Enum, datetime.datetime)):
+        return tp
+    return Any
+
+
+def wire_model(cls: type, *, mode: str = "response", name: str | None = None,
+               exclude: tuple[str, ...] = (), camel_case: bool = True) -> type[pydantic.BaseModel]:
+    """The pydantic model of attrs class ``cls`` for ``mode`` ``"response"`` (read from attributes, extra
+    fields ignored) or ``"request"`` (unknown fields refused). Cached per class and mode."""
+    cache_key = (cls, f"{mode}:{name}:{','.join(exclude)}:{camel_case}")
+    if cache_key in _CACHE:
+        return _CACHE[cache_key]
+    hints = _hints(cls)
+    docs = field_docs(cls)
+    fields: dict[str, Any] = {}
+    for field in attrs.fields(cls):
+        if field.name in exclude or field.name.startswith("_"):
+            continue
+        annotation = _translate(hints.get(field.name, Any), mode)
+        extra = {k: v for k, v in field.metadata.items() if k in _CONSTRAINTS}
+        extra.setdefault("description", docs.get(field.name))
+        alias = camel(field.name) if camel_case else field.name
+        if field.default is attrs.NOTHING or mode == "response":
+            default: Any = ...
+        elif isinstance(field.default, attrs.Factory):  # type: ignore[arg-type]
+            default = None
+            extra["default_factory"] = field.default.factory
+        else:
+            default = field.default
+        if "default_factory" in extra:
+            fields[field.name] = (annotation, Field(alias=alias, **extra))
+        else:
+            fields[field.name] = (annotation, Field(default, alias=alias, **extra))
+    config = ConfigDict(
+        from_attributes=True, populate_by_name=True, serialize_by_alias=True,
+        extra="forbid" if mode == "request" else "ignore",
+        json_schema_extra={"description": inspect.getdoc(cls) or None} if inspect.getdoc(cls) else None,
+    )
+    model_name = name or (cls.__name__ + ("Request" if mode == "request" and not cls.__name__.endswith("Request")
+                                          else ""))
+    model = pydantic.create_model(model_name, __config__=config, **fields)
+    _CACHE[cache_key] = model
+    return model

@@ -1,0 +1,239 @@
+"""A deployment's shared state: API keys, runtime settings and maintenance leases.
+
+Every process serving one deployment (``memroute serve`` workers, the CLI, several hosts in front of one
+PostgreSQL) must see the same keys, the same runtime settings and agree on who runs scheduled maintenance.
+On one machine that is ``state.db`` in the primary's state directory (SQLite, WAL, a busy timeout); a backend
+plugin can supply its own store through the ``memroute_state_store`` hook (the PostgreSQL backend keeps it in
+its database).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Final
+
+import attrs
+
+from memroute.db import ThreadConnections
+from memroute.errors import ConfigError, ValidationError
+from memroute.keys import KeyStore, SqliteKeyStore
+from memroute.settings import MemorySettings
+
+__all__ = [
+    "RUNTIME_MEMORY_FIELDS",
+    "SqliteStateStore",
+    "StateStore",
+    "StateStoreContext",
+    "apply_memory_overrides",
+    "lease_holder_id",
+    "validate_memory_overrides",
+]
+
+
+@attrs.frozen(kw_only=True)
+class StateStoreContext:
+    """What ``memroute_state_store`` gets besides the primary backend."""
+
+    state_dir: Path
+    """The primary's state directory (where the SQLite default keeps ``state.db``)."""
+    prepare_connection: Callable[[Any], None] | None = None
+    """The ``memroute_prepare_connection`` hooks, for implementations that open SQLite connections."""
+
+
+class StateStore(ABC):
+    """Keys, JSON values by (namespace, name), and named leases, shared by a deployment's processes."""
+
+    @property
+    @abstractmethod
+    def keys(self) -> KeyStore:
+        """The deployment's API keys."""
+
+    @abstractmethod
+    def get_value(self, namespace: str, name: str) -> Any | None:
+        """The JSON value stored under ``(namespace, name)``, or None."""
+
+    @abstractmethod
+    def put_value(self, namespace: str, name: str, value: Any) -> None:
+        """Store a JSON-able value under ``(namespace, name)`` (replacing any)."""
+
+    @abstractmethod
+    def try_lease(self, name: str, holder: str, ttl_s: float) -> bool:
+        """Take or renew the lease ``name`` for ``holder`` for ``ttl_s`` seconds. True when ``holder`` holds
+        it now: it was free, expired, or already ``holder``'s. Atomic across processes and hosts."""
+
+    @abstractmethod
+    def release_lease(self, name: str, holder: str) -> None:
+        """Give the lease up, if ``holder`` holds it."""
+
+    @abstractmethod
+    def ping(self) -> None:
+        """Raise when the store cannot be reached (``/readyz``)."""
+
+    def describe(self) -> dict[str, Any]:
+        return {"type": type(self).__name__}
+
+    def close(self) -> None:  # noqa: B027 - optional for implementations without resources
+        """Release connections."""
+
+
+_STATE_SCHEMA: Final = """
+CREATE TABLE IF NOT EXISTS state_values (
+    namespace TEXT NOT NULL,
+    name TEXT NOT NULL,
+    value TEXT NOT NULL,
+    updated_at REAL NOT NULL,
+    PRIMARY KEY (namespace, name)
+);
+CREATE TABLE IF NOT EXISTS leases (
+    name TEXT PRIMARY KEY,
+    holder TEXT NOT NULL,
+    expires_at REAL NOT NULL
+);
+"""
+
+
+class SqliteStateStore(StateStore):
+    """The default state store: ``state.db`` (apsw, WAL, busy timeout, one connection per thread)."""
+
+    def __init__(self, path: str | Path, *, prepare: Callable[[Any], None] | None = None,
+                 busy_timeout_ms: int = 10_000) -> None:
+        self.path = str(path)
+        self._db = ThreadConnections(path, prepare=prepare, busy_timeout_ms=busy_timeout_ms)
+        with self._db.transaction() as conn:
+            conn.execute(_STATE_SCHEMA)
+        self._keys = SqliteKeyStore(self._db)
+
+    @property
+    def keys(self) -> KeyStore:
+        return self._keys
+
+    def get_value(self, namespace: str, name: str) -> Any | None:
+        row = self._db.get().execute("SELECT value FROM state_values WHERE namespace = ? AND name = ?",
+                                     (namespace, name)).fetchone()
+        return None if row is None else json.loads(row[0])
+
+    def put_value(self, namespace: str, name: str, value: Any) -> None:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False, default=str)
+        with self._db.transaction() as conn:
+            conn.execute(
+                "INSERT INTO state_values (namespace, name, value, updated_at) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (namespace, name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+                (namespace, name, text, time.time()),
+            )
+
+    def try_lease(self, name: str, holder: str, ttl_s: float) -> bool:
+        now = time.time()
+        with self._db.transaction() as conn:
+            conn.execute(
+                "INSERT INTO leases (name, holder, expires_at) VALUES (?, ?, ?) "
+                "ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at "
+                "WHERE leases.holder = excluded.holder OR leases.expires_at < ?",
+                (name, holder, now + ttl_s, now),
+            )
+            row = conn.execute("SELECT holder FROM leases WHERE name = ?", (name,)).fetchone()
+        return row is not None and row[0] == holder
+
+    def release_lease(self, name: str, holder: str) -> None:
+        with self._db.transaction() as conn:
+            conn.execute("DELETE FROM leases WHERE name = ? AND holder = ?", (name, holder))
+
+    def ping(self) -> None:
+        self._db.get().execute("SELECT 1 FROM leases LIMIT 1").fetchall()
+
+    def describe(self) -> dict[str, Any]:
+        return {"type": "sqlite", "path": self.path}
+
+    def close(self) -> None:
+        self._db.close()
+
+
+_holder_lock = threading.Lock()
+_holder: str | None = None
+
+
+def lease_holder_id() -> str:
+    """This process's identity for leases: host, pid and a random suffix (pids repeat across hosts)."""
+    global _holder
+    import os
+    import secrets
+
+    with _holder_lock:
+        if _holder is None or not _holder.startswith(f"{socket.gethostname()}:{os.getpid()}:"):
+            _holder = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+        return _holder
+
+
+# --- runtime memory settings -------------------------------------------------------------------------
+
+RUNTIME_MEMORY_FIELDS: Final[dict[str, str]] = {
+    "enabled": "enabled",
+    "maxTokens": "max_tokens",
+    "retentionDays": "retention_days",
+    "strategy": "strategy",
+    "typedDecayEnabled": "typed_decay_enabled",
+    "typedDecayEpisodicDays": "typed_decay_episodic_days",
+    "typedDecayAccessImmunity": "typed_decay_access_immunity",
+}
+"""The ``[memory]`` settings that ``PUT /api/settings/memory`` may change at run time (wire name → setting).
+The others (backends, embedding source, vector store) shape components built at start-up: they stay in
+``memroute.toml``."""
+
+
+def _expected_type(setting: str) -> type:
+    declared = attrs.fields_dict(MemorySettings)[setting].type
+    name = declared if isinstance(declared, str) else getattr(declared, "__name__", "")
+    return {"bool": bool, "int": int, "str": str}[name]
+
+
+def validate_memory_overrides(changes: Mapping[str, Any], base: MemorySettings) -> dict[str, Any]:
+    """Strictly check a runtime settings change (wire names, no unknown fields, exact JSON types, the same
+    ranges as ``[memory]``): the setting-name → value mapping to store, or :class:`ValidationError`."""
+    if not isinstance(changes, Mapping):
+        raise ValidationError("settings: expected a JSON object", [("(root)", "type")])
+    problems: list[tuple[str, str]] = []
+    out: dict[str, Any] = {}
+    for wire, value in changes.items():
+        setting = RUNTIME_MEMORY_FIELDS.get(wire)
+        if setting is None:
+            problems.append((wire, f"unknown field (allowed: {', '.join(RUNTIME_MEMORY_FIELDS)})"))
+            continue
+        expected = _expected_type(setting)
+        if isinstance(value, bool) != (expected is bool) or not isinstance(value, expected):
+            problems.append((wire, f"expected {expected.__name__}"))
+            continue
+        out[setting] = value
+    if problems:
+        raise ValidationError("invalid memory settings:", problems)
+    try:
+        apply_memory_overrides(base, out)
+    except ConfigError as exc:
+        wire_names = {setting: name for name, setting in RUNTIME_MEMORY_FIELDS.items()}
+        fields = [wire_names.get(path, path) for path, _why in exc.problems] or ["(root)"]
+        raise ValidationError(f"invalid memory settings: {', '.join(fields)}: {exc}",
+                              [(name, str(exc)) for name in fields]) from None
+    return out
+
+
+def apply_memory_overrides(base: MemorySettings, overrides: Mapping[str, Any]) -> MemorySettings:
+    """``base`` with the stored runtime overrides applied (validated by the settings class itself)."""
+    known = {k: v for k, v in overrides.items() if k in RUNTIME_MEMORY_FIELDS.values()}
+    return attrs.evolve(base, **known) if known else base
+
+
+def open_state_store(plugins: Any, primary: Any, state_dir: Path) -> StateStore:
+    """The deployment's state store: a plugin's (``memroute_state_store``), else ``state_dir/state.db``."""
+    context = StateStoreContext(state_dir=state_dir, prepare_connection=plugins.prepare_connection)
+    store = plugins.state_store(primary, context)
+    if store is not None:
+        if not isinstance(store, StateStore):
+            from memroute.errors import PluginError
+
+            raise PluginError(f"memroute_state_store returned {type(store).__name__}, expected a StateStore")
+        return store
+    return SqliteStateStore(state_dir / "state.db", prepare=plugins.prepare_connection)

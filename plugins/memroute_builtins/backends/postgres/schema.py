@@ -1,0 +1,181 @@
+"""The PostgreSQL backend's schema (versioned migrations), SQL, row conversion and keyword-query building.
+
+Kept apart from :mod:`memroute_builtins.backends.postgres.backend` (the backend class) so each reads on its
+own. Every statement names memroute's schema explicitly (``"memroute".memories``): nothing depends on the
+connection's ``search_path``, which pgbouncer and shared roles make unreliable.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from typing import Any, Final
+
+from memroute.models import Memory, MemoryType
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Sql", "keyword_terms", "row_values", "to_memory"]
+
+SCHEMA_VERSION: Final = 1
+MAX_QUERY_CHARS: Final = 4096
+MAX_QUERY_TERMS: Final = 32
+INDEXED_PREFIX_CHARS: Final = 262_144
+"""Keyword search indexes the first 256 Ki characters of a memory: a tsvector is capped at 1 MB, and a
+memory of a million distinct words would otherwise be refused by the write."""
+KEY_WEIGHT: Final = 1.0
+CONTENT_WEIGHT: Final = 0.5
+"""ts_rank weights of label A (the key) and B (the content): the key weighs twice the content, as in the
+SQLite backend's bm25 and the reference's keyword scorer."""
+
+_TYPES_SQL = ", ".join(f"'{t.value}'" for t in MemoryType)
+# The policy admits the tenant the transaction was opened for, or every row in a transaction opened for
+# ALL_TENANTS (operations addressed by id). A transaction that set neither sees nothing: default deny.
+_POLICY = ("(current_setting('memroute.all_tenants', true) = 'on' "
+           "OR api_key_id = current_setting('memroute.api_key_id', true))")
+
+
+def migrations(schema: str) -> dict[int, str]:
+    """Version → DDL. Applied in order inside one transaction under an advisory lock (see the backend)."""
+    s = f'"{schema}"'
+    return {
+        1: f"""
+            CREATE TABLE {s}.memories (
+                id               text PRIMARY KEY,
+                seq              bigint GENERATED ALWAYS AS IDENTITY,
+                api_key_id       text NOT NULL,
+                session_id       text,
+                type             text NOT NULL CHECK (type IN ({_TYPES_SQL})),
+                key              text NOT NULL,
+                content          text NOT NULL,
+                metadata         jsonb NOT NULL DEFAULT '{{}}'::jsonb CHECK (jsonb_typeof(metadata) = 'object'),
+                created_at       timestamptz NOT NULL,
+                updated_at       timestamptz NOT NULL,
+                expires_at       timestamptz,
+                needs_reindex    boolean NOT NULL DEFAULT true,
+                access_count     bigint NOT NULL DEFAULT 0,
+                last_accessed_at timestamptz,
+                -- 'simple': lower-cased words, no stemming and no stop words: the same terms FTS5's unicode61
+                -- tokenizer indexes in the SQLite backend, so both keyword legs find the same memories.
+                search tsvector GENERATED ALWAYS AS (
+                    setweight(to_tsvector('simple'::regconfig, key), 'A') ||
+                    setweight(to_tsvector('simple'::regconfig, left(content, {INDEXED_PREFIX_CHARS})), 'B')
+                ) STORED,
+                CONSTRAINT memories_owner_key UNIQUE (api_key_id, key)
+            );
+            -- Owner first in every index: every query filters on it ((api_key_id, created_at) also serves
+            -- recency order and list pages).
+            CREATE INDEX memories_owner_created ON {s}.memories (api_key_id, created_at, seq);
+            CREATE INDEX memories_owner_session ON {s}.memories (api_key_id, session_id, created_at)
+                WHERE session_id IS NOT NULL;
+            CREATE INDEX memories_expires ON {s}.memories (expires_at) WHERE expires_at IS NOT NULL;
+            CREATE INDEX memories_needs_reindex ON {s}.memories (seq) WHERE needs_reindex;
+            -- One GIN index over (owner, words) (btree_gin): a keyword search intersects the tenant's
+            -- postings inside the index instead of reading every tenant's matches.
+            CREATE INDEX memories_search ON {s}.memories USING gin (api_key_id, search);
+
+            ALTER TABLE {s}.memories ENABLE ROW LEVEL SECURITY;
+            ALTER TABLE {s}.memories FORCE ROW LEVEL SECURITY;
+            CREATE POLICY memories_tenant ON {s}.memories USING {_POLICY} WITH CHECK {_POLICY};
+
+            CREATE TABLE {s}.settings (
+                key   text PRIMARY KEY,
+                value text NOT NULL
+            );
+        """,
+    }
+
+
+MIGRATIONS = migrations
+_COLUMNS: Final = "id, api_key_id, session_id, type, key, content, metadata, created_at, updated_at, expires_at"
+
+
+class Sql:
+    """The statements of one schema, built once per backend."""
+
+    def __init__(self, schema: str) -> None:
+        t = f'"{schema}".memories'
+        self.table = t
+        self.columns = _COLUMNS
+        self.get = f"SELECT {_COLUMNS} FROM {t} WHERE id = %s"
+        self.get_for_update = self.get + " FOR UPDATE"
+        self.get_many = f"SELECT {_COLUMNS} FROM {t} WHERE id = ANY(%s)"
+        insert = (f"INSERT INTO {t} ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)")
+        # The upsert in one statement: a new key inserts; an existing (owner, key) keeps its id and
+        # created_at, takes the new content / type / session / expiry, and shallow-merges metadata (jsonb ||).
+        # The row is flagged for a new vector only when something the vector or its filters hold changed.
+        self.upsert = (
+            insert + " ON CONFLICT ON CONSTRAINT memories_owner_key DO UPDATE SET "
+            "content = EXCLUDED.content, type = EXCLUDED.type, session_id = EXCLUDED.session_id, "
+            f"expires_at = EXCLUDED.expires_at, updated_at = EXCLUDED.updated_at, metadata = {t}.metadata || "
+            f"EXCLUDED.metadata, needs_reindex = {t}.needs_reindex OR {t}.content IS DISTINCT FROM EXCLUDED.content "
+            f"OR {t}.session_id IS DISTINCT FROM EXCLUDED.session_id "
+            f"OR {t}.expires_at IS DISTINCT FROM EXCLUDED.expires_at "
+            f"RETURNING {_COLUMNS}"
+        )
+        self.update = (
+            f"UPDATE {t} SET session_id = %s, type = %s, key = %s, content = %s, metadata = %s, updated_at = %s, "
+            "expires_at = %s, needs_reindex = needs_reindex OR content IS DISTINCT FROM %s OR key IS DISTINCT "
+            "FROM %s OR session_id IS DISTINCT FROM %s OR expires_at IS DISTINCT FROM %s WHERE id = %s"
+        )
+        # put: drop a different memory holding the same (owner, key), then insert-or-replace by id.
+        self.put_evict = f"DELETE FROM {t} WHERE api_key_id = %s AND key = %s AND id <> %s RETURNING id"
+        self.put = (
+            insert + " ON CONFLICT (id) DO UPDATE SET api_key_id = EXCLUDED.api_key_id, "
+            "session_id = EXCLUDED.session_id, type = EXCLUDED.type, key = EXCLUDED.key, content = EXCLUDED.content, "
+            "metadata = EXCLUDED.metadata, created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at, "
+            f"expires_at = EXCLUDED.expires_at, needs_reindex = {t}.needs_reindex "
+            f"OR {t}.content IS DISTINCT FROM EXCLUDED.content OR {t}.key IS DISTINCT FROM EXCLUDED.key "
+            f"OR {t}.session_id IS DISTINCT FROM EXCLUDED.session_id "
+            f"OR {t}.expires_at IS DISTINCT FROM EXCLUDED.expires_at "
+            f"OR {t}.created_at IS DISTINCT FROM EXCLUDED.created_at "
+            f"OR {t}.api_key_id IS DISTINCT FROM EXCLUDED.api_key_id"
+        )
+        self.delete = f"DELETE FROM {t} WHERE id = %s RETURNING id"
+        self.key_clash = f"SELECT id FROM {t} WHERE api_key_id = %s AND key = %s AND id <> %s"
+        self.version_table = f'"{schema}".schema_migrations'
+        self.settings_table = f'"{schema}".settings'
+
+
+# --- value conversion ----------------------------------------------------------------------------------
+
+def _utc(value: datetime | None) -> datetime | None:
+    if value is None:
+        return None
+    return value if value.tzinfo is timezone.utc else value.astimezone(timezone.utc)
+
+
+def to_memory(row: Sequence[Any]) -> Memory:
+    (memory_id, api_key_id, session_id, mtype, key, content, metadata, created, updated, expires) = row
+    return Memory.trusted(  # rows were validated when they were written
+        id=memory_id, api_key_id=api_key_id, session_id=session_id, type=mtype, key=key, content=content,
+        metadata=metadata if isinstance(metadata, dict) else {}, created_at=_utc(created),  # type: ignore[arg-type]
+        updated_at=_utc(updated), expires_at=_utc(expires),  # type: ignore[arg-type]
+    )
+
+
+def row_values(memory: Memory, jsonb: Any) -> tuple[Any, ...]:
+    """The INSERT parameters of a memory (``jsonb`` wraps the metadata: psycopg's ``Jsonb``)."""
+    return (memory.id, memory.api_key_id, memory.session_id, memory.type.value, memory.key, memory.content,
+            jsonb(memory.metadata), memory.created_at, memory.updated_at, memory.expires_at)
+
+
+_TERM = re.compile(r"[^\W_]+")
+
+
+def keyword_terms(text: str) -> list[str]:
+    """The searchable terms of arbitrary user text: the SQLite leg's rule (runs of letters and digits in the
+    first 4096 characters, de-duplicated case-insensitively, at most 32). Each term reaches PostgreSQL as a
+    bound parameter of ``plainto_tsquery``, which never parses operators: no user text is read as syntax."""
+    seen: dict[str, str] = {}
+    for term in _TERM.findall(text[:MAX_QUERY_CHARS]):
+        folded = term.casefold()
+        if folded not in seen:
+            seen[folded] = term
+            if len(seen) == MAX_QUERY_TERMS:
+                break
+    return list(seen.values())
+
+
+def or_query_sql(count: int) -> str:
+    """A tsquery expression OR-ing ``count`` bound terms (``plainto_tsquery`` each, joined with ``||``)."""
+    return " || ".join(["plainto_tsquery('simple'::regconfig, %s)"] * count)
