@@ -82,3 +82,7 @@ def _include_rest(app: FastAPI) -> None:
 def _include_surfaces(app: FastAPI) -> None:
     """MCP (``memroute.server.mcp``), the proxy (``memroute.server.proxy``) and the dashboard
     (``memroute.server.dashboard``) include their routers here."""
+    from memroute.server.mcp.http import mount_mcp
+
+    mem = app.state.memroute
+    mount_mcp(app, mem, app.state.server_settings, mem.settings.mcp)

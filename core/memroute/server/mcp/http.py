@@ -124,13 +124,26 @@ def build_http_server(mem: Memroute, server: ServerSettings, mcp: McpSettings) -
     return mcp_server, app
 
 
+TOOL_SCOPES = "per-tool"
+"""The declared scope of ``/mcp``: any live key opens a session; each tool checks ``read`` or ``write``."""
+
+
 def mcp_routes(app: Starlette) -> list[Any]:
     """Routes for a host application that forward ``/mcp`` and its metadata document to the SDK's ``app``
-    (which keeps its own auth middleware)."""
+    (which keeps its own auth middleware). Each carries its declared scope as ``memroute_scope``: ``per-tool``
+    for ``/mcp``, ``public`` for the metadata document (it is how a client learns that a key is needed)."""
     from starlette.routing import Route
 
-    paths = [getattr(route, "path", None) for route in app.routes]
-    return [Route(path, endpoint=app, include_in_schema=False) for path in paths if path]
+    from memroute.server.auth import PUBLIC
+
+    routes = []
+    for path in (getattr(route, "path", None) for route in app.routes):
+        if not path:
+            continue
+        route = Route(path, endpoint=app, include_in_schema=False)
+        route.memroute_scope = TOOL_SCOPES if path == MCP_PATH else PUBLIC  # type: ignore[attr-defined]
+        routes.append(route)
+    return routes
 
 
 def mount_mcp(app: Any, mem: Memroute, server: ServerSettings, mcp: McpSettings) -> MCPServer:
