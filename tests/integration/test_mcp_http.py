@@ -30,9 +30,9 @@ def anyio_backend() -> str:
 
 @contextlib.asynccontextmanager
 async def mcp_client(server: MemrouteServer, secret: str) -> AsyncIterator[Client]:
-    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {secret}"}, timeout=30) as http:
-        async with Client(streamable_http_client(server.base_url + "/mcp", http_client=http)) as client:
-            yield client
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {secret}"}, timeout=30) as http, \
+            Client(streamable_http_client(server.base_url + "/mcp", http_client=http)) as client:
+        yield client
 
 
 async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
