@@ -99,3 +99,31 @@ async def test_handshake_on_a_running_server_and_lazy_first_search(tmp_path):
           f"(x{mine / base:.2f}); first memory_search {first_s * 1000:.0f} ms (model loads lazily), "
           f"second {second_s * 1000:.1f} ms")
     assert mine < 1.0
+
+
+async def test_http_initialize_on_a_running_server(tmp_path):
+    """``initialize`` over ``/mcp`` of the real server (bearer key checked against the key store), against a
+    plain authenticated REST request to the same server as the baseline."""
+    import httpx
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    from tests.servers.memroute_server import MemrouteServer
+
+    with MemrouteServer(tmp_path) as server:
+        headers = {"Authorization": f"Bearer {server.tenant_a}"}
+        ours, baseline = [], []
+        async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
+            for _ in range(5):
+                started = time.perf_counter()
+                async with Client(streamable_http_client(server.base_url + "/mcp", http_client=http)):
+                    ours.append(time.perf_counter() - started)
+        with httpx.Client(base_url=server.base_url, headers=headers, timeout=30) as rest:
+            for _ in range(5):
+                started = time.perf_counter()
+                rest.get("/readyz").raise_for_status()
+                baseline.append(time.perf_counter() - started)
+    mine, base = statistics.median(ours), statistics.median(baseline)
+    print(f"\nHTTP initialize (session open): {mine * 1000:.1f} ms; one authenticated REST request "
+          f"{base * 1000:.1f} ms (x{mine / base:.1f})")
+    assert mine < 1.0
