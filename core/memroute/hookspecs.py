@@ -7,11 +7,14 @@ these specs. Discovery hooks take no arguments and yield frozen spec records.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
 from memroute.specs import BackendSpec, EmbeddingSourceSpec, ExtractorSpec, VectorStoreSpec
+
+if TYPE_CHECKING:
+    import click
 
 hookspec = pluggy.HookspecMarker("memroute")
 hookimpl = pluggy.HookimplMarker("memroute")
@@ -80,6 +83,29 @@ def memroute_prepare_connection(connection: Any) -> None:
         @memroute.hookimpl
         def memroute_prepare_connection(connection):
             connection.create_scalar_function("reverse", lambda s: s[::-1], 1, deterministic=True)
+    """
+
+
+@hookspec
+def memroute_register_commands(cli: click.Group) -> None:
+    """Called when the ``memroute`` command line first looks past its own commands (running a command it
+    does not define, or listing commands for ``--help``). Add click commands or groups to ``cli``; return
+    nothing. A command may not replace one of memroute's own (the plugin is then reported as failed), and a
+    plugin whose hook raises is skipped with a warning: the rest of the CLI keeps working.
+
+    A command reads the configuration the user selected with ``memroute.cli.load_cli_settings(ctx)`` or
+    ``memroute.cli.configured_backends(ctx, "<type>")``, and opens the service with
+    ``memroute.cli.open_service(ctx)``.
+
+    Example::
+
+        @memroute.hookimpl
+        def memroute_register_commands(cli):
+            @cli.command("jsonl-compact")
+            @click.argument("path")
+            def jsonl_compact(path):
+                "Rewrite a JSON-lines memory file without deleted rows."
+                click.echo(compact(path))
     """
 
 

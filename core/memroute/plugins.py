@@ -9,7 +9,7 @@ import os
 import threading
 import warnings
 from collections.abc import Iterable, Sequence
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import attrs
 import pluggy
@@ -34,6 +34,9 @@ __all__ = [
     "make_plugin_manager",
     "reset_plugin_manager",
 ]
+
+if TYPE_CHECKING:
+    import click
 
 ENTRY_POINT_GROUP: Final = "memroute"
 SpecT = TypeVar("SpecT", bound=ComponentSpec)
@@ -164,16 +167,17 @@ class MemroutePluginManager(pluggy.PluginManager):
         with self._lock:
             if self._collected:
                 return
-            # keep load failures recorded earlier; recompute component rows
-            self._infos = [info for info in self._infos if info.kind == "plugin"]
+            # keep load failures and CLI command rows recorded earlier; recompute component rows
+            self._infos = [info for info in self._infos if info.kind in ("plugin", "command")]
             self._specs = {kind: {} for kind in _DISCOVERY_HOOKS}
             self._spec_origin = {}
             for kind, (hook_name, spec_type) in _DISCOVERY_HOOKS.items():
                 caller = getattr(self.hook, hook_name)
                 for impl in caller.get_hookimpls():
-                    origin = self._origins.get(impl.plugin_name, _Origin(impl.plugin_name, None, None))
+                    origin = self._origin(impl.plugin_name)
                     try:
-                        specs = list(impl.function() or ())
+                        results = self._call_one(hook_name, impl)
+                        specs = [spec for result in results for spec in result or ()]
                     except Exception as exc:
                         message = f"{hook_name}() raised {type(exc).__name__}: {exc}"
                         self._fail(origin, impl.plugin_name, kind, message, exc)
@@ -181,6 +185,19 @@ class MemroutePluginManager(pluggy.PluginManager):
                     for spec in specs:
                         self._add_spec(kind, spec_type, spec, origin)
             self._collected = True
+
+    def _origin(self, plugin_name: str) -> _Origin:
+        return self._origins.get(plugin_name, _Origin(plugin_name, None, None))
+
+    def _call_one(self, hook_name: str, impl: pluggy.HookImpl, **kwargs: Any) -> list[Any]:
+        """Call one plugin's implementation of ``hook_name`` the way pluggy's own hook callers do (through
+        ``PluginManager._hookexec``, which ``add_hookcall_monitoring`` and ``enable_tracing`` wrap), so hook
+        tracing and monitoring see the call, while a failure stays that plugin's own and every result is
+        known to come from it. (pluggy's public ``subset_hook_caller`` would require hashable plugin
+        objects; tests and some plugins register namespaces.)"""
+        results = self._hookexec(hook_name, [impl], kwargs, False)
+        assert isinstance(results, list)
+        return results
 
     def _add_spec(self, kind: str, spec_type: type[ComponentSpec], spec: Any, origin: _Origin) -> None:
         name = getattr(spec, "name", repr(spec))
@@ -243,6 +260,36 @@ class MemroutePluginManager(pluggy.PluginManager):
         """Every component and every failed plugin, for ``memroute plugins``."""
         self._collect()
         return sorted(self._infos, key=lambda i: (i.kind, i.name, i.plugin))
+
+    def register_commands(self, cli: click.Group) -> None:
+        """Run every ``memroute_register_commands`` hook on ``cli``, one plugin at a time.
+
+        A plugin whose hook raises, or that replaces a command ``cli`` already has, is recorded as failed
+        (kind ``command``) and warned about - or raised under strict mode - and whatever it added is taken
+        back; the other plugins' commands still register. Each command a plugin adds is listed by
+        ``memroute plugins`` with its distribution."""
+        hook_name = "memroute_register_commands"
+        with self._lock:
+            for impl in self.hook.memroute_register_commands.get_hookimpls():
+                origin = self._origin(impl.plugin_name)
+                before = dict(cli.commands)
+                try:
+                    self._call_one(hook_name, impl, cli=cli)
+                    taken = sorted(name for name, command in before.items() if cli.commands.get(name) is not command)
+                    if taken:
+                        raise DuplicatePluginError(
+                            f"command name(s) {', '.join(taken)} already used by memroute or an earlier plugin"
+                        )
+                except Exception as exc:
+                    cli.commands.clear()
+                    cli.commands.update(before)
+                    message = f"{hook_name}() raised {type(exc).__name__}: {exc}"
+                    if isinstance(exc, DuplicatePluginError):
+                        message = str(exc)
+                    self._fail(origin, impl.plugin_name, "command", message, exc)
+                    continue
+                for name in sorted(set(cli.commands) - set(before)):
+                    self._record(origin, name, "command", "ok", None, cli.commands[name].get_short_help_str())
 
     def state_store(self, primary: Any, context: Any) -> Any:
         """The first ``memroute_state_store`` result for this primary, or None (use the SQLite default)."""

@@ -14,14 +14,21 @@ from typing import Any
 
 import click
 
-from memroute.cli import mcp, memories, notion, pipeline, retrieval, scaffold, server
-from memroute.cli.common import CliState
+from memroute.cli import mcp, memories, pipeline, retrieval, scaffold, server
+from memroute.cli.common import (
+    CliState,
+    MemrouteGroup,
+    configured_backends,
+    echo_json,
+    load_cli_settings,
+    open_service,
+)
 from memroute.errors import ConfigError, MemrouteError, ValidationError
 
-__all__ = ["cli", "main"]
+__all__ = ["cli", "configured_backends", "echo_json", "load_cli_settings", "main", "open_service"]
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.group(cls=MemrouteGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
               help="memroute.toml to use (else $MEMROUTE_CONFIG, else ./memroute.toml, else defaults).")
 @click.version_option(package_name="memroute", prog_name="memroute")
@@ -31,7 +38,7 @@ def cli(ctx: click.Context, config_path: str | None) -> None:
     ctx.obj = CliState(config_path=config_path)
 
 
-for module in (memories, pipeline, retrieval, scaffold, notion, server, mcp):
+for module in (memories, pipeline, retrieval, scaffold, server, mcp):
     for command in module.COMMANDS:
         cli.add_command(command)
 

@@ -177,13 +177,18 @@ def export(ctx: click.Context, api_key: str | None) -> None:
 
 @click.command()
 @json_option
-def plugins(as_json: bool) -> None:
-    """List installed plugins and the components they provide."""
+@click.pass_context
+def plugins(ctx: click.Context, as_json: bool) -> None:
+    """List installed plugins, the components and commands they provide, and the ones that failed."""
     from rich.console import Console
     from rich.table import Table
 
+    from memroute.cli.common import MemrouteGroup
     from memroute.plugins import get_plugin_manager
 
+    root = ctx.find_root().command
+    if isinstance(root, MemrouteGroup):
+        root.load_plugin_commands()
     infos = get_plugin_manager().infos()
     if as_json:
         echo_json([

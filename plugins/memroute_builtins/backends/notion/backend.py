@@ -543,3 +543,11 @@ def _factory(settings: NotionSettings, context: ComponentContext) -> NotionBacke
 def memroute_backends() -> Iterator[BackendSpec]:
     yield BackendSpec(name="notion", factory=_factory, settings_class=NotionSettings,
                       description="Memories as pages of a Notion database (notion-client 3.x; memroute[notion])")
+
+
+@memroute.hookimpl
+def memroute_register_commands(cli: Any) -> None:
+    """``memroute notion init`` / ``check`` (see :mod:`memroute_builtins.backends.notion.commands`)."""
+    from memroute_builtins.backends.notion.commands import notion_group
+
+    cli.add_command(notion_group)
