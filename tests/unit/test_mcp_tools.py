@@ -219,3 +219,25 @@ async def test_each_tenant_sees_only_its_own_memories(mem):
         assert "no memory with id" in await call_error(bob, "memory_delete", id=secret["id"])
         assert (await call(bob, "memory_clear"))["deleted"] == 0
         assert (await call(alice, "memory_get", id=secret["id"]))["content"] == "Alice's secret project codename"
+
+
+async def test_an_unexpected_failure_is_a_tool_error_without_internals(mem, monkeypatch):
+    def broken(*_args: Any, **_kwargs: Any) -> Any:
+        raise RuntimeError("internal detail: /var/secret/path")
+
+    monkeypatch.setattr(mem, "search", broken)
+    async with _client(mem) as client:
+        message = await call_error(client, "memory_search", query="x")
+        assert "memory_search" in message and "/var/secret" not in message
+        assert (await call(client, "memory_list"))["total"] == 0
+
+
+async def test_a_memroute_error_keeps_its_message(mem, monkeypatch):
+    from memroute.errors import BackendUnavailableError
+
+    def unavailable(*_args: Any, **_kwargs: Any) -> Any:
+        raise BackendUnavailableError("primary backend 'main' is unavailable: start it or add a fallback")
+
+    monkeypatch.setattr(mem, "list", unavailable)
+    async with _client(mem) as client:
+        assert "start it or add a fallback" in await call_error(client, "memory_list")
