@@ -23,8 +23,10 @@ _EXPECTED: dict[str, type] = {
 }
 
 
-def make_context(pm: MemroutePluginManager, instance_name: str, data_dir: Path) -> ComponentContext:
-    return ComponentContext(instance_name=instance_name, data_dir=data_dir, prepare_connection=pm.prepare_connection)
+def make_context(pm: MemroutePluginManager, instance_name: str, data_dir: Path,
+                 primary: MemoryBackend | None = None) -> ComponentContext:
+    return ComponentContext(instance_name=instance_name, data_dir=data_dir, prepare_connection=pm.prepare_connection,
+                            primary=primary)
 
 
 def build_component(

@@ -51,6 +51,9 @@ class ComponentContext:
     """memroute's data directory: where a plugin keeps local files it owns."""
     prepare_connection: Callable[[Any], None] = lambda connection: None
     """Runs every ``memroute_prepare_connection`` hook on an apsw connection the plugin opens."""
+    primary: MemoryBackend | None = None
+    """The primary backend, for a vector store that can keep its index next to the memories (the ``pgvector``
+    store uses the ``postgres`` primary's database and connection pool). ``None`` for backends."""
 
 
 # --- storage backends ----------------------------------------------------------------------------------

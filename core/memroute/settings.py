@@ -155,7 +155,8 @@ class VectorSettings:
     """``[vectors]``: which vector store indexes embeddings, plus its options."""
 
     store: str = "auto"
-    """``auto`` (sqlite-vec when an embedding source resolves) | ``none`` | ``sqlite-vec`` | ``qdrant`` | a plugin."""
+    """``auto`` (sqlite-vec when an embedding source resolves) | ``none`` | ``sqlite-vec`` | ``qdrant`` |
+    ``pgvector`` | a plugin."""
     quantization: str = attrs.field(default="float32", validator=_choice("float32", "int8", "binary"))
     """Vector quantisation (``MEMORY_VEC_QUANTIZATION``)."""
     options: dict[str, dict[str, Any]] = attrs.field(factory=dict)

@@ -11,7 +11,7 @@ import attrs
 
 from memroute.components import build_component, make_context
 from memroute.errors import MemrouteError
-from memroute.interfaces import EmbeddingSource, VectorStore
+from memroute.interfaces import EmbeddingSource, MemoryBackend, VectorStore
 from memroute.manager import MemoryManager
 from memroute.plugins import MemroutePluginManager
 from memroute.retrieval.engine import RetrievalEngine
@@ -23,9 +23,10 @@ log = logging.getLogger("memroute.retrieval")
 
 
 def build_vector_store(
-    settings: MemrouteSettings, pm: MemroutePluginManager, data_dir: Path
+    settings: MemrouteSettings, pm: MemroutePluginManager, data_dir: Path, primary: MemoryBackend | None = None
 ) -> tuple[VectorStore | None, str | None]:
-    """The configured vector store, or ``(None, reason)``. ``auto`` means sqlite-vec."""
+    """The configured vector store, or ``(None, reason)``. ``auto`` means sqlite-vec. ``primary`` reaches the
+    store through its context (a store may share the primary's database)."""
     name = settings.vectors.store
     if name == "none":
         return None, "vector store disabled ([vectors] store = \"none\")"
@@ -36,7 +37,7 @@ def build_vector_store(
     field_names = {f.name for f in attrs.fields(spec.settings_class)} if attrs.has(spec.settings_class) else set()
     if "quantization" in field_names and "quantization" not in options:
         options["quantization"] = settings.vectors.quantization
-    store = build_component(pm, "vector-store", name, options, context=make_context(pm, name, data_dir),
+    store = build_component(pm, "vector-store", name, options, context=make_context(pm, name, data_dir, primary),
                             path=f"vectors.{name}")
     assert isinstance(store, VectorStore)
     return store, None
@@ -64,7 +65,7 @@ def build_retrieval(
         resolution = resolved.to_dict()
     if embedder is not None and vector_store is None:
         try:
-            vector_store, _reason = build_vector_store(settings, pm, data_dir)
+            vector_store, _reason = build_vector_store(settings, pm, data_dir, manager.primary)
         except MemrouteError:
             if embedder is not None:
                 embedder.close()
