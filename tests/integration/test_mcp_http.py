@@ -12,6 +12,7 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 
 from tests.servers.memroute_server import MemrouteServer
 
@@ -29,9 +30,11 @@ def anyio_backend() -> str:
 
 
 @contextlib.asynccontextmanager
-async def mcp_client(server: MemrouteServer, secret: str) -> AsyncIterator[Client]:
+async def mcp_client(server: MemrouteServer, secret: str, mode: str = "auto") -> AsyncIterator[Client]:
+    """An SDK client on ``/mcp``. ``mode="legacy"`` opens a stateful session (``initialize``, then a session id
+    on every request), the 2025 protocol most clients speak today; ``auto`` negotiates the newest."""
     async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {secret}"}, timeout=30) as http, \
-            Client(streamable_http_client(server.base_url + "/mcp", http_client=http)) as client:
+            Client(streamable_http_client(server.base_url + "/mcp", http_client=http), mode=mode) as client:
         yield client
 
 
@@ -106,7 +109,7 @@ async def test_a_revoked_key_is_refused_at_its_next_request(memroute_server):
     async with mcp_client(server, secret) as client:
         await call(client, "memory_add", content="Before revocation")
         server.mem.keys.revoke(key.id)
-        with pytest.raises(Exception):  # noqa: B017 - the transport surfaces the 401 as an error of the call
+        with pytest.raises(MCPError):  # the transport surfaces the 401 as an error response to the call
             await client.call_tool("memory_list", {})
     assert _post(server, secret).status_code == 401
 
@@ -148,3 +151,18 @@ async def test_tool_errors_do_not_end_the_session(memroute_server):
         assert "type" in await call_error(client, "memory_add", content="x", type="gossip")
         assert "no memory with id" in await call_error(client, "memory_get", id="missing")
         assert (await call(client, "memory_add", content="still here"))["created"] is True
+
+
+async def test_a_stateful_session_acts_for_its_key_and_dies_with_it(memroute_server):
+    server = memroute_server
+    key, secret = server.create_key("legacy client", scopes="read,write", tenant="tenant-a")
+    async with mcp_client(server, secret, mode="legacy") as alice, \
+            mcp_client(server, server.tenant_b, mode="legacy") as bob:
+        await call(alice, "memory_add", content="Alice's stateful-session memory")
+        assert (await call(alice, "memory_list"))["total"] == 1
+        assert (await call(bob, "memory_list"))["total"] == 0
+        assert (await call(bob, "memory_search", query="stateful session memory"))["count"] == 0
+        server.mem.keys.revoke(key.id)
+        with pytest.raises(MCPError):  # the 401 answers the revoked key's next request
+            await alice.call_tool("memory_list", {})
+        assert (await call(bob, "memory_list"))["total"] == 0  # the other session is unaffected
