@@ -79,7 +79,7 @@ def _dir_bytes(path: Path) -> int:
 
 
 def run_bench(
-    open_service: Callable[[Path], Any],
+    open_service: Callable[..., Any],
     *,
     sizes: tuple[int, ...] = (10_000, 100_000),
     single_adds: int = 2_000,
@@ -88,15 +88,17 @@ def run_bench(
     queries: int = 50,
     progress: Callable[[str], None] = lambda message: None,
 ) -> dict[str, Any]:
-    """Run every measurement with services made by ``open_service(data_dir)`` (the configured engine, on a
-    fresh data directory each time)."""
+    """Run every measurement with services made by ``open_service(data_dir, **overrides)`` (the configured
+    engine, on a fresh data directory each time; ``overrides`` are settings overrides such as
+    ``embedding={"source": "none"}``). Only the public service API is used."""
     report: dict[str, Any] = {"machine": machine_description(), "results": {}}
     with tempfile.TemporaryDirectory(prefix="memroute-bench-") as tmp:
         root = Path(tmp)
 
         progress(f"single durable adds ({single_adds})")
         with open_service(root / "adds") as mem:
-            report["engine"] = mem.retrieval.status()
+            report["engine"] = {k: v for k, v in mem.status().items()
+                                if k in ("keyword", "embedding", "vector_store", "fusion")}
             _warm_up(mem)
             contents = list(synthetic_contents(single_adds, seed=2))
             started = time.perf_counter()
@@ -127,14 +129,12 @@ def run_bench(
 
 def _warm_up(mem: Any) -> None:
     """Load the embedding model and open every connection before anything is timed."""
-    if mem.retrieval.embedder is not None:
-        mem.retrieval.embedder.embed("warm up")
     mem.add(api_key_id="warm-up", content="warm up")
     mem.search("warm up", api_key_id="warm-up")
     mem.flush()
 
 
-def _measure_size(open_service: Callable[[Path], Any], path: Path, size: int, queries: int) -> dict[str, Any]:
+def _measure_size(open_service: Callable[..., Any], path: Path, size: int, queries: int) -> dict[str, Any]:
     lines = list(_jsonl("bench", synthetic_contents(size, seed=size)))
     result: dict[str, Any] = {}
     with open_service(path) as mem:
@@ -148,18 +148,14 @@ def _measure_size(open_service: Callable[[Path], Any], path: Path, size: int, qu
         result["bulk_import_with_embedding_per_s"] = round(size / total, 1)
         rng = random.Random(3)
         texts = [rng.choice(_QUERIES) + f" {rng.randint(0, 999)}" for _ in range(queries)]
-        for strategy in ("keyword", "semantic", "hybrid"):
-            samples = []
-            for text in texts:
-                began = time.perf_counter()
-                if strategy == "keyword":
-                    mem.manager.search(_keyword_query(text))
-                else:
-                    mem.search(text, api_key_id="bench", strategy=strategy, limit=10)
-                samples.append(time.perf_counter() - began)
-            result[strategy] = _percentiles(samples)
+        for strategy in ("semantic", "hybrid"):
+            result[strategy] = _time_searches(mem, texts, strategy)
         result["brute_force_knn"] = _brute_force(mem, texts)
         result["bytes_per_memory"] = round(_dir_bytes(path) / size, 1)
+    # The keyword leg alone: the same data opened with embedding off, so hybrid degrades to keyword only.
+    with open_service(path, embedding={"source": "none"}) as mem:
+        mem.search("warm up", api_key_id="bench", strategy="hybrid", limit=10)
+        result["keyword"] = _time_searches(mem, texts, "hybrid")
     for strategy in ("semantic", "hybrid"):
         baseline = result["brute_force_knn"]["p50_ms"]
         if baseline:
@@ -167,20 +163,33 @@ def _measure_size(open_service: Callable[[Path], Any], path: Path, size: int, qu
     return result
 
 
-def _keyword_query(text: str) -> Any:
-    from memroute.models import SearchQuery
-    from memroute.retrieval.fusion import keyword_query
-
-    return SearchQuery(api_key_id="bench", text=keyword_query(text), strategy="hybrid", limit=30)
+def _time_searches(mem: Any, texts: list[str], strategy: str) -> dict[str, float]:
+    samples = []
+    for text in texts:
+        began = time.perf_counter()
+        mem.search(text, api_key_id="bench", strategy=strategy, limit=10)
+        samples.append(time.perf_counter() - began)
+    return _percentiles(samples)
 
 
 def _brute_force(mem: Any, texts: list[str]) -> dict[str, float]:
     """The baseline: embed the query, then exact top-k by a numpy matrix product over the same vectors the
-    vector store holds (every memory of the key, re-embedded here into one matrix)."""
-    embedder = mem.retrieval.embedder
+    vector store holds (every memory of the key, re-embedded here into one matrix by a second instance of
+    the configured embedding source, built from the same settings)."""
+    from memroute.embedding import build_embedding_source
+
+    if mem.settings.embedding.source == "none":
+        return {"p50_ms": 0.0, "p95_ms": 0.0}
+    embedder, _resolved = build_embedding_source(mem.settings.embedding, mem.plugins, mem.data_dir)
     if embedder is None:
         return {"p50_ms": 0.0, "p95_ms": 0.0}
-    contents = [m.content for m in mem.manager.primary.iter_all("bench", batch=5000)]
+    try:
+        return _knn_samples(embedder, [m.content for m in mem.export("bench")], texts)
+    finally:
+        embedder.close()
+
+
+def _knn_samples(embedder: Any, contents: list[str], texts: list[str]) -> dict[str, float]:
     matrix = np.vstack([embedder.embed_batch(contents[i:i + 2048]) for i in range(0, len(contents), 2048)])
     samples = []
     for text in texts:

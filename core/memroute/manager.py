@@ -29,7 +29,6 @@ from memroute.errors import BackendUnavailableError, ConfigError, ValidationErro
 from memroute.health import HealthMonitor
 from memroute.interfaces import MemoryBackend
 from memroute.models import (
-    MAX_ID_CHARS,
     BackendHit,
     HealthResult,
     ListFilter,
@@ -39,6 +38,7 @@ from memroute.models import (
     NewMemory,
     SearchQuery,
 )
+from memroute.models import require_id as _check_id
 from memroute.outbox import OP_DELETE, OP_PUT, Outbox, delete_payload, put_payload
 from memroute.replication import INLINE_CATCH_UP_MAX, Replicator
 from memroute.settings import ManagerSettings
@@ -432,10 +432,3 @@ class MemoryManager:
             raise BackendUnavailableError("the memory manager is closed")
         return self._monitor.report(self.primary)
 
-
-def _check_id(memory_id: object) -> None:
-    if not isinstance(memory_id, str) or not memory_id.strip() or len(memory_id) > MAX_ID_CHARS:
-        raise ValidationError(
-            f"id: expected a non-empty string of at most {MAX_ID_CHARS} characters, got {memory_id!r:.80}",
-            [("id", "invalid")],
-        )

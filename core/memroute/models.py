@@ -34,8 +34,15 @@ __all__ = [
     "SearchQuery",
     "SearchResult",
     "Strategy",
+    "STRATEGY_ALIASES",
     "estimate_tokens",
     "new_memory_id",
+    "require_id",
+    "require_memory_id",
+    "require_session",
+    "require_tenant",
+    "require_type",
+    "resolve_strategy",
     "utcnow",
 ]
 
@@ -64,6 +71,11 @@ class MemoryType(str, enum.Enum):
 
 Strategy = Literal["exact", "semantic", "hybrid"]
 STRATEGIES: Final = ("exact", "semantic", "hybrid")
+STRATEGY_ALIASES: Final[Mapping[str, Strategy]] = {
+    "exact": "exact", "recent": "exact", "semantic": "semantic", "hybrid": "hybrid",
+}
+"""Every strategy name a caller may use, and the retrieval strategy it means. ``recent`` is the reference's
+settings spelling of ``exact`` (newest first). The one table: settings, the service and the CLI read it."""
 ORDER_FIELDS: Final = ("created_at", "updated_at")
 
 
@@ -243,7 +255,58 @@ def _check_json_value(value: object, path: str, depth: int) -> None:
 
 
 def check_id(field: str = "id") -> Any:
+    """The attrs validator of an id-like text field (the rule :func:`require_id` applies)."""
     return _require_text(field, MAX_ID_CHARS)
+
+
+# --- the one place ids, tenants, sessions and strategies are checked at the door ---------------------------
+
+def require_id(value: object, field: str = "id") -> str:
+    """``value`` when it is a non-empty string of at most 256 characters without NUL, else
+    :class:`ValidationError` naming ``field``. The rule every stored id, tenant and key-like field follows."""
+    _require_text(field, MAX_ID_CHARS)(None, None, value)
+    return value  # type: ignore[return-value]
+
+
+def require_tenant(value: object) -> str:
+    """A valid ``api_key_id`` (see :func:`require_id`); ``None`` or ``""`` is an error, never "every tenant"."""
+    return require_id(value, "api_key_id")
+
+
+def require_memory_id(value: object, field: str = "id") -> str:
+    """The canonical (lowercase, hyphenated) form of a memory id given to a public operation by id.
+
+    memroute generates every id as a UUID, so anything else (not a string, empty, longer than 256
+    characters, not a UUID) is a :class:`ValidationError` naming ``field``, never a silent miss."""
+    text = require_id(value, field)
+    try:
+        return str(uuid.UUID(text.strip()))
+    except ValueError:
+        raise ValidationError(f"{field}: not a UUID: {text!r:.80}", [(field, "invalid")]) from None
+
+
+def require_session(value: object) -> str | None:
+    """A valid ``session_id``: ``None`` (or ``""``, the reference's "no session") or a string of at most
+    256 characters without NUL."""
+    if value is None or value == "":
+        return None
+    _check_session(None, None, value)  # type: ignore[arg-type]
+    return value  # type: ignore[return-value]
+
+
+def require_type(value: object) -> MemoryType:
+    """A :class:`MemoryType` from a member or its name, else :class:`ValidationError` naming ``type``."""
+    return _coerce_type(value)  # type: ignore[arg-type]
+
+
+def resolve_strategy(value: object, field: str = "strategy") -> Strategy:
+    """The retrieval strategy a caller's name means (see :data:`STRATEGY_ALIASES`), or
+    :class:`ValidationError`."""
+    if isinstance(value, str) and value in STRATEGY_ALIASES:
+        return STRATEGY_ALIASES[value]
+    raise ValidationError(
+        f"{field}: {value!r} is not one of {', '.join(STRATEGY_ALIASES)}", [(field, "invalid")]
+    )
 
 
 def is_memory_id(value: object) -> bool:

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 import cattrs
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
@@ -28,6 +28,7 @@ __all__ = [
     "memory_to_dict",
     "structure_config",
     "structure_input",
+    "write_jsonl",
 ]
 
 T = TypeVar("T")
@@ -201,3 +202,13 @@ def loads_memory(text: str) -> Memory:
     except json.JSONDecodeError as exc:
         raise ValidationError(f"not valid JSON: {exc}", [("(root)", "invalid JSON")]) from None
     return memory_from_dict(data)
+
+
+def write_jsonl(out: IO[str], memories: Iterable[Memory]) -> int:
+    """Write one JSON object a line (what ``memroute import`` and ``Memroute.import_jsonl`` read); returns how
+    many were written."""
+    count = 0
+    for memory in memories:
+        out.write(json.dumps(memory_to_dict(memory), ensure_ascii=False) + "\n")
+        count += 1
+    return count

@@ -13,13 +13,13 @@ import re
 import threading
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from memroute.components import build_backend
 from memroute.errors import ConfigError, MemrouteError, ValidationError
-from memroute.interfaces import EmbeddingSource, MemoryBackend, VectorStore
+from memroute.interfaces import EmbeddingSource, ExtractedFact, MemoryBackend, VectorStore
 from memroute.limits import InputLimits
 from memroute.manager import MemoryManager
 from memroute.models import (
@@ -32,21 +32,28 @@ from memroute.models import (
     SearchQuery,
     SearchResult,
     check_storable,
+    require_memory_id,
+    require_session,
+    require_tenant,
+    require_type,
+    resolve_strategy,
+    utcnow,
 )
 from memroute.plugins import MemroutePluginManager, get_plugin_manager
+from memroute.reports import CacheStats, ClearReport, MaintenanceReport, MemoryStats
 from memroute.retrieval.build import build_retrieval
-from memroute.serialization import memory_from_dict, memory_to_dict
+from memroute.serialization import memory_from_dict
 from memroute.settings import MemrouteSettings, load_settings
 
 if TYPE_CHECKING:
     from memroute.keys import KeyStore
-    from memroute.pipeline.conversation import Conversation, MaintenanceReport
+    from memroute.pipeline.conversation import Augmentation, Conversation
+    from memroute.pipeline.requests import ApiShape
     from memroute.settings import MemorySettings
     from memroute.state import StateStore
 
 __all__ = ["Memroute", "derive_key"]
 
-_STRATEGY_ALIASES = {"recent": "exact", "exact": "exact", "semantic": "semantic", "hybrid": "hybrid"}
 _IMPORT_BATCH = 2000
 _PATCHABLE = ("content", "key", "type", "session_id", "metadata", "expires_at")
 
@@ -79,7 +86,7 @@ class Memroute:
         self._limits = InputLimits(settings.limits)
         self._closed = False
         self._lock = threading.RLock()
-        self._conversation: Conversation | None = None
+        self._pipeline: Conversation | None = None
         self._state: StateStore | None = None
         backends = settings.backends
         built = []
@@ -88,11 +95,11 @@ class Memroute:
                 built.append(build_backend(self.plugins, name, backends.instances[name], self.data_dir))
             self.state_dir = state_dir_for(self.data_dir, built[0])
             outbox = settings.manager.outbox_path or str(self.state_dir / "outbox.db")
-            self.manager = MemoryManager(
+            self._manager = MemoryManager(
                 built[0], built[1:], settings=settings.manager, outbox_path=outbox,
                 prepare_connection=self.plugins.prepare_connection,
             )
-            self.manager.initialize()
+            self._manager.initialize()
         except BaseException:
             for backend in built:
                 try:
@@ -101,11 +108,11 @@ class Memroute:
                     pass
             raise
         try:
-            self.retrieval = build_retrieval(
-                self.manager, settings, self.plugins, self.state_dir, embedder=embedder, vector_store=vector_store
+            self._retrieval = build_retrieval(
+                self._manager, settings, self.plugins, self.state_dir, embedder=embedder, vector_store=vector_store
             )
         except BaseException:
-            self.manager.close()
+            self._manager.close()
             raise
 
     @classmethod
@@ -133,21 +140,21 @@ class Memroute:
                 return
             self._closed = True
         try:
-            if self._conversation is not None:
-                self._conversation.close()  # stored extractions first: they write through the manager
-            self.retrieval.close()
+            if self._pipeline is not None:
+                self._pipeline.close()  # stored extractions first: they write through the manager
+            self._retrieval.close()
         finally:
             try:
-                self.manager.close()
+                self._manager.close()
             finally:
                 if self._state is not None:
                     self._state.close()
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait for background work (extraction, outbox replication, embedding); True when all of it finished."""
-        extracted = self._conversation.flush(timeout) if self._conversation is not None else True
-        indexed = self.retrieval.flush(timeout) and extracted
-        return self.manager.flush(timeout) and indexed
+        extracted = self._pipeline.flush(timeout) if self._pipeline is not None else True
+        indexed = self._retrieval.flush(timeout) and extracted
+        return self._manager.flush(timeout) and indexed
 
     # --- deployment state: keys, runtime settings (memroute.state; docs/server.md) -------------------
     @property
@@ -157,7 +164,7 @@ class Memroute:
             if self._state is None:
                 from memroute.state import open_state_store
 
-                self._state = open_state_store(self.plugins, self.manager.backends[0], self.state_dir)
+                self._state = open_state_store(self.plugins, self._manager.backends[0], self.state_dir)
             return self._state
 
     @property
@@ -207,17 +214,32 @@ class Memroute:
             type=type, session_id=session_id, metadata=metadata, expires_at=expires_at,
         )
         self._limits.check(content=new.content, metadata=new.metadata)
-        memory = self.manager.create(new)
-        self.retrieval.on_written([memory])
+        memory = self._manager.create(new)
+        self._retrieval.on_written([memory])
         return memory
 
-    def get(self, memory_id: str) -> Memory | None:
-        _check_id(memory_id)
-        return self.manager.get(memory_id)
+    def get(self, memory_id: str, *, api_key_id: str) -> Memory | None:
+        """The memory ``memory_id`` of tenant ``api_key_id``, or ``None`` when there is no such id **or it
+        belongs to another tenant** (the two are indistinguishable). A malformed id (not a string, empty,
+        over 256 characters, not a UUID) raises :class:`~memroute.errors.ValidationError`."""
+        memory_id = require_memory_id(memory_id)
+        tenant = require_tenant(api_key_id)
+        return self._owned(memory_id, tenant)
 
-    def update(self, memory_id: str, **changes: Any) -> bool:
-        """Change some of ``content, key, type, session_id, metadata, expires_at``; False when no such id."""
-        _check_id(memory_id)
+    def _owned(self, memory_id: str, tenant: str) -> Memory | None:
+        # An id's owner never changes (no patch can move a memory to another tenant), so checking the owner
+        # of what the manager found, then acting on the id, holds on every backend.
+        memory = self._manager.get(memory_id)
+        return memory if memory is not None and memory.api_key_id == tenant else None
+
+    def update(self, memory_id: str, *, api_key_id: str, **changes: Any) -> Memory | None:
+        """Change some of ``content, key, type, session_id, metadata, expires_at`` of a memory of
+        ``api_key_id``; returns the updated memory, or ``None`` when there is no such id or it belongs to
+        another tenant. ``metadata`` replaces the stored object; ``session_id=None`` / ``expires_at=None``
+        clear those fields. Changing ``key`` to one another memory of the tenant holds raises
+        :class:`~memroute.errors.ConflictError`."""
+        memory_id = require_memory_id(memory_id)
+        tenant = require_tenant(api_key_id)
         unknown = sorted(set(changes) - set(_PATCHABLE))
         if unknown:
             raise ValidationError(
@@ -228,17 +250,90 @@ class Memroute:
             raise ValidationError("update: nothing to change", [("(root)", "empty")])
         patch = MemoryPatch(**changes)
         self._limits.check(content=changes.get("content"), metadata=patch.metadata or None)
-        updated = self.manager.update(memory_id, patch)
+        if self._owned(memory_id, tenant) is None:
+            return None
+        updated = self._manager.update(memory_id, patch)
         if updated is not None:
-            self.retrieval.on_written([updated])
-        return updated is not None
+            self._retrieval.on_written([updated])
+        return updated
 
-    def delete(self, memory_id: str) -> bool:
-        _check_id(memory_id)
-        deleted = self.manager.delete(memory_id)
+    def delete(self, memory_id: str, *, api_key_id: str) -> bool:
+        """Delete a memory of ``api_key_id`` (from every backend, through the outbox, and from the vector
+        index); ``False`` when there is no such id or it belongs to another tenant."""
+        memory_id = require_memory_id(memory_id)
+        tenant = require_tenant(api_key_id)
+        if self._owned(memory_id, tenant) is None:
+            return False
+        return self._delete_owned(memory_id, tenant)
+
+    def _delete_owned(self, memory_id: str, tenant: str) -> bool:
+        deleted = self._manager.delete(memory_id)
         if deleted:
-            self.retrieval.on_deleted(memory_id)
+            self._retrieval.on_deleted(memory_id, tenant)
         return deleted
+
+    def clear(
+        self,
+        api_key_id: str,
+        *,
+        type: MemoryType | str | None = None,
+        session_id: str | None = None,
+        older_than_days: int | None = None,
+        dry_run: bool = False,
+    ) -> ClearReport:
+        """Delete every memory of ``api_key_id`` matching the filters (all types / sessions / ages when
+        omitted): the bulk delete behind MCP ``memory_clear``, with no page cap. Each deletion goes through the
+        manager (replicated to fallbacks) and removes the vector. ``older_than_days=N`` keeps memories created
+        in the last N days. ``dry_run`` only reports what would be deleted. The report's ``deleted`` is the
+        real count."""
+        tenant = require_tenant(api_key_id)
+        kind = None if type is None else require_type(type)
+        session = require_session(session_id)
+        if older_than_days is not None:
+            older_than_days = _check_range("older_than_days", older_than_days, 0, 36_500)
+        cutoff = None if older_than_days is None else utcnow() - timedelta(days=older_than_days)
+        matched = [
+            m for m in self._iter_tenant(tenant, type=kind, session_id=session)
+            if cutoff is None or m.created_at < cutoff
+        ]
+        deleted = 0
+        if not dry_run:
+            deleted = sum(1 for m in matched if self._delete_owned(m.id, tenant))
+        return ClearReport(
+            api_key_id=tenant, dry_run=bool(dry_run), type=kind.value if kind else None, session_id=session,
+            older_than_days=older_than_days, matched=len(matched), deleted=deleted,
+            ids=tuple(m.id for m in matched), tokens=sum(m.tokens for m in matched),
+        )
+
+    def stats(self, api_key_id: str) -> MemoryStats:
+        """The list statistics of ``api_key_id``: total, per-type counts (every type, 0 included), tokens used
+        (``ceil(len / 4)`` summed) and the embedding cache's hits / misses (process-wide)."""
+        tenant = require_tenant(api_key_id)
+        page = self._manager.list(ListFilter(api_key_id=tenant, limit=1))
+        by_type = {t.value: int(page.by_type.get(t.value, 0)) for t in MemoryType}
+        tokens = sum(m.tokens for m in self._iter_tenant(tenant))
+        return MemoryStats(api_key_id=tenant, total=page.total, by_type=by_type, tokens_used=tokens,
+                           cache=self._cache_stats())
+
+    def _cache_stats(self) -> CacheStats:
+        stats = getattr(self._retrieval.embedder, "stats", None)
+        counters = stats() if callable(stats) else {}
+        return CacheStats(hits=int(counters.get("hits", 0)), misses=int(counters.get("misses", 0)),
+                          size=int(counters.get("size", 0)))
+
+    def _iter_tenant(self, tenant: str, *, type: MemoryType | None = None, session_id: str | None = None,
+                     batch: int = 1000) -> Iterator[Memory]:
+        """Every memory of ``tenant`` matching ``type`` / ``session_id``, oldest first, read page by page
+        (through the manager's failover). The pages are read before the caller changes anything."""
+        found: builtins.list[Memory] = []
+        offset = 0
+        while True:
+            page = self._manager.list(ListFilter(api_key_id=tenant, type=type, session_id=session_id, limit=batch,
+                                                 offset=offset, order_by="created_at", order_dir="asc"))
+            found.extend(m for m in page.data if m.api_key_id == tenant)
+            offset += len(page.data)
+            if not page.data or offset >= page.total:
+                return iter(found)
 
     def list(
         self,
@@ -252,8 +347,12 @@ class Memroute:
         order_by: str = "created_at",
         order_dir: str = "desc",
     ) -> ListPage:
-        return self.manager.list(
-            ListFilter(api_key_id=api_key_id, type=type, session_id=session_id, query=query, limit=limit,
+        """A page of the memories of ``api_key_id`` (newest first by default) with the total and per-type
+        counts of every match. ``query`` is a case-insensitive substring over content and key; ``limit`` is
+        1..10000; ``order_by`` is ``created_at`` or ``updated_at``."""
+        tenant = require_tenant(api_key_id)
+        return self._manager.list(
+            ListFilter(api_key_id=tenant, type=type, session_id=session_id, query=query, limit=limit,
                        offset=offset, order_by=order_by, order_dir=order_dir)
         )
 
@@ -275,26 +374,26 @@ class Memroute:
         ``type``, only memories of that type are (filtered before the token budget is filled)."""
         if not isinstance(query, str):
             raise ValidationError("query: expected a string", [("query", "type")])
-        chosen = strategy if strategy is not None else self.settings.memory.strategy
-        if chosen not in _STRATEGY_ALIASES:
-            raise ValidationError(
-                f"strategy: {chosen!r} is not one of exact, recent, semantic, hybrid", [("strategy", "invalid")]
-            )
+        tenant = require_tenant(api_key_id)
+        chosen = resolve_strategy(strategy if strategy is not None else self.settings.memory.strategy)
         if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int)
                                        or not 0 <= max_tokens <= 16000):
             raise ValidationError("max_tokens: must be an integer in [0, 16000]", [("max_tokens", "range")])
         search_query = SearchQuery(
-            api_key_id=api_key_id, text=query[:4096], strategy=_STRATEGY_ALIASES[chosen],
+            api_key_id=tenant, text=query[:4096], strategy=chosen,
             limit=limit if limit is not None else self.settings.memory.vec_top_k,
             session_id=session_id, retention_days=self.settings.memory.retention_days, type=type,
         )
-        return self.retrieval.search(search_query, max_tokens=max_tokens)
+        return self._retrieval.search(search_query, max_tokens=max_tokens)
 
     # --- operations ----------------------------------------------------------------------------------
     def health(self) -> dict[str, Any]:
-        return self.manager.health()
+        """Probe every backend now: each backend's answer and breaker, and the outbox."""
+        return self._manager.health()
 
     def status(self) -> dict[str, Any]:
+        """Engine status: data and state directories, ``[memory]`` settings, backends, keyword tier,
+        embedding, vector store, fusion, and a fresh health probe."""
         return {
             "data_dir": str(self.data_dir),
             "state_dir": str(self.state_dir),
@@ -303,37 +402,39 @@ class Memroute:
                        "retention_days": self.settings.memory.retention_days},
             "backends": {"primary": self.settings.backends.primary,
                          "fallbacks": list(self.settings.backends.fallbacks),
-                         "instances": [b.describe() for b in self.manager.backends]},
-            **self.retrieval.status(),
+                         "instances": [b.describe() for b in self._manager.backends]},
+            **self._retrieval.status(),
             "health": self.health(),
         }
 
-    def export(self, api_key_id: str | None = None) -> Iterator[Memory]:
-        """Every memory (of one tenant, or all), oldest first."""
-        if api_key_id is not None:
-            ListFilter(api_key_id=api_key_id)  # validates
-        return iter(self.manager.iter_all(api_key_id))
+    def reindex(self, *, force: bool = False, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+        """Embed every memory that has no current vector now (every memory with ``force``); resumable, the
+        queue is durable. ``progress(done, remaining)`` is called after each batch."""
+        return self._retrieval.reindex(force=force, progress=progress)
 
-    def export_jsonl(self, out: IO[str], api_key_id: str | None = None) -> int:
-        count = 0
-        for memory in self.export(api_key_id):
-            out.write(json.dumps(memory_to_dict(memory), ensure_ascii=False) + "\n")
-            count += 1
-        return count
+    # --- import / export -----------------------------------------------------------------------------
+    def export(self, api_key_id: str) -> Iterator[Memory]:
+        """Every memory of ``api_key_id``, oldest first (see :meth:`export_all` for every tenant)."""
+        tenant = require_tenant(api_key_id)
+        return iter(self._manager.iter_all(tenant))
+
+    def export_all(self) -> Iterator[Memory]:
+        """Every memory of **every** tenant, oldest first: an operator's backup, never a tenant's call."""
+        return iter(self._manager.iter_all(None))
 
     def import_memories(self, memories: Iterable[Memory]) -> int:
-        """Store memories exactly as given (ids and timestamps kept)."""
-        batch = list(memories)
+        """Store memories exactly as given (ids, owners and timestamps kept): an operator's restore."""
+        batch = builtins.list(memories)
         count = 0
         for start in range(0, len(batch), _IMPORT_BATCH):
-            count += self.manager.put_many(batch[start:start + _IMPORT_BATCH])
-        self.retrieval.on_written(batch)
+            count += self._manager.put_many(batch[start:start + _IMPORT_BATCH])
+        self._retrieval.on_written(batch)
         return count
 
     def import_jsonl(self, lines: Iterable[str], *, progress: Callable[[int], None] | None = None) -> int:
-        """Import JSONL (one memory object a line, as ``export`` writes). The whole file is validated before
-        anything is written, so a bad line writes nothing; the error names its line number."""
-        parsed: list[Memory] = []
+        """Import JSONL (one memory object a line, as ``memroute export`` writes). The whole file is validated
+        before anything is written, so a bad line writes nothing; the error names its line number."""
+        parsed: builtins.list[Memory] = []
         for number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
@@ -349,47 +450,86 @@ class Memroute:
         count = 0
         for start in range(0, len(parsed), _IMPORT_BATCH):
             chunk = parsed[start:start + _IMPORT_BATCH]
-            count += self.manager.put_many(chunk)
+            count += self._manager.put_many(chunk)
             if progress is not None:
                 progress(len(chunk))
-        self.retrieval.on_written(parsed)
+        self._retrieval.on_written(parsed)
         return count
 
     # --- conversation pipeline (memroute.pipeline.conversation; docs/pipeline.md) ----------------------
     @property
-    def conversation(self) -> Conversation:
-        """The pipeline object: extraction worker, augmentation, summarization and retention."""
+    def _conversation(self) -> Conversation:
+        """The pipeline object (extraction worker, augmentation, maintenance), built on first use."""
         with self._lock:
-            if self._conversation is None:
+            if self._pipeline is None:
                 from memroute.pipeline.conversation import Conversation
 
-                self._conversation = Conversation(self)
-            return self._conversation
+                self._pipeline = Conversation(self)
+            return self._pipeline
 
-    def augment(self, request: Any, api_key_id: str, session_id: str | None = None, provider: str | None = None,
-                headers: Any = None, **options: Any) -> Any:
+    def augment(self, request: Any, *, api_key_id: str, session_id: str | None = None, provider: str | None = None,
+                headers: Any = None, api: ApiShape | None = None, session_scope: bool = False) -> Any:
         """``request`` with relevant memories of ``api_key_id`` injected (never mutated; the same object when
-        nothing is injected). See :meth:`Conversation.augment`."""
-        return self.conversation.augment(request, api_key_id, session_id, provider, headers, **options)
+        nothing is injected). ``provider`` picks placement rules, ``api`` the request shape (default:
+        detected), ``session_scope=True`` retrieves only ``session_id``'s memories. Never raises for a
+        retrieval failure (the request goes out without memory). See :meth:`explain_augment`."""
+        return self.explain_augment(request, api_key_id=api_key_id, session_id=session_id, provider=provider,
+                                    headers=headers, api=api, session_scope=session_scope).request
+
+    def explain_augment(self, request: Any, *, api_key_id: str, session_id: str | None = None,
+                        provider: str | None = None, headers: Any = None, api: ApiShape | None = None,
+                        session_scope: bool = False) -> Augmentation:
+        """Like :meth:`augment`, and also what was retrieved for which query, and why nothing was injected."""
+        return self._conversation.explain_augment(request, api_key_id, session_id, provider, headers, api=api,
+                                                  session_scope=session_scope)
 
     def observe(self, request: Any, response: Any = None, *, api_key_id: str, session_id: str | None = None,
                 headers: Any = None, wait: bool = False) -> builtins.list[Memory]:
-        """Extract facts from a chat turn and store them (in the background unless ``wait``)."""
-        return self.conversation.observe(request, response, api_key_id=api_key_id, session_id=session_id,
-                                         headers=headers, wait=wait)
+        """Extract facts from a chat turn and store them for ``api_key_id`` (in the background unless
+        ``wait``; with ``wait`` the stored memories are returned)."""
+        return self._conversation.observe(request, response, api_key_id=api_key_id, session_id=session_id,
+                                          headers=headers, wait=wait)
+
+    @overload
+    def extract(self, text: str, *, source: str = ..., api_key_id: None = ..., store: Literal[False] = ...,
+                session_id: None = ...) -> builtins.list[ExtractedFact]: ...
+
+    @overload
+    def extract(self, text: str, *, source: str = ..., api_key_id: str, store: Literal[True],
+                session_id: str | None = ...) -> builtins.list[Memory]: ...
+
+    def extract(self, text: str, *, source: str = "user", api_key_id: str | None = None, store: bool = False,
+                session_id: str | None = None) -> builtins.list[ExtractedFact] | builtins.list[Memory]:
+        """The facts the configured extractors find in ``text`` (``source``: ``user`` or ``assistant``).
+        With ``store=True`` they are also stored for ``api_key_id`` (required then; whatever the memory gate
+        says) and the stored memories are returned; a fact that names an opposite key (``aversion:x`` for
+        ``preference:x``) supersedes that memory."""
+        if not isinstance(text, str):
+            raise ValidationError("text: expected a string", [("text", "type")])
+        if not store:
+            if api_key_id is not None:
+                raise ValidationError("api_key_id: only applies with store=True", [("api_key_id", "unexpected")])
+            return self._conversation.extract(text, source=source)
+        tenant = require_tenant(api_key_id)
+        facts = self._conversation.extract(text, source=source)
+        return self._conversation.store_facts(tenant, facts, session_id=session_id)
 
     def summarize(self, api_key_id: str, older_than_days: int, *, dry_run: bool = True) -> MaintenanceReport:
-        """Replace one key's memories older than ``older_than_days`` with summaries (dry run by default)."""
-        return self.conversation.summarize(api_key_id, older_than_days, dry_run=dry_run)
+        """Replace one tenant's memories older than ``older_than_days`` with summaries (dry run by default)."""
+        return self._conversation.summarize(require_tenant(api_key_id), older_than_days, dry_run=dry_run)
 
     def compact(self, api_key_id: str, session_id: str | None = None, max_tokens: int = 4000, *,
                 dry_run: bool = True) -> MaintenanceReport:
-        """Summarize what does not fit ``max_tokens`` of one key (dry run by default)."""
-        return self.conversation.compact(api_key_id, session_id, max_tokens, dry_run=dry_run)
+        """Summarize what does not fit ``max_tokens`` of one tenant (dry run by default)."""
+        return self._conversation.compact(require_tenant(api_key_id), session_id, max_tokens, dry_run=dry_run)
 
-    def prune(self, api_key_id: str | None = None, *, dry_run: bool = False) -> MaintenanceReport:
-        """Delete memories past retention, expired, or decayed (typed decay, when enabled)."""
-        return self.conversation.prune(api_key_id, dry_run=dry_run)
+    def prune(self, api_key_id: str, *, dry_run: bool = False) -> MaintenanceReport:
+        """Delete one tenant's memories past retention, expired, or decayed (typed decay, when enabled)."""
+        return self._conversation.prune(require_tenant(api_key_id), dry_run=dry_run)
+
+    def prune_all(self, *, dry_run: bool = False) -> MaintenanceReport:
+        """:meth:`prune` for **every** tenant: operator maintenance (``memroute prune --all-tenants``)."""
+        return self._conversation.prune(None, dry_run=dry_run)
 
 
 def state_dir_for(data_dir: Path, primary: MemoryBackend) -> Path:
@@ -409,7 +549,8 @@ def state_dir_for(data_dir: Path, primary: MemoryBackend) -> Path:
     return path
 
 
-def _check_id(memory_id: object) -> None:
-    if not isinstance(memory_id, str) or not memory_id.strip() or len(memory_id) > 256:
-        raise ValidationError("id: expected a non-empty string of at most 256 characters", [("id", "invalid")])
 
+def _check_range(name: str, value: object, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ValidationError(f"{name}: must be an integer in [{low}, {high}]", [(name, "range")])
+    return value

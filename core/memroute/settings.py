@@ -21,7 +21,7 @@ import attrs
 import platformdirs
 
 from memroute.errors import ConfigError
-from memroute.models import MAX_CONTENT_CHARS, MAX_METADATA_BYTES, MAX_METADATA_DEPTH
+from memroute.models import MAX_CONTENT_CHARS, MAX_METADATA_BYTES, MAX_METADATA_DEPTH, STRATEGY_ALIASES
 from memroute.serialization import structure_config
 
 if sys.version_info >= (3, 11):
@@ -66,8 +66,9 @@ def _choice(*allowed: str) -> Callable[[Any, attrs.Attribute[Any], Any], None]:
 
 
 def _strategy(value: str) -> str:
-    # The reference's settings name is "recent"; retrieval calls it "exact". Accept both spellings.
-    return "recent" if value == "exact" else value
+    # The reference's settings name is "recent"; retrieval calls it "exact". Accept every spelling of
+    # STRATEGY_ALIASES and keep the reference's.
+    return "recent" if STRATEGY_ALIASES.get(value) == "exact" else value
 
 
 @attrs.frozen(kw_only=True)

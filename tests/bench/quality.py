@@ -38,8 +38,9 @@ def load(mem: memroute.service.Memroute) -> None:
 
 def ranked_keys(mem: memroute.service.Memroute, leg: str, query: dataset.Query) -> list[str]:
     if leg == "keyword":
-        served = mem.manager.search(SearchQuery(api_key_id=query.tenant, text=keyword_query(query.text),
-                                                strategy="hybrid", limit=10))
+        # The keyword leg on its own (an internal measurement: the public search fuses the legs).
+        served = mem._manager.search(SearchQuery(api_key_id=query.tenant, text=keyword_query(query.text),
+                                                 strategy="hybrid", limit=10))
         return [h.memory.key for h in served.hits]
     strategy = "semantic" if leg == "vector" else "hybrid"
     result = mem.search(query.text, api_key_id=query.tenant, strategy=strategy, limit=10)

@@ -26,7 +26,7 @@ def test_import_reaches_the_fallback_exactly(tmp_path):
         bystander = mem.add(api_key_id="other", content="untouched", key="keep")
         assert mem.import_jsonl([json.dumps(memory_to_dict(m)) for m in memories]) == 2500
         assert mem.flush(timeout=60)
-        main, copy = mem.manager.backends
+        main, copy = mem._manager.backends  # internals: inspect each backend
         expected = {m.id: m for m in memories} | {bystander.id: bystander}
         for backend in (main, copy):
             stored = {m.id: m for m in backend.iter_all()}

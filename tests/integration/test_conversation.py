@@ -113,7 +113,7 @@ def test_observe_then_augment_round_trip(make_service):
 
     request = chat("Which database should I use for this project?", system="You are a helpful engineer.")
     before = copy.deepcopy(request)
-    augmented = mem.augment(request, "alice")
+    augmented = mem.augment(request, api_key_id="alice")
     assert request == before
     assert [m["role"] for m in augmented["messages"]] == ["system", "system", "user"]
     assert augmented["messages"][0]["content"] == "You are a helpful engineer."
@@ -164,19 +164,19 @@ def test_extractor_chain_merges_by_key_and_survives_a_broken_extractor(make_serv
 
 def test_background_failure_is_logged_not_raised(make_service, caplog):
     mem = make_service()
-    mem.manager.primary.close()  # every write now fails inside the worker
+    mem._manager.primary.close()  # internals: make the backend fail  # every write now fails inside the worker
     with caplog.at_level(logging.ERROR, logger="memroute.pipeline"):
         mem.observe(chat("I prefer tabs over spaces"), api_key_id="k")
-        assert mem.conversation.flush(timeout=30)
+        assert mem._conversation.flush(timeout=30)
         assert mem.observe(chat("I prefer vim"), api_key_id="k", wait=True) == []
-    assert mem.conversation.failures == 2
+    assert mem._conversation.failures == 2
     assert "extraction for key k failed" in caplog.text
 
 
 def test_unknown_extractor_is_a_clear_error(make_service):
     mem = make_service(extraction={"extractors": ["nope"]})
     with pytest.raises(memroute.UnknownComponentError, match="nope"):
-        mem.conversation.extract("I prefer tabs")
+        mem.extract("I prefer tabs")
 
 
 @pytest.mark.parametrize("bad", ["", "   ", None, 42, "x" * 300])
@@ -185,7 +185,7 @@ def test_bad_api_key_is_a_validation_error(make_service, bad):
     with pytest.raises(ValidationError):
         mem.observe(chat("I prefer tabs"), api_key_id=bad, wait=True)
     with pytest.raises(ValidationError):
-        mem.augment(chat("tabs?"), bad)
+        mem.augment(chat("tabs?"), api_key_id=bad)
 
 
 # --- augment -------------------------------------------------------------------------------------------
@@ -195,11 +195,11 @@ def test_tenant_isolation_in_augment(make_service):
     mem.observe(chat("I prefer Postgres for analytics"), api_key_id="alice", wait=True)
     mem.observe(chat("I prefer MySQL for analytics"), api_key_id="bob", wait=True)
     mem.flush()
-    out = mem.augment(chat("Which database for analytics?"), "bob")
+    out = mem.augment(chat("Which database for analytics?"), api_key_id="bob")
     block = out["messages"][0]["content"]
     assert "MySQL" in block and "Postgres" not in block
     nobody = chat("Which database for analytics?")
-    assert mem.augment(nobody, "carol") is nobody
+    assert mem.augment(nobody, api_key_id="carol") is nobody
 
 
 def test_disabled_settings_and_opt_out_return_the_same_object(make_service):
@@ -210,12 +210,12 @@ def test_disabled_settings_and_opt_out_return_the_same_object(make_service):
         mem.import_memories([old_memory("k", "TypeScript everywhere", 1)])
         mem.flush()
     request = chat("TypeScript?")
-    assert disabled.augment(request, "k") is request
-    assert zero.augment(request, "k") is request
+    assert disabled.augment(request, api_key_id="k") is request
+    assert zero.augment(request, api_key_id="k") is request
     for header in ({"x-memroute-no-memory": "1"}, {"X-Omniroute-No-Memory": "yes"}):
-        assert on.augment(request, "k", headers=header) is request
+        assert on.augment(request, api_key_id="k", headers=header) is request
         assert on.observe(chat("I prefer Rust"), api_key_id="k", headers=header, wait=True) == []
-    assert on.augment(request, "k") is not request
+    assert on.augment(request, api_key_id="k") is not request
     assert disabled.observe(chat("I prefer Rust"), api_key_id="k", wait=True) == []
 
 
@@ -223,24 +223,25 @@ def test_explain_augment_reports_hits_and_reasons(make_service):
     mem = make_service()
     mem.observe(chat(SEED), api_key_id="k", wait=True)
     mem.flush()
-    info = mem.conversation.explain_augment(chat("Should I use Postgres?"), "k")
+    info = mem.explain_augment(chat("Should I use Postgres?"), api_key_id="k")
     assert info.injected and info.result is not None
     assert info.query == "Should I use Postgres?"
     assert info.result.hits[0].memory.content == "Postgres for this project"
-    assert mem.conversation.explain_augment(chat("x"), "k", headers={"x-memroute-no-memory": "true"}).skipped
+    assert mem.explain_augment(chat("x"), api_key_id="k", headers={"x-memroute-no-memory": "true"}).skipped
 
 
 def test_augment_responses_and_anthropic_and_provider_rules(make_service):
     mem = make_service()
     mem.observe(chat("I'll use Postgres for this project"), api_key_id="k", wait=True)
     mem.flush()
-    responses = mem.augment({"input": "Which database for this project?", "instructions": "Be brief."}, "k")
+    responses = mem.augment({"input": "Which database for this project?", "instructions": "Be brief."},
+                            api_key_id="k")
     assert responses["instructions"] == "Be brief."
     assert responses["input"][0]["role"] == "developer" and "Postgres" in responses["input"][0]["content"][0]["text"]
     question = [{"role": "user", "content": "database for this project?"}]
-    anthropic = mem.augment({"system": "Be brief.", "messages": question}, "k")
+    anthropic = mem.augment({"system": "Be brief.", "messages": question}, api_key_id="k")
     assert anthropic["system"].startswith("Be brief.\n\n" + BLOCK_START)
-    o1 = mem.augment(chat("database for this project?"), "k", provider="o1")
+    o1 = mem.augment(chat("database for this project?"), api_key_id="k", provider="o1")
     assert [m["role"] for m in o1["messages"]] == ["user", "user"]
 
 
@@ -254,11 +255,11 @@ def test_typed_decay_hides_and_prunes_stale_episodic_memories(make_service):
     fact = old_memory("k", "Postgres is the favourite", 10)
     mem.import_memories([stale, immune, fact])
     mem.flush()
-    info = mem.conversation.explain_augment(chat("Postgres project"), "k")
+    info = mem.explain_augment(chat("Postgres project"), api_key_id="k")
     assert "old project" not in info.block and "busy project" in info.block and "favourite" in info.block
     report = mem.prune("k")
     assert report.reasons["decay"] == 1 and set(report.candidates) == {stale.id}
-    assert mem.get(stale.id) is None and mem.get(immune.id) is not None
+    assert mem.get(stale.id, api_key_id="k") is None and mem.get(immune.id, api_key_id="k") is not None
 
 
 # --- summarize, compact, prune -------------------------------------------------------------------------
@@ -287,13 +288,13 @@ def test_summarize_touches_only_the_named_key_and_vectors_follow(make_service):
     report = mem.summarize("alice", 30, dry_run=False)
     mem.flush()
     assert not report.dry_run and report.deleted == 4 and len(report.summary_ids) == 1
-    assert all(mem.get(m.id) is None for m in alice_old)
-    summary = mem.get(report.summary_ids[0])
+    assert all(mem.get(m.id, api_key_id="alice") is None for m in alice_old)
+    summary = mem.get(report.summary_ids[0], api_key_id="alice")
     assert summary is not None and summary.api_key_id == "alice" and summary.type is MemoryType.SEMANTIC
     assert sorted(summary.metadata["replaces"]) == sorted(m.id for m in alice_old)
     assert all(f"alice old fact {i}" in summary.content for i in range(4))
     assert summary.content.startswith("Summary of 4 memories older than 30 days")
-    assert mem.get(alice_new.id) is not None
+    assert mem.get(alice_new.id, api_key_id="alice") is not None
     # bob untouched
     assert {m.id for m in mem.export("bob")} == {m.id for m in bob_old}
     # vectors of the deleted memories are gone; bob's remain
@@ -324,7 +325,7 @@ def test_compact_keeps_newest_within_budget(make_service):
     report = mem.compact("k", max_tokens=30, dry_run=False)
     remaining = {m.id for m in mem.export("k")}
     assert remaining == {memories[4].id, memories[5].id, *report.summary_ids}
-    assert mem.get(other.id) is not None
+    assert mem.get(other.id, api_key_id="j") is not None
 
 
 def test_compact_by_session(make_service):
@@ -335,8 +336,8 @@ def test_compact_by_session(make_service):
     mem.import_memories([*a, b])
     report = mem.compact("k", session_id="s1", max_tokens=12, dry_run=False)
     assert set(report.candidates) == {a[0].id, a[1].id}
-    assert mem.get(b.id) is not None
-    assert mem.get(report.summary_ids[0]).session_id == "s1"
+    assert mem.get(b.id, api_key_id="k") is not None
+    assert mem.get(report.summary_ids[0], api_key_id="k").session_id == "s1"
 
 
 def _fields(memory: Memory) -> dict:
@@ -354,15 +355,16 @@ def test_prune_deletes_retention_and_expired_through_the_manager(make_service):
     mem.flush()
     dry = mem.prune("alice", dry_run=True)
     assert dry.reasons == {"retention": 1, "expired": 1, "decay": 0} and dry.deleted == 0
-    assert mem.get(ancient.id) is not None
+    assert mem.get(ancient.id, api_key_id="alice") is not None
     report = mem.prune("alice")
     mem.flush()
     assert report.deleted == 2
-    assert mem.get(ancient.id) is None and mem.get(expired.id) is None and mem.get(fresh.id) is not None
-    assert mem.get(bob_ancient.id) is not None  # other key untouched
+    assert mem.get(ancient.id, api_key_id="alice") is None and mem.get(expired.id, api_key_id="alice") is None
+    assert mem.get(fresh.id, api_key_id="alice") is not None
+    assert mem.get(bob_ancient.id, api_key_id="bob") is not None  # other key untouched
     assert ancient.id not in mem.vector_store_for_tests.ids("alice")
-    everyone = mem.prune()
-    assert everyone.deleted == 1 and mem.get(bob_ancient.id) is None
+    everyone = mem.prune_all()
+    assert everyone.deleted == 1 and mem.get(bob_ancient.id, api_key_id="bob") is None
 
 
 # --- SDK wrappers against a loopback model server ------------------------------------------------------
@@ -429,7 +431,7 @@ def test_a_newer_opposite_statement_supersedes_the_older_one(make_service, first
     mem.flush()
     assert new.key == kept_key and new.metadata["supersedes"] == [old.id]
     assert [m.key for m in mem.export("alice")] == [kept_key]
-    assert mem.get(old.id) is None
+    assert mem.get(old.id, api_key_id="alice") is None
     assert [m.key for m in mem.export("bob")] == [old.key]  # another key's memory is never touched
     assert old.id not in mem.vector_store_for_tests.ids("alice")
 
@@ -442,7 +444,7 @@ def test_session_header_names_the_session(make_service):
                          headers={"x-memroute-session-id": "ignored"}, wait=True)
     assert stored[0].session_id == "explicit"
     mem.flush()
-    scoped = mem.conversation.explain_augment(chat("tabs or spaces?"), "k", headers={"x-memroute-session-id": "s9"},
+    scoped = mem.explain_augment(chat("tabs or spaces?"), api_key_id="k", headers={"x-memroute-session-id": "s9"},
                                               session_scope=True)
     assert [h.memory.content for h in scoped.result.hits] == ["tabs"]
 
@@ -458,7 +460,7 @@ def test_injection_failure_sends_the_request_unchanged(make_service, caplog):
         node = node["x"]
     request = {**chat("tabs?"), "metadata": deep}
     with caplog.at_level(logging.ERROR, logger="memroute.pipeline"):
-        assert mem.augment(request, "k") is request
+        assert mem.augment(request, api_key_id="k") is request
     assert "injection failed" in caplog.text
 
 
@@ -469,7 +471,7 @@ def test_augment_fills_the_budget_past_vec_top_k(make_service):
     for i in range(40):
         mem.add(api_key_id="k", key=f"trip:{i}", content=f"Trip to Lisbon number {i} was lovely")
     mem.flush()
-    info = mem.conversation.explain_augment(chat("How was the Lisbon trip?"), "k")
+    info = mem.explain_augment(chat("How was the Lisbon trip?"), api_key_id="k")
     assert info.injected and info.result is not None
     assert len(info.result.hits) == 40
     assert len(mem.search("Lisbon trip", api_key_id="k").hits) == 20  # a plain search keeps its default
@@ -479,6 +481,6 @@ def test_augment_with_strategy_recent_injects_the_newest_memories(make_service):
     mem = make_service(memory={"strategy": "recent", "max_tokens": 30})
     for i in range(5):
         mem.add(api_key_id="k", key=f"note:{i}", content=f"Note number {i} about nothing much")
-    info = mem.conversation.explain_augment(chat("What about the Lisbon trip?"), "k")
+    info = mem.explain_augment(chat("What about the Lisbon trip?"), api_key_id="k")
     assert info.result is not None and info.result.provenance.strategy_used == "exact"
     assert len(info.result.hits) >= 1  # the query is not used as a filter on the recent path

@@ -73,7 +73,7 @@ def test_writes_reach_every_backend_and_nothing_acknowledged_is_lost(
 
     with memroute.open(config, plugins=plugin_manager) as mem:
         main = faulty.instances["main"]
-        vault, notes = mem.manager.fallbacks
+        vault, notes = mem._manager.fallbacks  # internals: inspect each backend
 
         # 1. Writes reach all three.
         coffee = remember(mem.add(api_key_id="alice", key="pref:coffee", content="Drinks flat white with oat milk"))
@@ -89,15 +89,16 @@ def test_writes_reach_every_backend_and_nothing_acknowledged_is_lost(
         assert result.provenance.degraded and "primary unavailable" in (result.provenance.reason or "")
         assert coffee.id in {h.memory.id for h in result.hits}
         assert {h.memory.api_key_id for h in result.hits} == {"alice"}
-        assert mem.get(coffee.id) is not None
+        assert mem.get(coffee.id, api_key_id="alice") is not None
+        assert mem.get(coffee.id, api_key_id="bob") is None
         assert mem.list(api_key_id="alice").total == 2
 
         # Writes during the outage are acknowledged (served by a fallback, journaled for the primary).
         tea = remember(mem.add(api_key_id="alice", key="pref:tea", content="Started drinking green tea"))
-        assert mem.update(coffee.id, content="Drinks flat white with almond milk now")
+        assert mem.update(coffee.id, api_key_id="alice", content="Drinks flat white with almond milk now")
         expected[coffee.id] = ("alice", "pref:coffee", "Drinks flat white with almond milk now")
         city = next(mid for mid, row in expected.items() if row[1] == "fact:city")
-        assert mem.delete(city)
+        assert mem.delete(city, api_key_id="alice")
         del expected[city]
         assert mem.health()["outbox"]["by_target"].get("main") == 3
 
@@ -111,7 +112,7 @@ def test_writes_reach_every_backend_and_nothing_acknowledged_is_lost(
         obsidian.stop()
         assert not vault.health().ok
         late = remember(mem.add(api_key_id="bob", key="fact:dog", content="Bob has a dog called Pixel"))
-        assert mem.update(tea.id, content="Drinks green tea every afternoon")
+        assert mem.update(tea.id, api_key_id="alice", content="Drinks green tea every afternoon")
         expected[tea.id] = ("alice", "pref:tea", "Drinks green tea every afternoon")
         assert mem.flush(timeout=2) is False
         waiting = mem.health()["outbox"]["by_target"]

@@ -40,12 +40,13 @@ def test_two_instances_share_one_memory_server(server: MemoryHttpServer, tmp_pat
             _open(tmp_path / "b", {"primary": "shared", "shared": _http(server)}) as second:
         stored = first.add(api_key_id="key-1", content="The deploy window is Tuesday at 14:00", key="deploy")
         first.add(api_key_id="key-2", content="Tuesday is a holiday here", key="holiday")
-        got = second.get(stored.id)
+        got = second.get(stored.id, api_key_id="key-1")
         assert got is not None and got.same_as(stored)
         result = second.search("deploy Tuesday", api_key_id="key-1")
         assert [hit.memory.id for hit in result] == [stored.id]  # key-2's memory never shows for key-1
-        assert second.update(stored.id, content="The deploy window moved to Wednesday")
-        assert first.get(stored.id).content == "The deploy window moved to Wednesday"  # type: ignore[union-attr]
+        assert second.get(stored.id, api_key_id="key-2") is None  # tenant-scoped over HTTP too
+        assert second.update(stored.id, api_key_id="key-1", content="The deploy window moved to Wednesday")
+        assert first.get(stored.id, api_key_id="key-1").content == "The deploy window moved to Wednesday"  # type: ignore[union-attr]
 
 
 def test_an_http_fallback_receives_the_primarys_writes(server: MemoryHttpServer, tmp_path: Path) -> None:
@@ -55,6 +56,6 @@ def test_an_http_fallback_receives_the_primarys_writes(server: MemoryHttpServer,
         assert service.flush(timeout=30)
         on_server = server.store.get(memory.id)
         assert on_server is not None and on_server.same_as(memory)
-        assert service.delete(memory.id)
+        assert service.delete(memory.id, api_key_id="key-1")
         assert service.flush(timeout=30)
         assert server.store.list(ListFilter(api_key_id="key-1")).total == 0

@@ -259,7 +259,7 @@ def test_service_round_trip_with_primary_outage(tmp_path, plugin_manager, regist
         before = mem.add(api_key_id="k1", content="I prefer dark roast coffee", key="pref:coffee")
         main.fail()
         during = mem.add(api_key_id="k1", content="I switched to green tea", key="pref:tea")
-        assert mem.update(before.id, content="I prefer light roast coffee")
+        assert mem.update(before.id, api_key_id="k1", content="I prefer light roast coffee")
         result = mem.search("coffee tea", api_key_id="k1", strategy="exact")
         assert result.provenance.fallback and result.provenance.backend == "vault"
         assert {h.memory.id for h in result.hits} == {before.id, during.id}

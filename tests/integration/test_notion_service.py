@@ -31,11 +31,13 @@ def test_notion_as_the_primary(fake: NotionFake, monkeypatch: pytest.MonkeyPatch
     with memroute.open(config) as mem:
         stored = mem.add(api_key_id="key-A", key="pref:lang", content="I prefer TypeScript for frontend work")
         mem.add(api_key_id="key-B", key="pref:lang", content="B prefers TypeScript too")
-        assert mem.get(stored.id) is not None
+        assert mem.get(stored.id, api_key_id="key-A") is not None
+        assert mem.get(stored.id, api_key_id="key-B") is None
         result = mem.search("typescript frontend", api_key_id="key-A", strategy="hybrid")
         assert [m.id for m in result.memories] == [stored.id]
         assert mem.list(api_key_id="key-A").total == 1
-        assert mem.delete(stored.id) is True
+        assert mem.delete(stored.id, api_key_id="key-B") is False
+        assert mem.delete(stored.id, api_key_id="key-A") is True
         assert mem.list(api_key_id="key-A").total == 0
     assert fake.calls("POST /v1/search") == []
 
@@ -55,6 +57,6 @@ def test_notion_fallback_receives_the_primary_writes(fake: NotionFake, tmp_path:
         pages = [p for p in fake.pages.values() if not p["in_trash"]]
         assert len(pages) == 1
         assert ns.page_to_memory(pages[0]).same_as(stored)
-        assert mem.delete(stored.id) is True
+        assert mem.delete(stored.id, api_key_id="key-A") is True
         assert mem.flush(timeout=30)
         assert all(p["in_trash"] for p in fake.pages.values())

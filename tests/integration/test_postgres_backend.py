@@ -165,7 +165,8 @@ def test_selected_by_type_postgres_through_memroute_open(postgres_server: Postgr
         status = mem.status() if hasattr(mem, "status") else None
         del status
     with memroute.open(config) as mem:  # persisted
-        assert mem.get(mine.id) is not None
+        assert mem.get(mine.id, api_key_id="alice") is not None
+        assert mem.get(mine.id, api_key_id="bob") is None  # another tenant's id is a missing one
 
 
 def test_a_missing_driver_names_the_extra_to_install(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -40,12 +40,45 @@ def test_add_get_update_delete_round_trip(run):
     again = json.loads(out)
     assert again["id"] == memory["id"] and again["content"] == "Uses Helix" and again["metadata"] == {"a": 1}
 
-    assert run("update", memory["id"], "--content", "Uses Emacs")[0] == 0
-    code, out, _ = run("get", memory["id"], "--json")
+    assert run("update", "--api-key", "alice", memory["id"], "--content", "Uses Emacs")[0] == 0
+    code, out, _ = run("get", "--api-key", "alice", memory["id"], "--json")
     assert json.loads(out)["content"] == "Uses Emacs"
-    assert run("delete", memory["id"])[0] == 0
-    code, _, err = run("get", memory["id"])
+    assert run("delete", "--api-key", "alice", memory["id"])[0] == 0
+    code, _, err = run("get", "--api-key", "alice", memory["id"])
     assert code == 1 and err.strip() == f"memroute: error: no memory with id {memory['id']}"
+
+
+def test_get_update_delete_of_another_tenants_id_is_not_found(run):
+    memory = json.loads(run("add", "--api-key", "alice", "--json", "Uses Neovim")[1])
+    missing = f"memroute: error: no memory with id {memory['id']}"
+    for args in (("get", memory["id"]), ("update", memory["id"], "--content", "hijacked"), ("delete", memory["id"])):
+        code, _, err = run(args[0], "--api-key", "bob", *args[1:])
+        assert code == 1 and err.strip() == missing, args
+    code, out, _ = run("get", "--api-key", "alice", memory["id"], "--json")
+    assert code == 0 and json.loads(out)["content"] == "Uses Neovim"
+    code, out, _ = run("update", "--api-key", "alice", memory["id"], "--content", "Uses Vim", "--json")
+    assert code == 0 and json.loads(out)["content"] == "Uses Vim"
+
+
+@pytest.mark.parametrize("command", ["get", "update", "delete"])
+def test_by_id_commands_require_the_tenant(run, command):
+    code, _, err = run(command, "00000000-0000-4000-8000-000000000001")
+    assert code == 2 and "--api-key" in err
+
+
+def test_clear_and_stats_of_one_tenant(run):
+    run("add", "--api-key", "alice", "--type", "episodic", "--session", "s1", "one")
+    run("add", "--api-key", "alice", "two two two two")
+    run("add", "--api-key", "bob", "three")
+    code, out, _ = run("stats", "--api-key", "alice", "--json")
+    stats = json.loads(out)
+    assert code == 0 and stats["total"] == 2 and stats["tokens_used"] == 1 + 4
+    assert stats["by_type"] == {"factual": 1, "episodic": 1, "procedural": 0, "semantic": 0}
+    code, out, _ = run("clear", "--api-key", "alice", "--session", "s1", "--dry-run", "--json")
+    assert code == 0 and json.loads(out)["matched"] == 1 and json.loads(out)["deleted"] == 0
+    code, out, _ = run("clear", "--api-key", "alice")
+    assert code == 0 and out.strip() == "deleted 2 memories"
+    assert json.loads(run("list", "--api-key", "bob", "--json")[1])["total"] == 1
 
 
 def test_search_never_returns_another_keys_memory_and_survives_fts_syntax(run):
@@ -76,7 +109,7 @@ def test_list_json_shape_and_filters(run):
 def test_export_then_import_into_another_database_keeps_ids(run, tmp_path, monkeypatch):
     run("add", "--api-key", "alice", "--key", "k1", "first")
     run("add", "--api-key", "bob", "--key", "k2", "second")
-    code, out, _ = run("export")
+    code, out, _ = run("export", "--all-tenants")
     lines = out.strip().splitlines()
     assert code == 0 and len(lines) == 2
     dump = tmp_path / "dump.jsonl"
@@ -109,7 +142,9 @@ def test_import_is_all_or_nothing_and_names_the_bad_line(run, tmp_path):
         (("add", "--api-key", "a", "--metadata", "[1]", "x"), "--metadata: expected a JSON object"),
         (("add", "--api-key", "a", "--metadata", "{nope", "x"), "--metadata: not valid JSON"),
         (("add", "--api-key", "a", "--expires-at", "soon", "x"), "expires_at"),
-        (("update", "some-id"), "nothing to change"),
+        (("update", "--api-key", "a", "00000000-0000-4000-8000-000000000001"), "nothing to change"),
+        (("get", "--api-key", "a", "some-id"), "id: not a UUID"),
+        (("get", "--api-key", "", "00000000-0000-4000-8000-000000000001"), "api_key_id: must not be empty"),
     ],
 )
 def test_bad_input_is_one_line_on_stderr(run, args, message):
@@ -117,6 +152,13 @@ def test_bad_input_is_one_line_on_stderr(run, args, message):
     assert code != 0
     assert message in err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("args", [("export",), ("export", "--api-key", "a", "--all-tenants"), ("prune",),
+                                  ("prune", "--api-key", "a", "--all-tenants")])
+def test_every_tenant_is_never_a_default(run, args):
+    code, _, err = run(*args)
+    assert code == 2 and "give --api-key KEY (one tenant) or --all-tenants (every tenant)" in err
 
 
 def test_invalid_config_file_names_the_field(run, tmp_path):

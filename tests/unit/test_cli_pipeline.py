@@ -171,7 +171,7 @@ def test_prune_dry_run_and_real(run, tmp_path):
     assert json.loads(out)["deleted"] == 1
     assert [m["id"] for m in export(run, "alice")] == [ids[1]]
     assert [m["id"] for m in export(run, "bob")] == [ids[2]]
-    code, out, _ = run("prune")
+    code, out, _ = run("prune", "--all-tenants")
     assert out.startswith("1 memory deleted") and export(run, "bob") == []
 
 

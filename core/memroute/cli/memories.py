@@ -6,12 +6,13 @@ import json
 import sys
 from typing import Any
 
+import attrs
 import click
 
 from memroute.cli.common import echo_json, memory_line, open_service, read_text_lines, result_to_dict
 from memroute.errors import NotFoundError, ValidationError
-from memroute.models import MemoryType
-from memroute.serialization import memory_to_dict
+from memroute.models import STRATEGY_ALIASES, MemoryType
+from memroute.serialization import memory_to_dict, write_jsonl
 
 TYPES = click.Choice([t.value for t in MemoryType])
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
@@ -52,13 +53,18 @@ def add(ctx: click.Context, api_key: str, key: str | None, type_: str, session: 
         click.echo(memory.id)
 
 
+tenant_option = click.option("--api-key", "api_key", required=True,
+                             help="Owner (tenant) of the memory: another tenant's id is reported as not found.")
+
+
 @click.command()
+@tenant_option
 @json_option
 @click.argument("memory_id")
 @click.pass_context
-def get(ctx: click.Context, as_json: bool, memory_id: str) -> None:
-    """Show one memory."""
-    memory = open_service(ctx).get(memory_id)
+def get(ctx: click.Context, api_key: str, as_json: bool, memory_id: str) -> None:
+    """Show one memory of --api-key."""
+    memory = open_service(ctx).get(memory_id, api_key_id=api_key)
     if memory is None:
         raise NotFoundError(f"no memory with id {memory_id}")
     if as_json:
@@ -68,17 +74,19 @@ def get(ctx: click.Context, as_json: bool, memory_id: str) -> None:
 
 
 @click.command()
+@tenant_option
 @click.option("--content", default=None)
 @click.option("--key", default=None)
 @click.option("--type", "type_", type=TYPES, default=None)
 @click.option("--session", default=None)
 @click.option("--metadata", default=None, help="JSON object; replaces the stored metadata.")
 @click.option("--expires-at", default=None, help="ISO-8601 time, or 'never' to clear.")
+@json_option
 @click.argument("memory_id")
 @click.pass_context
-def update(ctx: click.Context, content: str | None, key: str | None, type_: str | None, session: str | None,
-           metadata: str | None, expires_at: str | None, memory_id: str) -> None:
-    """Change fields of a memory."""
+def update(ctx: click.Context, api_key: str, content: str | None, key: str | None, type_: str | None,
+           session: str | None, metadata: str | None, expires_at: str | None, as_json: bool, memory_id: str) -> None:
+    """Change fields of a memory of --api-key."""
     changes: dict[str, Any] = {}
     for name, value in (("content", content), ("key", key), ("type", type_), ("session_id", session)):
         if value is not None:
@@ -87,19 +95,62 @@ def update(ctx: click.Context, content: str | None, key: str | None, type_: str 
         changes["metadata"] = _metadata(metadata)
     if expires_at is not None:
         changes["expires_at"] = None if expires_at == "never" else expires_at
-    if not open_service(ctx).update(memory_id, **changes):
+    updated = open_service(ctx).update(memory_id, api_key_id=api_key, **changes)
+    if updated is None:
         raise NotFoundError(f"no memory with id {memory_id}")
-    click.echo("updated")
+    if as_json:
+        echo_json(memory_to_dict(updated))
+    else:
+        click.echo("updated")
 
 
 @click.command()
+@tenant_option
 @click.argument("memory_id")
 @click.pass_context
-def delete(ctx: click.Context, memory_id: str) -> None:
-    """Delete a memory."""
-    if not open_service(ctx).delete(memory_id):
+def delete(ctx: click.Context, api_key: str, memory_id: str) -> None:
+    """Delete a memory of --api-key."""
+    if not open_service(ctx).delete(memory_id, api_key_id=api_key):
         raise NotFoundError(f"no memory with id {memory_id}")
     click.echo("deleted")
+
+
+@click.command()
+@click.option("--api-key", "api_key", required=True, help="Owner (tenant) of the memories.")
+@click.option("--type", "type_", type=TYPES, default=None, help="Only memories of this type.")
+@click.option("--session", default=None, help="Only memories of this session.")
+@click.option("--older-than-days", type=int, default=None, help="Only memories created more than N days ago.")
+@click.option("--dry-run", is_flag=True, help="Only report what would be deleted.")
+@json_option
+@click.pass_context
+def clear(ctx: click.Context, api_key: str, type_: str | None, session: str | None, older_than_days: int | None,
+          dry_run: bool, as_json: bool) -> None:
+    """Delete every memory of --api-key matching the filters (all of them when none is given)."""
+    mem = open_service(ctx)
+    report = mem.clear(api_key, type=type_, session_id=session, older_than_days=older_than_days, dry_run=dry_run)
+    mem.flush()
+    if as_json:
+        echo_json(attrs.asdict(report))
+    elif dry_run:
+        click.echo(f"dry run: {report.matched} memories would be deleted; nothing changed")
+    else:
+        click.echo(f"deleted {report.deleted} memories")
+
+
+@click.command()
+@click.option("--api-key", "api_key", required=True, help="Owner (tenant) of the memories.")
+@json_option
+@click.pass_context
+def stats(ctx: click.Context, api_key: str, as_json: bool) -> None:
+    """Count the memories of --api-key by type, with tokens used and the embedding cache's counters."""
+    report = open_service(ctx).stats(api_key)
+    if as_json:
+        echo_json({**attrs.asdict(report), "cache": {**attrs.asdict(report.cache), "hit_rate": report.cache.hit_rate}})
+        return
+    click.echo(f"{report.total} memories ({report.tokens_used} tokens)")
+    for name, count in report.by_type.items():
+        click.echo(f"  {name:<11} {count}")
+    click.echo(f"embedding cache: {report.cache.hits} hits, {report.cache.misses} misses")
 
 
 @click.command(name="list")
@@ -128,7 +179,7 @@ def list_(ctx: click.Context, api_key: str, type_: str | None, session: str | No
 
 @click.command()
 @click.option("--api-key", "api_key", required=True)
-@click.option("--strategy", type=click.Choice(["exact", "recent", "semantic", "hybrid"]), default=None)
+@click.option("--strategy", type=click.Choice(list(STRATEGY_ALIASES)), default=None)
 @click.option("--limit", type=int, default=None)
 @click.option("--max-tokens", type=int, default=None)
 @click.option("--session", default=None)
@@ -166,12 +217,22 @@ def import_(ctx: click.Context, file: str) -> None:
     click.echo(f"imported {count} memories", err=True)
 
 
+def tenant_or_all(api_key: str | None, all_tenants: bool) -> None:
+    """Exactly one of ``--api-key`` / ``--all-tenants``: reaching every tenant is never a default."""
+    if (api_key is None) == (not all_tenants):
+        raise click.UsageError("give --api-key KEY (one tenant) or --all-tenants (every tenant), not both"
+                               if all_tenants else "give --api-key KEY (one tenant) or --all-tenants (every tenant)")
+
+
 @click.command()
-@click.option("--api-key", "api_key", default=None, help="Only this tenant (default: every tenant).")
+@click.option("--api-key", "api_key", default=None, help="Only this tenant.")
+@click.option("--all-tenants", is_flag=True, help="Every tenant (an operator's backup).")
 @click.pass_context
-def export(ctx: click.Context, api_key: str | None) -> None:
-    """Write memories as JSONL to stdout (oldest first)."""
-    count = open_service(ctx).export_jsonl(sys.stdout, api_key)
+def export(ctx: click.Context, api_key: str | None, all_tenants: bool) -> None:
+    """Write memories as JSONL to stdout (oldest first): one tenant (--api-key) or every one (--all-tenants)."""
+    tenant_or_all(api_key, all_tenants)
+    mem = open_service(ctx)
+    count = write_jsonl(sys.stdout, mem.export_all() if api_key is None else mem.export(api_key))
     click.echo(f"exported {count} memories", err=True)
 
 
@@ -236,4 +297,5 @@ def health(ctx: click.Context, as_json: bool) -> None:
         ctx.exit(1)
 
 
-COMMANDS: list[click.Command] = [add, get, update, delete, list_, search, import_, export, plugins, status, health]
+COMMANDS: list[click.Command] = [add, get, update, delete, clear, list_, stats, search, import_, export, plugins,
+                                 status, health]

@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from memroute.cli.common import CliState, echo_json, open_service, read_text
+from memroute.cli.memories import tenant_or_all
 from memroute.errors import ValidationError
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
@@ -55,20 +56,11 @@ def extract(ctx: click.Context, as_json: bool, source: str, store: bool, api_key
     if api_key and not store:
         raise click.UsageError("--api-key only applies with --store")
     text = read_text("-")
-    if store:
-        mem = open_service(ctx)
-        facts = mem.conversation.extract(text, source=source)
-        mem.conversation.store_facts(api_key or "", facts, session_id=session)
+    mem = open_service(ctx)
+    facts = mem.extract(text, source=source)
+    if store and api_key:
+        mem.extract(text, source=source, api_key_id=api_key, store=True, session_id=session)
         mem.flush()
-    else:
-        from memroute.pipeline.conversation import build_extractors, run_extractors
-        from memroute.plugins import get_plugin_manager
-        from memroute.settings import load_settings
-
-        state = ctx.find_object(CliState)
-        settings = load_settings(state.config_path if state else None)
-        plugins = get_plugin_manager()
-        facts = run_extractors(build_extractors(settings, plugins, settings.data_path), text, source=source)
     if as_json:
         echo_json([_fact_dict(f) for f in facts])
         return
@@ -104,8 +96,8 @@ def augment(ctx: click.Context, api_key: str, provider: str | None, session: str
             raise click.UsageError(f"--header {item!r}: expected NAME:VALUE")
         header_map[name.strip()] = value.strip()
     mem = open_service(ctx)
-    info = mem.conversation.explain_augment(request, api_key, session, provider, header_map, api=api,  # type: ignore[arg-type]
-                                            session_scope=session_scope)
+    info = mem.explain_augment(request, api_key_id=api_key, session_id=session, provider=provider,
+                               headers=header_map, api=api, session_scope=session_scope)  # type: ignore[arg-type]
     echo_json(info.request)
     if info.skipped:
         click.echo(f"memroute: no memories injected: {info.skipped}", err=True)
@@ -160,14 +152,17 @@ def compact(ctx: click.Context, api_key: str, session: str | None, max_tokens: i
 
 
 @click.command()
-@click.option("--api-key", "api_key", default=None, help="Only this key's memories (default: every key).")
+@click.option("--api-key", "api_key", default=None, help="Only this tenant's memories.")
+@click.option("--all-tenants", is_flag=True, help="Every tenant's memories (operator maintenance).")
 @click.option("--dry-run", is_flag=True, help="Only report what would be deleted.")
 @json_option
 @click.pass_context
-def prune(ctx: click.Context, api_key: str | None, dry_run: bool, as_json: bool) -> None:
-    """Delete memories past [memory] retention_days, expired ones, and (with typed decay on) decayed ones."""
+def prune(ctx: click.Context, api_key: str | None, all_tenants: bool, dry_run: bool, as_json: bool) -> None:
+    """Delete memories past [memory] retention_days, expired ones, and (with typed decay on) decayed ones, of
+    one tenant (--api-key) or of every tenant (--all-tenants)."""
+    tenant_or_all(api_key, all_tenants)
     mem = open_service(ctx)
-    report = mem.prune(api_key, dry_run=dry_run)
+    report = mem.prune_all(dry_run=dry_run) if api_key is None else mem.prune(api_key, dry_run=dry_run)
     mem.flush()
     _report(report, as_json, "deleted")
 

@@ -27,7 +27,7 @@ def reindex(ctx: click.Context, force: bool, as_json: bool) -> None:
         def report(done: int, remaining: int) -> None:
             progress.update(task, completed=done, total=done + remaining)
 
-        result = service.retrieval.reindex(force=force, progress=report)
+        result = service.reindex(force=force, progress=report)
     if as_json:
         echo_json(result)
         return
@@ -66,9 +66,10 @@ def bench(ctx: click.Context, sizes: str, single_adds: int, tenants: int, per_te
     except ValueError:
         raise click.BadParameter("expected comma-separated integers", param_hint="--sizes") from None
 
-    def open_fresh(path: Path) -> Any:
+    def open_fresh(path: Path, **overrides: Any) -> Any:
         return Memroute.open(base, data_dir=str(path), backends={
-            "primary": "main", "fallbacks": [], "instances": {"main": {"type": "sqlite", "options": {}}}})
+            "primary": "main", "fallbacks": [], "instances": {"main": {"type": "sqlite", "options": {}}}},
+            **overrides)
 
     report = run_bench(open_fresh, sizes=size_list, single_adds=single_adds, tenants=tenants,
                        per_tenant=per_tenant, queries=queries, progress=lambda m: click.echo(f"... {m}", err=True))

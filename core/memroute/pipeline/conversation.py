@@ -21,11 +21,12 @@ import attrs
 from memroute.components import build_component, make_context
 from memroute.errors import ValidationError
 from memroute.interfaces import ExtractedFact, Extractor
-from memroute.models import Memory, MemoryType, SearchResult, utcnow
+from memroute.models import Memory, MemoryType, SearchResult, require_session, require_tenant, utcnow
 from memroute.pipeline.gate import memory_enabled, opted_out, session_from_headers
 from memroute.pipeline.inject import format_memory_block, inject_block
 from memroute.pipeline.requests import ApiShape, assistant_text, extraction_text, query_text
 from memroute.pipeline.summarize import build_summary, select_for_compaction
+from memroute.reports import MaintenanceReport
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
     from memroute.service import Memroute
     from memroute.settings import MemrouteSettings
 
-__all__ = ["Augmentation", "Conversation", "MaintenanceReport", "build_extractors", "run_extractors"]
+__all__ = ["Augmentation", "Conversation", "build_extractors", "run_extractors"]
 
 BUDGET_CANDIDATES = 100
 """How many ranked memories ``augment`` walks to fill its token budget: the reference's retrieval always
@@ -44,7 +45,6 @@ log = logging.getLogger("memroute.pipeline")
 
 _SUMMARY_BATCH = 500
 """At most this many memories go into one summary memory (a run over more writes several)."""
-_MAX_ID = 256
 
 
 @attrs.frozen(kw_only=True)
@@ -65,52 +65,11 @@ class Augmentation:
 
 
 @attrs.frozen(kw_only=True)
-class MaintenanceReport:
-    """The outcome of ``summarize``, ``compact`` or ``prune``."""
-
-    action: str
-    dry_run: bool
-    api_key_id: str | None
-    candidates: tuple[str, ...] = ()
-    """Ids of the memories the action (would) replace or delete."""
-    candidate_tokens: int = 0
-    deleted: int = 0
-    summary_ids: tuple[str, ...] = ()
-    summary_preview: str = ""
-    reasons: dict[str, int] = attrs.field(factory=dict)
-    """For ``prune``: how many candidates each rule found (``retention``, ``expired``, ``decay``)."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "action": self.action, "dry_run": self.dry_run, "api_key_id": self.api_key_id,
-            "candidate_count": len(self.candidates), "candidates": list(self.candidates),
-            "candidate_tokens": self.candidate_tokens, "deleted": self.deleted,
-            "summary_ids": list(self.summary_ids), "summary_preview": self.summary_preview,
-            "reasons": dict(self.reasons),
-        }
-
-
-@attrs.frozen(kw_only=True)
 class _Job:
     api_key_id: str
     session_id: str | None
     texts: tuple[tuple[str, str], ...]
     """(text, source) pairs."""
-
-
-def _check_key(api_key_id: object) -> str:
-    if not isinstance(api_key_id, str) or not api_key_id.strip() or len(api_key_id) > _MAX_ID:
-        raise ValidationError("api_key_id: expected a non-empty string of at most 256 characters",
-                              [("api_key_id", "invalid")])
-    return api_key_id
-
-
-def _check_session(session_id: object) -> str | None:
-    if session_id is None or session_id == "":
-        return None
-    if not isinstance(session_id, str) or len(session_id) > _MAX_ID:
-        raise ValidationError("session_id: expected a string of at most 256 characters", [("session_id", "invalid")])
-    return session_id
 
 
 def _check_days(name: str, value: object, low: int = 0, high: int = 36_500) -> int:
@@ -152,7 +111,7 @@ def run_extractors(chain: Sequence[tuple[str, Extractor]], text: str, *, source:
 
 
 class Conversation:
-    """Owned by a :class:`~memroute.service.Memroute` (``mem.conversation``); use the service's
+    """Owned by a :class:`~memroute.service.Memroute` (private to it); use the service's
     ``augment`` / ``observe`` / ``summarize`` / ``compact`` / ``prune`` methods."""
 
     def __init__(self, service: Memroute) -> None:
@@ -188,8 +147,8 @@ class Conversation:
         A fact whose metadata names an ``opposite_key`` (the regex extractor sets it: ``aversion:python`` for
         ``preference:python``) supersedes that key's memory of the same owner: the old one is deleted through
         the manager and its id kept in the new memory's ``metadata.supersedes``."""
-        api_key_id = _check_key(api_key_id)
-        session_id = _check_session(session_id)
+        api_key_id = require_tenant(api_key_id)
+        session_id = require_session(session_id)
         stored = []
         for fact in facts:
             metadata = {"category": fact.category, **fact.metadata}
@@ -199,7 +158,7 @@ class Conversation:
             stored.append(self.service.add(api_key_id=api_key_id, content=fact.content, key=fact.key,
                                            type=fact.type, session_id=session_id, metadata=metadata))
             if opposite is not None:
-                self.service.delete(opposite.id)
+                self.service.delete(opposite.id, api_key_id=api_key_id)
         return stored
 
     def _find_by_key(self, api_key_id: str, key: object) -> Memory | None:
@@ -244,8 +203,8 @@ class Conversation:
         ``session_id`` raise :class:`ValidationError` at once. Nothing happens when memory is disabled or the
         request opted out (``x-memroute-no-memory``). Without ``session_id``, an ``x-memroute-session-id`` (or
         ``x-omniroute-session-id``) header names the session."""
-        api_key_id = _check_key(api_key_id)
-        session_id = _check_session(session_id if session_id is not None else session_from_headers(headers))
+        api_key_id = require_tenant(api_key_id)
+        session_id = require_session(session_id if session_id is not None else session_from_headers(headers))
         if not memory_enabled(self.service.settings.memory) or opted_out(headers):
             return []
         texts = self._texts(request, response)
@@ -353,8 +312,8 @@ class Conversation:
         Memories are per API key (the reference's chat path never scopes by session); ``session_scope=True``
         restricts retrieval to ``session_id``. Retrieval uses ``[memory] strategy`` and ``max_tokens``. A
         retrieval failure is logged and the request goes out without memory."""
-        api_key_id = _check_key(api_key_id)
-        session_id = _check_session(session_id if session_id is not None else session_from_headers(headers))
+        api_key_id = require_tenant(api_key_id)
+        session_id = require_session(session_id if session_id is not None else session_from_headers(headers))
         settings = self.service.settings.memory
         if not memory_enabled(settings):
             return Augmentation(request=request, skipped="memory disabled ([memory] enabled / max_tokens)")
@@ -408,18 +367,19 @@ class Conversation:
         keys when ``None``) created more than ``retention_days`` ago, the expired ones, and — with typed decay
         on — the decayed ones. ``dry_run`` only reports."""
         if api_key_id is not None:
-            api_key_id = _check_key(api_key_id)
+            api_key_id = require_tenant(api_key_id)
         now = now or utcnow()
         cutoff = now - timedelta(days=self.service.settings.memory.retention_days)
         reasons = {"retention": 0, "expired": 0, "decay": 0}
         doomed: list[Memory] = []
-        for memory in list(self.service.export(api_key_id)):
+        memories = self.service.export_all() if api_key_id is None else self.service.export(api_key_id)
+        for memory in list(memories):
             reason = ("retention" if memory.created_at < cutoff else "expired" if memory.is_expired(now)
                       else "decay" if self._decayed(memory, now) else None)
             if reason is not None:
                 reasons[reason] += 1
                 doomed.append(memory)
-        deleted = 0 if dry_run else sum(1 for m in doomed if self.service.delete(m.id))
+        deleted = 0 if dry_run else sum(1 for m in doomed if self.service.delete(m.id, api_key_id=m.api_key_id))
         return MaintenanceReport(
             action="prune", dry_run=dry_run, api_key_id=api_key_id, candidates=tuple(m.id for m in doomed),
             candidate_tokens=sum(m.tokens for m in doomed), deleted=deleted, reasons=reasons,
@@ -431,7 +391,7 @@ class Conversation:
         """Replace the memories of ``api_key_id`` created more than ``older_than_days`` ago with summary
         memories (type ``semantic``, ``metadata.replaces`` = the ids replaced), then delete the originals
         through the manager. Always one key; ``dry_run`` (the default) only reports and previews."""
-        api_key_id = _check_key(api_key_id)
+        api_key_id = require_tenant(api_key_id)
         older_than_days = _check_days("older_than_days", older_than_days)
         now = now or utcnow()
         cutoff = now - timedelta(days=older_than_days)
@@ -443,8 +403,8 @@ class Conversation:
                 dry_run: bool = True, now: datetime | None = None) -> MaintenanceReport:
         """Keep the newest memories of ``api_key_id`` (of ``session_id`` when given) that fit ``max_tokens``
         and replace the rest with a summary memory (reference ``summarizeMemories``). Dry run by default."""
-        api_key_id = _check_key(api_key_id)
-        session_id = _check_session(session_id)
+        api_key_id = require_tenant(api_key_id)
+        session_id = require_session(session_id)
         max_tokens = _check_days("max_tokens", max_tokens, 0, 10_000_000)
         memories = [m for m in self.service.export(api_key_id) if session_id is None or m.session_id == session_id]
         _kept, candidates = select_for_compaction(memories, max_tokens)
@@ -477,5 +437,5 @@ class Conversation:
             )
             summary_ids.append(summary.id)
             # The summary is stored first: a failure below leaves duplicates, never a loss.
-            deleted += sum(1 for memory_id in ids if self.service.delete(memory_id))
+            deleted += sum(1 for memory_id in ids if self.service.delete(memory_id, api_key_id=api_key_id))
         return attrs.evolve(report, deleted=deleted, summary_ids=tuple(summary_ids))

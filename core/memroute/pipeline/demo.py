@@ -55,9 +55,7 @@ def run_demo(*, config_path: str | None = None, db_path: Path | None = None,
         "backends": {"primary": "main", "fallbacks": [], "main": {"type": "sqlite", "path": str(db)}},
     }
     with Memroute.open(config_path, **overrides) as mem:
-        cleared = 0
-        for memory in list(mem.export(DEMO_API_KEY)):
-            cleared += mem.delete(memory.id)
+        cleared = mem.clear(DEMO_API_KEY).deleted
         click.secho("memroute demo: a scripted conversation, no network, no model", bold=True)
         echo(f"database: {db}" + (f" (cleared {cleared} memories of a previous demo run)" if cleared else ""))
         echo(f"api key:  {DEMO_API_KEY}")
@@ -86,7 +84,7 @@ def run_demo(*, config_path: str | None = None, db_path: Path | None = None,
         request = {"model": "any-model", "messages": [{"role": "system", "content": DEMO_SYSTEM_PROMPT},
                                                       {"role": "user", "content": DEMO_QUESTION}]}
         echo(f"user: {DEMO_QUESTION}")
-        info = mem.conversation.explain_augment(request, DEMO_API_KEY)
+        info = mem.explain_augment(request, api_key_id=DEMO_API_KEY)
         result = info.result
         if result is not None:
             p = result.provenance

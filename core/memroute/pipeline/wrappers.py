@@ -52,7 +52,8 @@ def wrap_create(
         transport = {k: v for k, v in kwargs.items() if k in _TRANSPORT_OPTIONS}
         call_headers = {**(headers or {}), **dict(transport.get("extra_headers") or {})}
         try:
-            new_body = mem.augment(body, api_key_id, session_id, provider, call_headers, api=api)
+            new_body = mem.augment(body, api_key_id=api_key_id, session_id=session_id, provider=provider,
+                                   headers=call_headers, api=api)
         except Exception:
             log.exception("memroute: augment failed; calling without memory")
             new_body = body

@@ -50,6 +50,7 @@ from memroute.models import (
     MemoryType,
     NewMemory,
     SearchQuery,
+    require_id,
 )
 from memroute.serialization import converter, memory_from_dict, memory_to_dict
 from memroute.specs import BackendSpec
@@ -425,8 +426,7 @@ class HttpBackend(MemoryBackend):
         return self.base_url + path.lstrip("/")
 
     def _id_path(self, endpoint: str, memory_id: str) -> str:
-        if not isinstance(memory_id, str) or not memory_id or len(memory_id) > 256:
-            raise ValidationError("id: expected a non-empty string of at most 256 characters", [("id", "invalid")])
+        require_id(memory_id)
         quoted = urllib.parse.quote(memory_id, safe="")  # an id can never add path segments
         template = self.endpoints[endpoint]
         return _PLACEHOLDER.sub(lambda m: quoted if m.group(1) in self._id_placeholders else m.group(0), template)
