@@ -149,7 +149,8 @@ async def test_tool_errors_do_not_end_the_session(memroute_server):
     async with mcp_client(memroute_server, memroute_server.tenant_a) as client:
         assert "content" in await call_error(client, "memory_add", content="")
         assert "type" in await call_error(client, "memory_add", content="x", type="gossip")
-        assert "no memory with id" in await call_error(client, "memory_get", id="missing")
+        assert "no memory with id" in await call_error(client, "memory_get", id=MISSING_ID)
+        assert "not a UUID" in await call_error(client, "memory_get", id="missing")
         assert (await call(client, "memory_add", content="still here"))["created"] is True
 
 

@@ -20,8 +20,9 @@ import attrs
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from memroute.models import Memory
+from memroute.reports import ClearReport
 
-__all__ = ["FoundMemory", "MemoryOut", "Output", "model_from_attrs", "to_output"]
+__all__ = ["ClearOut", "FoundMemory", "MemoryOut", "Output", "model_from_attrs", "to_output"]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -35,6 +36,15 @@ MEMORY_DESCRIPTIONS: Mapping[str, str] = {
     "created_at": "When it was first stored (ISO-8601, UTC).",
     "updated_at": "When it last changed (ISO-8601, UTC).",
     "expires_at": "When it stops being returned (ISO-8601, UTC); null for never.",
+}
+CLEAR_DESCRIPTIONS: Mapping[str, str] = {
+    "dry_run": "True when nothing was deleted: the numbers say what would be.",
+    "matched": "Memories that matched the filters (all of them: there is no page cap).",
+    "deleted": "Memories actually deleted (0 in a dry run).",
+    "tokens": "Estimated tokens of the matched memories.",
+    "type": "The type filter given, if any.",
+    "session_id": "The session filter given, if any.",
+    "older_than_days": "The age filter given, if any.",
 }
 
 
@@ -90,6 +100,7 @@ def to_output(model: type[M], value: Any, **extra: Any) -> M:
 if TYPE_CHECKING:  # generated at run time; to the type checker they are plain models
     MemoryOut = BaseModel
     FoundMemory = BaseModel
+    ClearOut = BaseModel
 else:
     MemoryOut = model_from_attrs(
         Memory, "MemoryOut", exclude=("api_key_id",), descriptions=MEMORY_DESCRIPTIONS,
@@ -99,4 +110,9 @@ else:
         Memory, "FoundMemory", exclude=("api_key_id",), descriptions=MEMORY_DESCRIPTIONS,
         extra={"score": (float, "Relevance to the query (higher is better; comparable within one search).")},
         doc="One memory found by memory_search, best first.",
+    )
+    # The matching ids stay out: a clear may match thousands, and memory_list shows them on request.
+    ClearOut = model_from_attrs(
+        ClearReport, "ClearOut", exclude=("api_key_id", "ids"), descriptions=CLEAR_DESCRIPTIONS,
+        doc="What memory_clear deleted (or, with dry_run, would delete).",
     )

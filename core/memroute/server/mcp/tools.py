@@ -27,7 +27,7 @@ from pydantic import BaseModel, Field
 
 from memroute.errors import MemrouteError
 from memroute.models import MemoryType
-from memroute.server.mcp.schemas import FoundMemory, MemoryOut, Output, to_output
+from memroute.server.mcp.schemas import ClearOut, FoundMemory, MemoryOut, Output, to_output
 
 if TYPE_CHECKING:
     from mcp.server import MCPServer
@@ -80,18 +80,6 @@ class ListOut(Output):
     memories: list[MemoryOut]
     total: int = Field(description="How many memories match the filters in all pages.")
     next_cursor: str | None = Field(description="Pass as `cursor` to get the next page; null on the last page.")
-
-
-class ClearOut(Output):
-    """What memory_clear deleted (or, with dry_run, would delete)."""
-
-    dry_run: bool
-    matched: int = Field(description="Memories that matched the filters (all of them, no page cap).")
-    deleted: int = Field(description="Memories actually deleted (0 in a dry run).")
-    tokens: int = Field(description="Estimated tokens of the matched memories.")
-    type: str | None
-    session_id: str | None
-    older_than_days: int | None
 
 
 class DeleteOut(Output):
