@@ -40,6 +40,7 @@ __all__ = [
     "McpSettings",
     "MemorySettings",
     "MemrouteSettings",
+    "RerankSettings",
     "ServerSettings",
     "VectorSettings",
     "default_data_dir",
@@ -85,14 +86,26 @@ class MemorySettings:
         default="hybrid", converter=_strategy, validator=_choice("recent", "semantic", "hybrid")
     )
     """Retrieval strategy: ``recent`` (newest first), ``semantic`` or ``hybrid`` (keyword + vector)."""
+    fusion: str = attrs.field(default="score", validator=_choice("score", "rrf"))
+    """How hybrid search fuses its legs: ``score`` (score-aware, calibrated per embedding model) or ``rrf``
+    (weighted Reciprocal Rank Fusion with ``rrf_k``). See docs/retrieval.md, "Fusion"."""
+    keyword_weight: float | None = attrs.field(
+        default=None, validator=attrs.validators.optional(_range(0.0, 100.0)))
+    """The keyword leg's weight in score fusion; unset means the embedding source's calibrated value."""
     rrf_k: int = attrs.field(default=60, validator=_range(1, 100_000))
-    """Reciprocal Rank Fusion constant ``k`` (``MEMORY_RRF_K``)."""
+    """Reciprocal Rank Fusion constant ``k`` (``MEMORY_RRF_K``), for ``fusion = "rrf"``."""
     vec_top_k: int = attrs.field(default=20, validator=_range(1, 1000))
     """Default number of vector-leg candidates (``MEMORY_VEC_TOP_K``)."""
     min_similarity: float = attrs.field(default=0.2, validator=_range(-1.0, 1.0))
     """Cosine similarity below which a vector candidate is never returned (the relevance floor)."""
     similarity_window: float = attrs.field(default=0.35, validator=_range(0.0, 2.0))
     """Vector candidates more than this below the best candidate's cosine are dropped."""
+    rerank_enabled: bool = False
+    """Re-score the top fused candidates of semantic / hybrid searches with the ``[rerank]`` reranker (the
+    reference's ``rerankEnabled``; off by default: see docs/retrieval.md, "Reranking")."""
+    rerank_provider_model: str | None = None
+    """The reranker's model, e.g. ``"jina-reranker-v2-base-multilingual"`` (the reference's
+    ``rerankProviderModel``); a reranker whose options name a ``model`` uses that instead."""
     typed_decay_enabled: bool = False
     """Opt-in typed decay (reference §16): episodic memories expire unless accessed often."""
     typed_decay_episodic_days: int = attrs.field(default=30, validator=_range(1, 3650))
@@ -108,6 +121,10 @@ class ComponentConfig:
 
     type: str
     options: dict[str, Any] = attrs.field(factory=dict)
+    db_path: str | None = None
+    """The primary's database path from ``MEMROUTE_DB`` / ``load_settings(db_path=...)``. Building the backend
+    writes it into the option its spec names (``BackendSpec.path_option``); a backend without one refuses
+    it with a :class:`ConfigError`."""
 
 
 def _default_instances() -> dict[str, ComponentConfig]:
@@ -171,6 +188,18 @@ class ExtractionSettings:
     extractors: tuple[str, ...] = ("regex",)
     mine_assistant: bool = False
     """Also mine the assistant's reply (off: "I always recommend…" in a reply is not a fact about the user)."""
+    options: dict[str, dict[str, Any]] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class RerankSettings:
+    """``[rerank]``: which reranker plugin re-scores results when ``[memory] rerank_enabled`` is set, how many
+    fused candidates it sees, and its options (flat keys, or a ``[rerank.<name>]`` table)."""
+
+    reranker: str = "remote"
+    """The reranker plugin's name (``remote``: any Cohere / Jina-style ``/rerank`` endpoint)."""
+    candidates: int = attrs.field(default=30, validator=_range(1, 200))
+    """How many of the best fused candidates are sent to the reranker; the rest follow in fused order."""
     options: dict[str, dict[str, Any]] = attrs.field(factory=dict)
 
 
@@ -272,6 +301,7 @@ class MemrouteSettings:
     embedding: EmbeddingSettings = attrs.field(factory=EmbeddingSettings)
     vectors: VectorSettings = attrs.field(factory=VectorSettings)
     extraction: ExtractionSettings = attrs.field(factory=ExtractionSettings)
+    rerank: RerankSettings = attrs.field(factory=RerankSettings)
     manager: ManagerSettings = attrs.field(factory=ManagerSettings)
     server: ServerSettings = attrs.field(factory=ServerSettings)
     limits: LimitsSettings = attrs.field(factory=LimitsSettings)
@@ -405,6 +435,7 @@ _SECTION_RESERVED: Final = {
     "embedding": ("source", "static_enabled", "transformers_enabled", "cache_max", "cache_ttl_ms", "options"),
     "vectors": ("store", "quantization", "options"),
     "extraction": ("extractors", "mine_assistant", "options"),
+    "rerank": ("reranker", "candidates", "options"),
 }
 
 
@@ -412,7 +443,6 @@ def _normalise(raw: Mapping[str, Any]) -> dict[str, Any]:
     """From the TOML shape to the attrs shape: backend instance tables go under ``instances``; flat component
     options go under ``options[<selected name>]`` and sub-tables under ``options[<table name>]``."""
     data = dict(raw)
-    db_path = data.pop("_db_path", None)
     backends = data.get("backends")
     if backends is not None:
         if not isinstance(backends, Mapping):
@@ -432,21 +462,13 @@ def _normalise(raw: Mapping[str, Any]) -> dict[str, Any]:
             if not isinstance(table, Mapping) or "type" not in table:
                 raise ConfigError(f"backends.{name}.type: required (the backend plugin's name)",
                                   [(f"backends.{name}.type", "required")])
-            if "options" in table and set(table) == {"type", "options"}:
-                instances[name] = {"type": table["type"], "options": dict(table["options"])}
+            if "options" in table and set(table) <= {"type", "options", "db_path"}:
+                instances[name] = {**table, "options": dict(table["options"])}
             else:
                 instances[name] = {"type": table["type"], "options": {k: v for k, v in table.items() if k != "type"}}
         if instances:
             section["instances"] = instances
         data["backends"] = section
-    if db_path:
-        section = data.setdefault("backends", {})
-        primary = section.get("primary", "main")
-        instances = section.setdefault("instances", {})
-        inst = instances.get(primary) or {"type": "sqlite", "options": {}}
-        if isinstance(inst, Mapping) and inst.get("type") == "sqlite":
-            inst = {"type": "sqlite", "options": {**inst.get("options", {}), "path": db_path}}
-            instances[primary] = inst
     for section_name, reserved in _SECTION_RESERVED.items():
         component_section = data.get(section_name)
         if not isinstance(component_section, Mapping):
@@ -487,8 +509,9 @@ def load_settings(
 ) -> MemrouteSettings:
     """Build settings from a TOML path, a mapping or a settings object, then env, then ``overrides``.
 
-    ``overrides`` use the TOML shape (``memory={"enabled": True}``, ``backends={...}``); ``db_path=`` is a
-    shortcut for the primary SQLite backend's ``path``. Any problem raises :class:`ConfigError` naming the
+    ``overrides`` use the TOML shape (``memory={"enabled": True}``, ``backends={...}``); ``db_path=`` (like
+    ``MEMROUTE_DB``) is a shortcut for the primary backend's database path, whatever its type: the option
+    its spec names in ``path_option`` (sqlite: ``path``). Any problem raises :class:`ConfigError` naming the
     field.
     """
     try:
@@ -513,20 +536,48 @@ def _load_settings(config: Any, environ: Mapping[str, str] | None, use_env: bool
         path = find_config_file(config, environ)
         raw = _expand(read_toml(path), environ, "") if path is not None else {}
     merged = _normalise(raw)
+    db_path: str | None = None
     if use_env:
-        merged = _deep_merge(merged, _normalise(_env_layer(environ)))
+        env = _env_layer(environ)
+        db_path = env.pop("_db_path", None)
+        merged = _deep_merge(merged, _normalise(env))
     if overrides:
         layer = dict(overrides)
         if "db_path" in layer:
-            layer["_db_path"] = str(layer.pop("db_path"))
+            db_path = str(layer.pop("db_path"))
         merged = _deep_merge(merged, _normalise(layer))
+    if db_path:
+        merged = _with_primary_db_path(merged, db_path)
     return structure_config(merged, MemrouteSettings)
+
+
+def _with_primary_db_path(data: dict[str, Any], db_path: str) -> dict[str, Any]:
+    """Mark the primary instance (after every layer is merged, so a file's ``primary`` counts) with the
+    ``MEMROUTE_DB`` path; which option it sets is the backend plugin's business (``BackendSpec.path_option``)."""
+    backends = dict(data.get("backends") or {})
+    primary = backends.get("primary", "main")
+    instances = dict(backends.get("instances") or {})
+    if not instances:
+        instances = {n: {"type": c.type, "options": dict(c.options)} for n, c in _default_instances().items()}
+    table = instances.get(primary)
+    if isinstance(table, ComponentConfig):
+        instances[primary] = attrs.evolve(table, db_path=db_path)
+    elif isinstance(table, Mapping):
+        instances[primary] = {**table, "db_path": db_path}
+    # a primary without a table is reported by BackendsSettings, naming the tables that exist
+    backends["instances"] = instances
+    return {**data, "backends": backends}
 
 
 def _to_toml_shape(data: dict[str, Any]) -> dict[str, Any]:
     backends = data.get("backends", {})
     instances = backends.get("instances", {})
-    backends["instances"] = {n: {"type": c["type"], "options": c.get("options", {})} for n, c in instances.items()}
+    shaped = {}
+    for name, config in instances.items():
+        shaped[name] = {"type": config["type"], "options": config.get("options", {})}
+        if config.get("db_path"):
+            shaped[name]["db_path"] = config["db_path"]
+    backends["instances"] = shaped
     return data
 
 

@@ -137,9 +137,15 @@ def test_reference_env_quirks():
     assert fallbacks.primary == "a" and fallbacks.fallbacks == ("b",)
 
 
-def test_db_path_shortcut_sets_the_primary_sqlite_path():
+def test_db_path_shortcut_marks_the_primary_whatever_its_type():
     settings = load_settings({}, environ={}, db_path="x.db")
-    assert settings.backends.instances["main"].options["path"] == "x.db"
+    assert settings.backends.instances["main"].db_path == "x.db"
+    config = {"backends": {"primary": "notes", "notes": {"type": "sqlite", "path": "a.db"}}}
+    marked = load_settings(config, environ={"MEMROUTE_DB": "b.db"}).backends.instances
+    assert set(marked) == {"notes"}  # the file's primary, not a made-up "main"
+    assert marked["notes"].db_path == "b.db" and marked["notes"].options == {"path": "a.db"}
+    again = load_settings(load_settings(config, environ={"MEMROUTE_DB": "b.db"}), environ={})
+    assert again.backends.instances["notes"].db_path == "b.db"
 
 
 @pytest.mark.parametrize(
