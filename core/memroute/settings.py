@@ -40,8 +40,10 @@ __all__ = [
     "McpSettings",
     "MemorySettings",
     "MemrouteSettings",
+    "ProxySettings",
     "RerankSettings",
     "ServerSettings",
+    "UpstreamSettings",
     "VectorSettings",
     "default_data_dir",
     "find_config_file",
@@ -259,6 +261,48 @@ class ServerSettings:
     """On shutdown, seconds to let requests finish and background work flush."""
 
 
+def _upstream_url(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is None:
+        return
+    from memroute.netguard import BlockedUrlError, parse_url
+
+    try:
+        parse_url(value)
+    except BlockedUrlError as exc:
+        raise ConfigError(f"{attribute.name}: {exc}", [(attribute.name, "invalid URL")]) from None
+
+
+@attrs.frozen(kw_only=True)
+class UpstreamSettings:
+    """``[proxy.openai]`` / ``[proxy.anthropic]``: the model API the proxy forwards to, with memroute's own
+    credential (the caller's memroute key is never forwarded)."""
+
+    base_url: str | None = attrs.field(default=None, validator=_upstream_url)
+    """Where requests go (OpenAI-style: including ``/v1``; Anthropic-style: without). Unset: the routes answer 503."""
+    api_key: str | None = attrs.field(default=None, repr=False)
+    """memroute's credential for the upstream (``"${OPENAI_API_KEY}"``); unset sends none (a local server)."""
+    timeout: float = attrs.field(default=600.0, validator=_range(0.1, 86_400))
+    """Seconds to wait for the upstream's next bytes (the whole reply, when not streamed): then 504."""
+    connect_timeout: float = attrs.field(default=10.0, validator=_range(0.1, 3600))
+    """Seconds to wait for a connection to the upstream."""
+    allow_private: bool = False
+    """Allow loopback / private / CGNAT upstream addresses (a local Ollama, a vLLM on the LAN)."""
+    provider: str | None = None
+    """The provider id placement rules use (``glm``, ``o1``, ...); unset: the request's ``model``."""
+
+
+@attrs.frozen(kw_only=True)
+class ProxySettings:
+    """``[proxy]``: the OpenAI- and Anthropic-compatible memory proxy inside ``memroute serve``."""
+
+    openai: UpstreamSettings = attrs.field(factory=UpstreamSettings)
+    """Upstream of ``/v1/chat/completions``, ``/v1/responses`` and ``/v1/models``."""
+    anthropic: UpstreamSettings = attrs.field(factory=UpstreamSettings)
+    """Upstream of ``/v1/messages`` (and of ``/v1/models`` for Anthropic clients)."""
+    max_body_bytes: int = attrs.field(default=33_554_432, validator=_range(1024, 2**40))
+    """Largest request body the proxy routes accept (413 beyond it): chat requests carry images and long contexts."""
+
+
 @attrs.frozen(kw_only=True)
 class LimitsSettings:
     """``[limits]``: how large one memory may be. Checked by the service on add, update and import, before
@@ -305,6 +349,7 @@ class MemrouteSettings:
     manager: ManagerSettings = attrs.field(factory=ManagerSettings)
     server: ServerSettings = attrs.field(factory=ServerSettings)
     limits: LimitsSettings = attrs.field(factory=LimitsSettings)
+    proxy: ProxySettings = attrs.field(factory=ProxySettings)
     mcp: McpSettings = attrs.field(factory=McpSettings)
 
     @property

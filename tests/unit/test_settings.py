@@ -20,7 +20,9 @@ from memroute.settings import (
     McpSettings,
     MemorySettings,
     MemrouteSettings,
+    ProxySettings,
     ServerSettings,
+    UpstreamSettings,
     VectorSettings,
     load_settings,
 )
@@ -191,7 +193,8 @@ def test_settings_object_round_trips_with_overrides():
 
 
 SETTINGS_CLASSES = [MemrouteSettings, MemorySettings, BackendsSettings, EmbeddingSettings, VectorSettings,
-                    ExtractionSettings, ManagerSettings, LimitsSettings, ServerSettings, McpSettings]
+                    ExtractionSettings, ManagerSettings, LimitsSettings, ServerSettings, ProxySettings,
+                    UpstreamSettings, McpSettings]
 
 
 def test_configuration_reference_documents_every_setting_and_env_var():
