@@ -13,9 +13,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from playwright.sync_api import sync_playwright  # noqa: E402
+from playwright.sync_api import sync_playwright
 
-from tests.servers.memroute_server import MemrouteServer  # noqa: E402
+from tests.servers.memroute_server import MemrouteServer
 
 EXAMPLES = [
     ("preference:typescript", "Prefers TypeScript for frontend code", "factual"),

@@ -91,12 +91,9 @@ def _include_surfaces(app: FastAPI) -> None:
     proxy = create_proxy_router(mem)
     app.state.proxy = proxy.proxy  # type: ignore[attr-defined]
     app.include_router(proxy)
-<<<<<<< HEAD
+    mount_mcp(app, mem, app.state.server_settings, mem.settings.mcp)
 
     from memroute.server.dashboard import create_dashboard_router, mount_static
 
     app.include_router(create_dashboard_router())
     mount_static(app)
-=======
-    mount_mcp(app, mem, app.state.server_settings, mem.settings.mcp)
->>>>>>> main
