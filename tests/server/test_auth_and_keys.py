@@ -67,7 +67,7 @@ def test_key_lifecycle_over_http(memroute_server):
 def test_bad_key_requests_are_422_with_the_field(memroute_server, body, field):
     with memroute_server.client(memroute_server.admin) as admin:
         error = _error(admin.post("/api/keys", json=body), 422)
-        assert field in [d["field"] for d in error["details"]], error
+        assert any(d["field"].split(".")[0] == field for d in error["details"]), error
 
 
 def test_invalid_json_is_400_and_unknown_routes_404(memroute_server):

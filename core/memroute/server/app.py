@@ -73,9 +73,10 @@ def create_app(mem: Any, *, settings: ServerSettings | None = None, close_servic
 
 
 def _include_rest(app: FastAPI) -> None:
-    from memroute.server.api import health, keys
+    from memroute.server.api import health, keys, memory, operations, settings
 
-    for module in (health, keys):
+    # operations first: its fixed paths (/api/memory/health, /export, ...) must win over /api/memory/{id}
+    for module in (health, keys, operations, memory, settings):
         app.include_router(module.router)
 
 

@@ -30,6 +30,7 @@ from pydantic import ConfigDict, Field
 __all__ = ["camel", "field_docs", "wire_model"]
 
 _CACHE: dict[tuple[type, str], type[pydantic.BaseModel]] = {}
+_STRICT: dict[Any, Any] = {bool: pydantic.StrictBool, int: pydantic.StrictInt, str: pydantic.StrictStr}
 _CONSTRAINTS = ("ge", "gt", "le", "lt", "min_length", "max_length", "pattern", "examples", "description")
 
 
@@ -67,6 +68,8 @@ def _translate(tp: Any, mode: str) -> Any:
     """A pydantic-friendly annotation for an attrs field type."""
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
+    if tp is type(None) or tp is Any:
+        return tp
     if attrs.has(tp):
         return wire_model(tp, mode=mode)
     if origin in (Union, types.UnionType):
@@ -80,6 +83,8 @@ def _translate(tp: Any, mode: str) -> Any:
         return dict[key, _translate(value, mode)]  # type: ignore[valid-type,misc]
     if origin is Literal:
         return tp
+    if mode == "request" and tp in _STRICT:
+        return _STRICT[tp]  # JSON bodies: "yes" is not a bool, "3" is not an int
     if isinstance(tp, type) and issubclass(tp, (str, int, float, bool, enum.Enum, datetime.datetime)):
         return tp
     return Any

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 from fastapi import Request
@@ -21,7 +21,8 @@ class KeyCreate:
 
     name: str = attrs.field(metadata={"min_length": 1, "max_length": 200, "examples": ["ci-bot"]})
     """A label for people (shown by ``memroute keys list``)."""
-    scopes: tuple[str, ...] = attrs.field(default=("read", "write"), metadata={"examples": [["read", "write"]]})
+    scopes: tuple[Literal["read", "write", "admin"], ...] = attrs.field(
+        default=("read", "write"), metadata={"min_length": 1, "examples": [["read", "write"]]})
     """Any of ``read``, ``write``, ``admin`` (``admin`` implies the others and any tenant)."""
     tenant: str | None = attrs.field(default=None, metadata={"max_length": 256, "examples": [None]})
     """The ``apiKeyId`` its memories belong to; default: the new key's own id."""

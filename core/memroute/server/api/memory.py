@@ -1,0 +1,176 @@
+"""``/api/memory``: list, create, read, update, delete and search memories of the caller's tenant.
+
+Each route authenticates (its scope), resolves the tenant (``principal.tenant_for``: another tenant's
+``apiKeyId`` is 403 unless admin), calls one service method and returns the typed result. Another tenant's
+memory id answers 404 exactly like a missing one, because the service cannot tell them apart either.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any, Literal
+
+from fastapi import Query, Request
+
+from memroute.errors import NotFoundError, ValidationError
+from memroute.models import Memory, MemoryType
+from memroute.server.api import models as m
+from memroute.server.auth import CurrentPrincipal, ScopedRouter
+from memroute.server.compat import service
+from memroute.server.schema import wire_model
+
+router = ScopedRouter(prefix="/api/memory", tags=["memory"])
+
+MemoryModel = wire_model(Memory)
+CreateBody = wire_model(m.MemoryCreate, mode="request")
+UpdateBody = wire_model(m.MemoryUpdate, mode="request")
+SearchBody = wire_model(m.SearchRequest, mode="request")
+
+MEMORY_EXAMPLE: dict[str, Any] = {
+    "id": "0b6f4c1e-6a8e-4c36-9d1e-2f6f1f0d8a11", "apiKeyId": "shop", "sessionId": None, "type": "factual",
+    "key": "preference:typescript", "content": "I prefer TypeScript over JavaScript", "metadata": {},
+    "createdAt": "2026-01-01T12:00:00Z", "updatedAt": "2026-01-01T12:00:00Z", "expiresAt": None,
+}
+TenantQuery = Annotated[str | None, Query(alias="apiKeyId", max_length=256,
+                                          description="the tenant (admin keys only; default: the key's own)")]
+_NOT_FOUND = {404: {"description": "no such memory for this tenant (another tenant's id included)"}}
+
+
+def ok(example: Any, status: int = 200) -> dict[int | str, dict[str, Any]]:
+    return {status: {"content": {"application/json": {"example": example}}}}
+
+
+def svc(request: Request) -> Any:
+    return service(request.app.state.memroute)
+
+
+def _stats(mem: Any, tenant: str) -> m.ListStats:
+    if hasattr(mem, "stats"):
+        stats = mem.stats(tenant)
+        hits, misses = stats.cache.hits, stats.cache.misses
+        total, by_type, tokens = stats.total, dict(stats.by_type), stats.tokens_used
+    else:  # until the service's stats() lands
+        page = mem.list(api_key_id=tenant, limit=1)
+        hits = misses = 0
+        total, by_type = page.total, {t.value: int(page.by_type.get(t.value, 0)) for t in MemoryType}
+        tokens = sum(memory.tokens for memory in mem.export(tenant))
+    rate = round(hits / (hits + misses), 4) if hits + misses else 0.0
+    return m.ListStats(total=total, by_type=by_type, tokens_used=tokens, hit_rate=rate,
+                       cache_stats=m.CacheCounters(hits=hits, misses=misses))
+
+
+@router.get("", scope="read", response_model=wire_model(m.MemoryPage), summary="List memories (paged)",
+            responses=ok({"data": [MEMORY_EXAMPLE], "total": 1, "page": 1, "limit": 50, "totalPages": 1,
+                          "stats": {"total": 1, "byType": {"factual": 1, "episodic": 0, "procedural": 0,
+                                                           "semantic": 0}, "tokensUsed": 9, "hitRate": 0.0,
+                                    "cacheStats": {"hits": 0, "misses": 0}}}))
+def list_memories(
+    request: Request,
+    principal: CurrentPrincipal,
+    api_key_id: TenantQuery = None,
+    type: Annotated[MemoryType | None, Query()] = None,
+    session_id: Annotated[str | None, Query(alias="sessionId", max_length=256)] = None,
+    q: Annotated[str | None, Query(max_length=4096, description="case-insensitive substring of content or key")] = None,
+    page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    offset: Annotated[int | None, Query(ge=0, le=2**53, description="wins over page when given")] = None,
+    order_by: Annotated[Literal["created_at", "updated_at"], Query(alias="orderBy")] = "created_at",
+    order_dir: Annotated[Literal["asc", "desc"], Query(alias="orderDir")] = "desc",
+) -> m.MemoryPage:
+    """A page of the tenant's memories, newest first, with the tenant's statistics. ``page`` is honoured (the
+    reference always served page 1 without ``offset``); ``offset`` wins when both are given."""
+    tenant = principal.tenant_for(api_key_id)
+    mem = svc(request)
+    start = offset if offset is not None else (page - 1) * limit
+    result = mem.list(api_key_id=tenant, type=type, session_id=session_id or None, query=q or None, limit=limit,
+                      offset=start, order_by=order_by, order_dir=order_dir)
+    shown_page = start // limit + 1
+    return m.MemoryPage(data=result.data, total=result.total, page=shown_page, limit=limit,
+                        total_pages=math.ceil(result.total / limit) if result.total else 0,
+                        stats=_stats(mem, tenant))
+
+
+@router.post("", scope="write", status_code=201, response_model=wire_model(m.MemoryCreated),
+             summary="Store a memory (an upsert on the key)",
+             responses=ok({"success": True, "id": MEMORY_EXAMPLE["id"], "memory": MEMORY_EXAMPLE}, 201))
+def create_memory(request: Request, principal: CurrentPrincipal, body: CreateBody) -> m.MemoryCreated:  # type: ignore[valid-type]
+    tenant = principal.tenant_for(body.api_key_id)  # type: ignore[attr-defined]
+    memory = svc(request).add(
+        api_key_id=tenant, content=body.content, key=body.key, type=body.type,  # type: ignore[attr-defined]
+        session_id=body.session_id or None, metadata=body.metadata,  # type: ignore[attr-defined]
+        expires_at=body.expires_at,  # type: ignore[attr-defined]
+    )
+    return m.MemoryCreated(success=True, id=memory.id, memory=memory)
+
+
+@router.post("/search", scope="read", response_model=wire_model(m.SearchResponse, name="SearchResult"),
+             summary="Ranked memories for a query (keyword, vector or hybrid)",
+             responses=ok({"hits": [{"memory": MEMORY_EXAMPLE, "score": 0.0328, "tier": "hybrid",
+                                     "ranks": {"keyword": 1, "vector": 1},
+                                     "legScores": {"keyword": 1.2, "vector": 0.71}, "tokens": 9}],
+                           "provenance": {"backend": "main", "strategyRequested": "hybrid",
+                                          "strategyUsed": "hybrid", "legs": ["keyword", "vector"],
+                                          "degraded": False, "reason": None, "fallback": False,
+                                          "vectorStore": "sqlite-vec"}}))
+def search_memories(request: Request, principal: CurrentPrincipal, body: SearchBody) -> Any:  # type: ignore[valid-type]
+    """The same retrieval ``augment`` uses: expiry, retention and session scope applied on every leg."""
+    tenant = principal.tenant_for(body.api_key_id)  # type: ignore[attr-defined]
+    return svc(request).search(body.query, api_key_id=tenant, strategy=body.strategy,  # type: ignore[attr-defined]
+                               limit=body.limit, max_tokens=body.max_tokens,  # type: ignore[attr-defined]
+                               session_id=body.session_id or None)  # type: ignore[attr-defined]
+
+
+def _memory_id(memory_id: str) -> str:
+    if not memory_id.strip() or len(memory_id) > 256:
+        raise ValidationError("id: expected a non-empty id of at most 256 characters", [("id", "invalid")])
+    return memory_id
+
+
+@router.get("/{memory_id}", scope="read", response_model=wire_model(m.MemoryEnvelope),
+            summary="One memory", responses={**ok({"memory": MEMORY_EXAMPLE}), **_NOT_FOUND})
+def get_memory(request: Request, principal: CurrentPrincipal, memory_id: str, api_key_id: TenantQuery = None,
+               ) -> m.MemoryEnvelope:
+    memory = _owned_or_404(request, principal.tenant_for(api_key_id), memory_id)
+    return m.MemoryEnvelope(memory=memory)
+
+
+def _owned_or_404(request: Request, tenant: str, memory_id: str) -> Memory:
+    try:
+        memory = svc(request).get(_memory_id(memory_id), api_key_id=tenant)
+    except ValidationError:
+        memory = None  # a malformed id names no memory: the same 404 as a missing one
+    if memory is None:
+        raise NotFoundError("Memory not found")
+    assert isinstance(memory, Memory)
+    return memory
+
+
+@router.put("/{memory_id}", scope="write", response_model=wire_model(m.MemoryUpdated),
+            summary="Change fields of a memory",
+            responses={**ok({"success": True, "memory": MEMORY_EXAMPLE}), **_NOT_FOUND,
+                       409: {"description": "the new key is another memory's"}})
+def update_memory(request: Request, principal: CurrentPrincipal, memory_id: str,
+                  body: UpdateBody, api_key_id: TenantQuery = None) -> m.MemoryUpdated:  # type: ignore[valid-type]
+    """Only the fields present in the body change; ``metadata`` replaces the stored object."""
+    changes = body.model_dump(exclude_unset=True)  # type: ignore[attr-defined]
+    if "session_id" in changes and changes["session_id"] == "":
+        changes["session_id"] = None
+    if not changes:
+        raise ValidationError("update: nothing to change", [("(body)", "empty")])
+    tenant = principal.tenant_for(api_key_id)
+    _owned_or_404(request, tenant, memory_id)
+    updated = svc(request).update(memory_id, api_key_id=tenant, **changes)
+    if updated is None:
+        raise NotFoundError("Memory not found")
+    return m.MemoryUpdated(success=True, memory=updated)
+
+
+@router.delete("/{memory_id}", scope="write", response_model=wire_model(m.Success), summary="Delete a memory",
+               responses={**ok({"success": True}), **_NOT_FOUND})
+def delete_memory(request: Request, principal: CurrentPrincipal, memory_id: str,
+                  api_key_id: TenantQuery = None) -> m.Success:
+    tenant = principal.tenant_for(api_key_id)
+    _owned_or_404(request, tenant, memory_id)
+    if not svc(request).delete(memory_id, api_key_id=tenant):
+        raise NotFoundError("Memory not found")
+    return m.Success(success=True)

@@ -1,0 +1,277 @@
+"""The REST API's request and response shapes as attrs classes; :func:`memroute.server.schema.wire_model`
+turns them (and the service's own models and reports) into the pydantic models FastAPI validates with and
+``/openapi.json`` documents. Field constraints sit in each field's ``metadata``."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+import attrs
+
+from memroute.models import Memory, MemoryType, SearchResult
+
+Strategy = Literal["recent", "exact", "semantic", "hybrid"]
+_ID = {"max_length": 256}
+
+
+@attrs.frozen(kw_only=True)
+class MemoryCreate:
+    """A memory to store: an upsert on (tenant, ``key``)."""
+
+    content: str = attrs.field(metadata={"min_length": 1, "examples": ["I prefer TypeScript over JavaScript"]})
+    key: str | None = attrs.field(default=None, metadata={"min_length": 1, "max_length": 512,
+                                                          "examples": ["preference:typescript"]})
+    """Stable upsert key; derived from the content when omitted."""
+    type: MemoryType = MemoryType.FACTUAL
+    session_id: str | None = attrs.field(default=None, metadata=_ID)
+    """A session scope (``""`` means none, as in the reference)."""
+    api_key_id: str | None = attrs.field(default=None, metadata=_ID)
+    """The tenant; only an admin key may name another than its own."""
+    metadata: dict[str, Any] = attrs.field(factory=dict)
+    expires_at: datetime | None = None
+
+
+@attrs.frozen(kw_only=True)
+class MemoryUpdate:
+    """Fields to change (``metadata`` replaces the stored object; ``null`` clears session / expiry)."""
+
+    type: MemoryType | None = None
+    key: str | None = attrs.field(default=None, metadata={"min_length": 1, "max_length": 512})
+    content: str | None = attrs.field(default=None, metadata={"min_length": 1})
+    metadata: dict[str, Any] | None = None
+    session_id: str | None = attrs.field(default=None, metadata=_ID)
+    expires_at: datetime | None = None
+
+
+@attrs.frozen(kw_only=True)
+class MemoryCreated:
+    success: bool
+    id: str
+    """The memory's id (the reference put the whole memory here; it is under ``memory`` now)."""
+    memory: Memory
+
+
+@attrs.frozen(kw_only=True)
+class MemoryEnvelope:
+    memory: Memory
+
+
+@attrs.frozen(kw_only=True)
+class MemoryUpdated:
+    success: bool
+    memory: Memory
+
+
+@attrs.frozen(kw_only=True)
+class Success:
+    success: bool
+
+
+@attrs.frozen(kw_only=True)
+class CacheCounters:
+    hits: int
+    misses: int
+
+
+@attrs.frozen(kw_only=True)
+class ListStats:
+    """The tenant's statistics (all its memories, not only the filtered page)."""
+
+    total: int
+    by_type: dict[str, int]
+    tokens_used: int
+    hit_rate: float
+    """Embedding-cache hit rate of this process (the reference's counter measured an unused cache)."""
+    cache_stats: CacheCounters
+
+
+@attrs.frozen(kw_only=True)
+class MemoryPage:
+    data: tuple[Memory, ...]
+    total: int
+    """Memories matching the filters."""
+    page: int
+    limit: int
+    total_pages: int
+    stats: ListStats
+
+
+@attrs.frozen(kw_only=True)
+class SearchRequest:
+    query: str = attrs.field(metadata={"max_length": 4096, "examples": ["which language do I prefer?"]})
+    strategy: Strategy | None = None
+    """Default: the configured strategy."""
+    limit: int | None = attrs.field(default=None, metadata={"ge": 1, "le": 100})
+    max_tokens: int | None = attrs.field(default=None, metadata={"ge": 0, "le": 16000})
+    session_id: str | None = attrs.field(default=None, metadata=_ID)
+    api_key_id: str | None = attrs.field(default=None, metadata=_ID)
+
+
+SearchResponse = SearchResult
+
+
+@attrs.frozen(kw_only=True)
+class PreviewRequest:
+    query: str = attrs.field(metadata={"min_length": 1, "max_length": 4096, "examples": ["typescript"]})
+    strategy: Strategy = "hybrid"
+    max_tokens: int = attrs.field(default=2000, metadata={"ge": 1, "le": 16000})
+    api_key_id: str | None = attrs.field(default=None, metadata=_ID)
+    limit: int = attrs.field(default=20, metadata={"ge": 1, "le": 100})
+
+
+@attrs.frozen(kw_only=True)
+class PreviewItem:
+    id: str
+    type: str
+    key: str
+    content: str
+    score: float
+    tokens: int
+    tier: str
+    """``fts5`` (keyword), ``vector``, ``hybrid-rrf`` or ``recent``."""
+    vec_score: float | None
+    fts_score: float | None
+
+
+@attrs.frozen(kw_only=True)
+class PreviewResolution:
+    embedding_source: str | None
+    embedding_model: str | None
+    vector_store: str | None
+    strategy_used: str
+    rerank_applied: bool
+    fallback_reason: str | None
+
+
+@attrs.frozen(kw_only=True)
+class PreviewResponse:
+    memories: tuple[PreviewItem, ...]
+    resolution: PreviewResolution
+    total_tokens_used: int
+    budget_max_tokens: int
+
+
+@attrs.frozen(kw_only=True)
+class SummarizeRequest:
+    older_than_days: int = attrs.field(default=30, metadata={"ge": 1, "le": 365})
+    api_key_id: str | None = attrs.field(default=None, metadata=_ID)
+    dry_run: bool = True
+    """A dry run by default (the reference's empty body deleted across every key)."""
+
+
+@attrs.frozen(kw_only=True)
+class SummarizeResponse:
+    candidates: tuple[str, ...]
+    """Ids of the memories that are (or would be) replaced."""
+    total_tokens: int
+    deleted_count: int
+    summary_id: str | None
+    summary_ids: tuple[str, ...]
+    summary_preview: str
+    dry_run: bool
+
+
+@attrs.frozen(kw_only=True)
+class ReindexRequest:
+    force: bool = False
+    """Re-embed every memory, not only those without a current vector."""
+
+
+@attrs.frozen(kw_only=True)
+class ReindexStatus:
+    """The background reindex (one at a time per deployment; readable from every process)."""
+
+    state: Literal["idle", "running", "done", "failed"]
+    started: bool
+    force: bool
+    done: int
+    pending: int
+    errors: int
+    started_at: str | None
+    finished_at: str | None
+    error: str | None
+
+
+@attrs.frozen(kw_only=True)
+class ClearRequest:
+    api_key_id: str | None = attrs.field(default=None, metadata=_ID)
+    type: MemoryType | None = None
+    session_id: str | None = attrs.field(default=None, metadata=_ID)
+    older_than_days: int | None = attrs.field(default=None, metadata={"ge": 0, "le": 36500})
+    """Keep memories created in the last N days."""
+    dry_run: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class ClearResponse:
+    api_key_id: str
+    dry_run: bool
+    matched: int
+    deleted: int
+    ids: tuple[str, ...]
+
+
+@attrs.frozen(kw_only=True)
+class ImportResponse:
+    imported: int
+    """Memories written (all of the file, or none: a bad line is a 422 naming it and nothing is written)."""
+    api_key_id: str
+
+
+@attrs.frozen(kw_only=True)
+class EmbeddingModelInfo:
+    id: str
+    name: str
+    dimensions: int | None
+
+
+@attrs.frozen(kw_only=True)
+class EmbeddingProvider:
+    provider: str
+    has_key: bool
+    """Whether the source can run as configured (a remote source needs its key)."""
+    active: bool
+    models: tuple[EmbeddingModelInfo, ...]
+
+
+@attrs.frozen(kw_only=True)
+class EmbeddingProviders:
+    providers: tuple[EmbeddingProvider, ...]
+
+
+@attrs.frozen(kw_only=True)
+class PipelineHealth:
+    working: bool
+    """Extraction and the primary backend both answer."""
+    latency_ms: float
+    error: str | None
+    backends: tuple[dict[str, Any], ...]
+
+
+@attrs.frozen(kw_only=True)
+class MemorySettingsView:
+    """The ``[memory]`` settings in effect (file configuration + runtime overrides), reference names."""
+
+    enabled: bool
+    max_tokens: int
+    retention_days: int
+    strategy: str
+    typed_decay_enabled: bool
+    typed_decay_episodic_days: int
+    typed_decay_access_immunity: int
+    overrides: tuple[str, ...]
+    """The fields set at run time (``PUT``), which win over ``memroute.toml`` in every process."""
+
+
+@attrs.frozen(kw_only=True)
+class MemorySettingsUpdate:
+    """Runtime changes; unknown fields are refused. Backends, embedding and vector store stay in the file."""
+
+    enabled: bool | None = None
+    max_tokens: int | None = attrs.field(default=None, metadata={"ge": 0, "le": 16000})
+    retention_days: int | None = attrs.field(default=None, metadata={"ge": 1, "le": 365})
+    strategy: Literal["recent", "exact", "semantic", "hybrid"] | None = None
+    typed_decay_enabled: bool | None = None
+    typed_decay_episodic_days: int | None = attrs.field(default=None, metadata={"ge": 1, "le": 3650})
+    typed_decay_access_immunity: int | None = attrs.field(default=None, metadata={"ge": 0, "le": 1_000_000})

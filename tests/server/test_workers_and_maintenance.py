@@ -1,0 +1,84 @@
+"""Several worker processes on one SQLite deployment, and scheduled maintenance run by one process at a time."""
+
+from __future__ import annotations
+
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+
+import memroute
+from memroute.models import utcnow
+from memroute.server.maintenance import Maintenance
+from memroute.settings import ServerSettings
+from tests.servers.memroute_server import MemrouteServer
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as handle:
+                    fields = handle.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
+def test_two_worker_processes_share_keys_settings_and_memories(tmp_path):
+    with MemrouteServer(tmp_path, workers=2) as server:
+        assert len(_children(server._process.pid)) >= 2, server.log_text()
+        a = server.client(server.tenant_a)
+        admin = server.client(server.admin)
+        with ThreadPoolExecutor(8) as pool:
+            statuses = list(pool.map(lambda i: a.post("/api/memory", json={"content": f"fact {i}", "key": f"k{i}"})
+                                     .status_code, range(40)))
+        assert statuses == [201] * 40
+        assert all(a.get("/api/memory").json()["total"] == 40 for _ in range(10))
+        assert admin.put("/api/settings/memory", json={"maxTokens": 77}).status_code == 200
+        assert all(a.get("/api/settings/memory").json()["maxTokens"] == 77 for _ in range(10))
+        server._keystore().revoke(server.keys["tenant_a"].id)  # revoked by a third process
+        assert [a.get("/api/memory").status_code for _ in range(10)] == [401] * 10
+        a.close()
+        admin.close()
+
+
+def test_scheduled_prune_runs_and_engine_status_shows_it(tmp_path):
+    config = {"server": {"maintenance_interval_s": 0.2}}
+    with MemrouteServer(tmp_path, config=config) as server, server.client(server.tenant_a) as a:
+        expired = server.mem.add(api_key_id="tenant-a", content="stale", key="stale",
+                                 expires_at=utcnow() + timedelta(milliseconds=200))
+        kept = a.post("/api/memory", json={"content": "fresh", "key": "fresh"}).json()["id"]
+        time.sleep(0.3)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            ids = [m["id"] for m in a.get("/api/memory").json()["data"]]
+            if expired.id not in ids:
+                break
+            time.sleep(0.1)
+        assert ids == [kept]
+        prune = a.get("/api/memory/engine-status").json()["maintenance"]["prune"]
+        assert prune["ok"] is True and prune["ran_at"] and prune["interval_s"] == 0.2
+
+
+def test_only_one_process_runs_a_due_job(tmp_path):
+    settings = ServerSettings(maintenance_interval_s=3600)
+    with memroute.open(data_dir=str(tmp_path / "d")) as one, memroute.open(data_dir=str(tmp_path / "d")) as two:
+        first, second = Maintenance(one, settings), Maintenance(two, settings)
+        with ThreadPoolExecutor(2) as pool:
+            ran = list(pool.map(lambda m: m.run_if_due("prune", 3600), [first, second]))
+        assert sorted(ran) == [False, True]
+        assert not first.run_if_due("prune", 3600) and not second.run_if_due("prune", 3600)  # not due again
+        assert second.last_runs()["prune"]["ok"] is True
+
+
+def test_the_decay_sweep_is_scheduled_only_when_enabled(tmp_path):
+    settings = ServerSettings(maintenance_interval_s=0)
+    with memroute.open(data_dir=str(tmp_path / "d")) as mem:
+        assert Maintenance(mem, settings).jobs() == {}
+    with memroute.open(data_dir=str(tmp_path / "e"),
+                       memory={"typed_decay_enabled": True, "typed_decay_sweep_interval": 60}) as mem:
+        assert Maintenance(mem, settings).jobs() == {"decay": 60.0}
