@@ -13,8 +13,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
+import attrs
 import cattrs
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
+from cattrs.gen import make_dict_unstructure_fn
 
 from memroute.errors import ConfigError, MemrouteError, ValidationError
 from memroute.models import Memory, MemoryType, as_utc
@@ -28,6 +30,7 @@ __all__ = [
     "memory_to_dict",
     "structure_config",
     "structure_input",
+    "to_jsonable",
     "write_jsonl",
 ]
 
@@ -91,6 +94,22 @@ def make_converter() -> cattrs.Converter:
             return value
         raise ValueError(f"expected a string, got {type(value).__name__} {value!r:.40}")
 
+    def unstructure_attrs(cls: type) -> Any:
+        # Reports list the computed properties their JSON carries (memroute.reports, ``_json_properties``).
+        base: Any = make_dict_unstructure_fn(cls, conv)
+        extra: tuple[str, ...] = getattr(cls, "_json_properties", ())
+        if not extra:
+            return base
+
+        def unstructure(value: Any) -> dict[str, Any]:
+            data: dict[str, Any] = base(value)
+            for name in extra:
+                data[name] = conv.unstructure(getattr(value, name))
+            return data
+
+        return unstructure
+
+    conv.register_unstructure_hook_factory(attrs.has, unstructure_attrs)
     conv.register_structure_hook(bool, structure_bool)
     conv.register_structure_hook(int, structure_int)
     conv.register_structure_hook(float, structure_float)
@@ -190,6 +209,14 @@ def memory_from_dict(data: Mapping[str, Any], path: str = "$") -> Memory:
         except (ValidationError, TypeError, ValueError):
             pass
     return structure_input(dict(data), Memory, path)
+
+
+def to_jsonable(value: Any) -> Any:
+    """``value`` (a report of :mod:`memroute.reports`, a model of :mod:`memroute.models`, or plain data
+    holding them) as JSON-able data: dicts, lists, strings, numbers, booleans and ``None``. Timestamps become
+    ISO-8601 UTC with ``Z``, enums their value, tuples lists, and a report's computed properties are added.
+    The one converter every surface uses (the CLI's ``--json``, the server's responses)."""
+    return converter.unstructure(value)
 
 
 def dumps_memory(memory: Memory) -> str:

@@ -12,10 +12,12 @@ import json
 import re
 import threading
 import unicodedata
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, overload
+
+import attrs
 
 from memroute.components import build_backend
 from memroute.errors import ConfigError, MemrouteError, ValidationError
@@ -29,6 +31,7 @@ from memroute.models import (
     MemoryPatch,
     MemoryType,
     NewMemory,
+    SearchHit,
     SearchQuery,
     SearchResult,
     check_storable,
@@ -40,14 +43,27 @@ from memroute.models import (
     utcnow,
 )
 from memroute.plugins import MemroutePluginManager, get_plugin_manager
-from memroute.reports import CacheStats, ClearReport, MaintenanceReport, MemoryStats
+from memroute.reports import (
+    AugmentReport,
+    BackendsStatus,
+    CacheStats,
+    ClearReport,
+    HealthReport,
+    ImportReport,
+    MaintenanceReport,
+    MemoryStats,
+    MemoryStatus,
+    ReindexReport,
+    RetrievalPreview,
+    StatusReport,
+)
 from memroute.retrieval.build import build_retrieval
 from memroute.serialization import memory_from_dict
 from memroute.settings import MemrouteSettings, load_settings
 
 if TYPE_CHECKING:
     from memroute.keys import KeyStore
-    from memroute.pipeline.conversation import Augmentation, Conversation
+    from memroute.pipeline.conversation import Conversation
     from memroute.pipeline.requests import ApiShape
     from memroute.settings import MemorySettings
     from memroute.state import StateStore
@@ -384,31 +400,61 @@ class Memroute:
         )
         return self._retrieval.search(search_query, max_tokens=max_tokens)
 
+    def preview(
+        self,
+        query: str,
+        *,
+        api_key_id: str,
+        strategy: str | None = None,
+        max_tokens: int | None = None,
+        limit: int | None = None,
+        session_id: str | None = None,
+    ) -> RetrievalPreview:
+        """What retrieval returns for ``query`` within a token budget, typed (the reference's
+        retrieve-preview, the Playground, ``memroute search``): each memory with its tier, per-leg ranks and
+        scores and tokens; how it was served (embedding source and model, vector store, strategy used,
+        fallbacks and why); total tokens against the budget. ``max_tokens`` defaults to ``[memory]
+        max_tokens`` (1..16000), ``limit`` to 20 (1..100). Always one tenant, with the expiry, retention and
+        session filters of :meth:`search` (the reference's preview had none)."""
+        budget = self.settings.memory.max_tokens if max_tokens is None else max_tokens
+        count = 20 if limit is None else _check_range("limit", limit, 1, 100)
+        result = self.search(query, api_key_id=api_key_id, strategy=strategy, max_tokens=budget, limit=count,
+                             session_id=session_id)
+        return self._preview_of(query, require_tenant(api_key_id), result.hits, result, budget, count)
+
+    def _preview_of(self, query: str, tenant: str, hits: Sequence[SearchHit], result: SearchResult,
+                    max_tokens: int | None, limit: int) -> RetrievalPreview:
+        return RetrievalPreview.from_hits(query=query, api_key_id=tenant, hits=hits, provenance=result.provenance,
+                                          embedding=self._retrieval.resolution, max_tokens=max_tokens, limit=limit)
+
     # --- operations ----------------------------------------------------------------------------------
-    def health(self) -> dict[str, Any]:
-        """Probe every backend now: each backend's answer and breaker, and the outbox."""
-        return self._manager.health()
+    def health(self) -> HealthReport:
+        """Probe every backend now: each backend's answer, breaker and outbox backlog, and the outbox."""
+        return HealthReport.from_manager(self._manager.health())
 
-    def status(self) -> dict[str, Any]:
-        """Engine status: data and state directories, ``[memory]`` settings, backends, keyword tier,
-        embedding, vector store, fusion, and a fresh health probe."""
-        return {
-            "data_dir": str(self.data_dir),
-            "state_dir": str(self.state_dir),
-            "memory": {"enabled": self.settings.memory.enabled, "strategy": self.settings.memory.strategy,
-                       "max_tokens": self.settings.memory.max_tokens,
-                       "retention_days": self.settings.memory.retention_days},
-            "backends": {"primary": self.settings.backends.primary,
-                         "fallbacks": list(self.settings.backends.fallbacks),
-                         "instances": [b.describe() for b in self._manager.backends]},
-            **self._retrieval.status(),
-            "health": self.health(),
-        }
+    def status(self) -> StatusReport:
+        """Engine status (``memroute status``): data and state directories, ``[memory]`` settings, backends,
+        keyword tier, embedding, vector store, fusion, and a fresh health probe."""
+        memory = self.settings.memory
+        engine = self._retrieval.status()
+        return StatusReport(
+            data_dir=str(self.data_dir), state_dir=str(self.state_dir),
+            memory=MemoryStatus(enabled=memory.enabled, strategy=memory.strategy, max_tokens=memory.max_tokens,
+                                retention_days=memory.retention_days),
+            backends=BackendsStatus(primary=self.settings.backends.primary,
+                                    fallbacks=tuple(self.settings.backends.fallbacks),
+                                    instances=tuple(b.describe() for b in self._manager.backends)),
+            keyword=dict(engine.get("keyword", {})), embedding=dict(engine.get("embedding", {})),
+            vector_store=dict(engine.get("vector_store", {})), fusion=dict(engine.get("fusion", {})),
+            health=self.health(),
+        )
 
-    def reindex(self, *, force: bool = False, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    def reindex(self, *, force: bool = False, progress: Callable[[int, int], None] | None = None) -> ReindexReport:
         """Embed every memory that has no current vector now (every memory with ``force``); resumable, the
         queue is durable. ``progress(done, remaining)`` is called after each batch."""
-        return self._retrieval.reindex(force=force, progress=progress)
+        outcome = self._retrieval.reindex(force=force, progress=progress)
+        known = {f.name for f in attrs.fields(ReindexReport)}
+        return ReindexReport(**{k: v for k, v in outcome.items() if k in known})
 
     # --- import / export -----------------------------------------------------------------------------
     def export(self, api_key_id: str) -> Iterator[Memory]:
@@ -429,22 +475,39 @@ class Memroute:
         self._retrieval.on_written(batch)
         return count
 
-    def import_jsonl(self, lines: Iterable[str], *, progress: Callable[[int], None] | None = None) -> int:
-        """Import JSONL (one memory object a line, as ``memroute export`` writes). The whole file is validated
-        before anything is written, so a bad line writes nothing; the error names its line number."""
+    def import_jsonl(self, lines: Iterable[str], *, api_key_id: str | None = None,
+                     progress: Callable[[int], None] | None = None) -> ImportReport:
+        """Import JSONL (one memory object a line, as ``memroute export`` writes). The whole input is validated
+        before anything is written, so a bad line writes nothing; the error names its line number.
+
+        With ``api_key_id`` every line must belong to that tenant (a line naming no tenant is given to it);
+        without, it is an operator's import of every tenant. Either way an id that already belongs to another
+        tenant is refused: an id's owner never changes. ``progress(n)`` is called after each batch written."""
+        tenant = None if api_key_id is None else require_tenant(api_key_id)
         parsed: builtins.list[Memory] = []
+        numbers: builtins.list[int] = []
+        skipped = 0
         for number, line in enumerate(lines, start=1):
             if not line.strip():
+                skipped += 1
                 continue
             try:
                 data = json.loads(line)
             except json.JSONDecodeError as exc:
                 message = f"line {number}: not valid JSON ({exc.msg})"
                 raise ValidationError(message, [(f"line {number}", "json")]) from None
+            if tenant is not None and isinstance(data, dict):
+                owner = data.get("api_key_id")
+                if owner not in (None, "", tenant):
+                    raise ValidationError(f"line {number}: api_key_id {str(owner)!r:.80} is not the tenant {tenant!r}",
+                                          [(f"line {number}", "another tenant")])
+                data = {**data, "api_key_id": tenant}
             try:
                 parsed.append(memory_from_dict(data))
             except MemrouteError as exc:
                 raise ValidationError(f"line {number}: {exc}", [(f"line {number}", str(exc))]) from None
+            numbers.append(number)
+        self._refuse_foreign_ids(parsed, numbers)
         count = 0
         for start in range(0, len(parsed), _IMPORT_BATCH):
             chunk = parsed[start:start + _IMPORT_BATCH]
@@ -452,7 +515,18 @@ class Memroute:
             if progress is not None:
                 progress(len(chunk))
         self._retrieval.on_written(parsed)
-        return count
+        return ImportReport(imported=count, skipped=skipped, api_key_id=tenant)
+
+    def _refuse_foreign_ids(self, memories: Sequence[Memory], numbers: Sequence[int]) -> None:
+        for start in range(0, len(memories), _IMPORT_BATCH):
+            chunk = memories[start:start + _IMPORT_BATCH]
+            stored = self._manager.get_many([m.id for m in chunk])
+            for offset, memory in enumerate(chunk):
+                existing = stored.get(memory.id)
+                if existing is not None and existing.api_key_id != memory.api_key_id:
+                    line = f"line {numbers[start + offset]}"
+                    raise ValidationError(f"{line}: id {memory.id} already belongs to another tenant",
+                                          [(line, "id of another tenant")])
 
     # --- conversation pipeline (memroute.pipeline.conversation; docs/pipeline.md) ----------------------
     @property
@@ -476,10 +550,17 @@ class Memroute:
 
     def explain_augment(self, request: Any, *, api_key_id: str, session_id: str | None = None,
                         provider: str | None = None, headers: Any = None, api: ApiShape | None = None,
-                        session_scope: bool = False) -> Augmentation:
-        """Like :meth:`augment`, and also what was retrieved for which query, and why nothing was injected."""
-        return self._conversation.explain_augment(request, api_key_id, session_id, provider, headers, api=api,
+                        session_scope: bool = False) -> AugmentReport:
+        """Like :meth:`augment`, and also what was retrieved for which query (a :class:`RetrievalPreview` of
+        the memories injected), and why nothing was injected."""
+        done = self._conversation.explain_augment(request, api_key_id, session_id, provider, headers, api=api,
                                                   session_scope=session_scope)
+        preview = None
+        if done.result is not None:
+            preview = self._preview_of(done.query, require_tenant(api_key_id), done.hits, done.result,
+                                       self.settings.memory.max_tokens, len(done.result.hits))
+        return AugmentReport(request=done.request, query=done.query, block=done.block, skipped=done.skipped,
+                             preview=preview)
 
     def observe(self, request: Any, response: Any = None, *, api_key_id: str, session_id: str | None = None,
                 headers: Any = None, wait: bool = False) -> builtins.list[Memory]:

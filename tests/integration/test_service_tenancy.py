@@ -4,6 +4,7 @@ tenant, another tenant's id behaves exactly like a missing one, bad ids and tena
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import pytest
@@ -11,6 +12,8 @@ import pytest
 import memroute
 from memroute.errors import ValidationError
 from memroute.models import Memory, MemoryType, new_memory_id, utcnow
+from memroute.reports import RetrievalPreview
+from memroute.serialization import memory_to_dict, to_jsonable
 from memroute.service import Memroute
 from memroute.specs import BackendSpec
 from memroute.testing.fakes import HashingEmbeddingSource
@@ -229,3 +232,76 @@ def test_stats_reports_the_embedding_caches_counters(tmp_path):
         after = mem.stats("alice").cache
         assert after.misses >= before.misses + 1 and after.hits >= before.hits + 1
         assert 0.0 < after.hit_rate < 1.0
+
+
+# --- import ---------------------------------------------------------------------------------------------
+
+def _line(memory: Memory, **changes) -> str:
+    return json.dumps({**memory_to_dict(memory), **changes})
+
+
+def test_import_for_one_tenant_refuses_another_tenants_lines_and_ids(mem):
+    theirs = mem.add(api_key_id="bob", content="bob's memory", key="k:bob")
+    mine = old("alice", "alice imported", 1)
+    with pytest.raises(ValidationError, match="line 2: api_key_id 'bob' is not the tenant 'alice'"):
+        mem.import_jsonl([_line(mine), _line(old("bob", "smuggled", 1))], api_key_id="alice")
+    with pytest.raises(ValidationError, match="line 1: id .* already belongs to another tenant"):
+        mem.import_jsonl([_line(theirs, api_key_id="alice", key="k:stolen")], api_key_id="alice")
+    with pytest.raises(ValidationError, match="already belongs to another tenant"):  # operators too
+        mem.import_jsonl([_line(theirs, api_key_id="alice")])
+    assert mem.list(api_key_id="alice").total == 0  # all or nothing
+    assert mem.get(theirs.id, api_key_id="bob").same_as(theirs)
+    unowned = {k: v for k, v in json.loads(_line(mine)).items() if k != "api_key_id"}
+    report = mem.import_jsonl(["", json.dumps(unowned)], api_key_id="alice")
+    assert report.imported == 1 and report.skipped == 1 and report.api_key_id == "alice"
+    assert mem.get(mine.id, api_key_id="alice") is not None
+
+
+# --- preview --------------------------------------------------------------------------------------------
+
+def test_preview_is_typed_scoped_and_fits_the_budget(open_service):
+    mem, _store, _plugin = open_service()
+    for i in range(8):
+        mem.add(api_key_id="alice", content=f"Trip to Lisbon number {i} " + "x" * 20)  # 11 tokens each
+    mem.add(api_key_id="bob", content="Bob's trip to Lisbon")
+    mem.flush()
+    preview = mem.preview("Lisbon trip", api_key_id="alice", strategy="hybrid", max_tokens=40, limit=10)
+    assert isinstance(preview, RetrievalPreview) and preview.api_key_id == "alice"
+    assert len(preview.memories) == 3 and preview.total_tokens == 33 <= preview.budget_max_tokens == 40
+    assert all("Bob" not in m.content for m in preview.memories)
+    first = preview.memories[0]
+    assert first.tier == "hybrid" and set(first.ranks) == {"keyword", "vector"}
+    assert first.vec_score == first.leg_scores["vector"] and first.fts_score == first.leg_scores["keyword"]
+    r = preview.resolution
+    assert (r.embedding_source, r.vector_store, r.strategy_requested, r.strategy_used) == \
+        ("hashing", "numpy", "hybrid", "hybrid")
+    assert r.legs == ("keyword", "vector") and r.rerank_applied is False and not r.fallback
+    data = to_jsonable(preview)
+    assert json.loads(json.dumps(data)) == data
+    assert data["memories"][0]["vec_score"] == first.vec_score and data["resolution"]["rerank_applied"] is False
+
+
+def test_preview_defaults_and_bad_input(mem):
+    mem.add(api_key_id="alice", content="Alice prefers tea")
+    preview = mem.preview("tea", api_key_id="alice")
+    assert preview.limit == 20 and preview.budget_max_tokens == 2000  # the [memory] max_tokens default
+    for kwargs in ({"limit": 0}, {"limit": 101}, {"max_tokens": -1}, {"max_tokens": 16001}, {"strategy": "magic"}):
+        with pytest.raises(ValidationError):
+            mem.preview("tea", api_key_id="alice", **kwargs)
+    with pytest.raises(ValidationError):
+        mem.preview("tea", api_key_id="")
+
+
+def test_every_report_is_json_through_the_one_converter(mem):
+    mine = mem.add(api_key_id="alice", content="Alice prefers tea")
+    reports = [mem.status(), mem.health(), mem.reindex(), mem.stats("alice"), mem.clear("alice", dry_run=True),
+               mem.prune("alice", dry_run=True), mem.preview("tea", api_key_id="alice"),
+               mem.import_jsonl([json.dumps(memory_to_dict(mine))], api_key_id="alice"),
+               mem.explain_augment({"messages": [{"role": "user", "content": "tea?"}]}, api_key_id="alice")]
+    for report in reports:
+        data = to_jsonable(report)
+        assert isinstance(data, dict) and json.loads(json.dumps(data)) == data, type(report).__name__
+    status = to_jsonable(mem.status())
+    assert {"data_dir", "state_dir", "memory", "backends", "keyword", "embedding", "vector_store", "fusion",
+            "health"} <= set(status)
+    assert status["health"]["backends"][0]["role"] == "primary"

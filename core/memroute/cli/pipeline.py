@@ -101,15 +101,15 @@ def augment(ctx: click.Context, api_key: str, provider: str | None, session: str
     echo_json(info.request)
     if info.skipped:
         click.echo(f"memroute: no memories injected: {info.skipped}", err=True)
-    if explain and info.result is not None:
+    if explain and info.preview is not None:
         click.echo(f"query: {info.query}", err=True)
-        for hit in info.result.hits:
-            click.echo(f"  {hit.score:.4f} {hit.tier:<8} {hit.memory.content}", err=True)
+        for hit in info.preview.memories:
+            click.echo(f"  {hit.score:.4f} {hit.tier:<8} {hit.content}", err=True)
 
 
 def _report(report: Any, as_json: bool, verb: str) -> None:
     if as_json:
-        echo_json(report.to_dict())
+        echo_json(report)
         return
     count = len(report.candidates)
     if report.dry_run:

@@ -21,7 +21,7 @@ import attrs
 from memroute.components import build_component, make_context
 from memroute.errors import ValidationError
 from memroute.interfaces import ExtractedFact, Extractor
-from memroute.models import Memory, MemoryType, SearchResult, require_session, require_tenant, utcnow
+from memroute.models import Memory, MemoryType, SearchHit, SearchResult, require_session, require_tenant, utcnow
 from memroute.pipeline.gate import memory_enabled, opted_out, session_from_headers
 from memroute.pipeline.inject import format_memory_block, inject_block
 from memroute.pipeline.requests import ApiShape, assistant_text, extraction_text, query_text
@@ -49,12 +49,15 @@ _SUMMARY_BATCH = 500
 
 @attrs.frozen(kw_only=True)
 class Augmentation:
-    """What ``augment`` did, for callers that want to show it (the demo, ``memroute augment --explain``)."""
+    """What ``augment`` did; the service turns it into the public
+    :class:`~memroute.reports.AugmentReport`."""
 
     request: Any
     """The request to send: the input object itself when nothing was injected."""
     query: str = ""
     result: SearchResult | None = None
+    hits: tuple[SearchHit, ...] = ()
+    """The hits chosen for the block (the search result's, without decayed memories)."""
     block: str = ""
     skipped: str | None = None
     """Why nothing was injected (``disabled``, ``opted out``, ``no user message``, ``no memories``, ...)."""
@@ -340,11 +343,12 @@ class Conversation:
             augmented = inject_block(request, block, provider=provider, api=api)
         except Exception:  # e.g. a body too deeply nested to copy: send it as it is, like a failed retrieval
             log.exception("memroute: injection failed; the request goes out without memory")
-            return Augmentation(request=request, query=query, result=result, skipped="injection failed")
+            return Augmentation(request=request, query=query, result=result, hits=tuple(hits),
+                                skipped="injection failed")
         if augmented is request:
-            return Augmentation(request=request, query=query, result=result,
+            return Augmentation(request=request, query=query, result=result, hits=tuple(hits),
                                 skipped="no memories" if not block else "nowhere to inject")
-        return Augmentation(request=augmented, query=query, result=result, block=block)
+        return Augmentation(request=augmented, query=query, result=result, hits=tuple(hits), block=block)
 
     # --- decay, retention ----------------------------------------------------------------------------
     def _decayed(self, memory: Memory, now: datetime | None = None) -> bool:
