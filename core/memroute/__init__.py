@@ -36,6 +36,8 @@ from memroute.interfaces import (
     EmbeddingSource,
     Extractor,
     MemoryBackend,
+    Reranker,
+    RerankResult,
     VectorStore,
 )
 from memroute.models import (
@@ -57,6 +59,7 @@ from memroute.specs import (
     BackendSpec,
     EmbeddingSourceSpec,
     ExtractorSpec,
+    RerankerSpec,
     VectorStoreSpec,
 )
 
@@ -94,6 +97,9 @@ __all__ = [
     "PluginError",
     "PluginLoadError",
     "Provenance",
+    "RerankResult",
+    "Reranker",
+    "RerankerSpec",
     "SearchHit",
     "SearchQuery",
     "SearchResult",

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from memroute.errors import ConfigError, MemrouteError, PluginError
-from memroute.interfaces import ComponentContext, EmbeddingSource, Extractor, MemoryBackend, VectorStore
+from memroute.interfaces import ComponentContext, EmbeddingSource, Extractor, MemoryBackend, Reranker, VectorStore
 from memroute.plugins import MemroutePluginManager
 from memroute.settings import ComponentConfig, structure_options
 
@@ -20,6 +20,7 @@ _EXPECTED: dict[str, type] = {
     "embedding": EmbeddingSource,
     "vector-store": VectorStore,
     "extractor": Extractor,
+    "reranker": Reranker,
 }
 
 

@@ -22,6 +22,7 @@ __all__ = [
     "PermissionDeniedError",
     "PluginError",
     "PluginLoadError",
+    "RerankError",
     "UnknownComponentError",
     "ValidationError",
     "VectorStoreError",
@@ -106,6 +107,18 @@ class EmbeddingError(MemrouteError):
     def __init__(self, message: str, *, reason: str = "unknown", source: str | None = None) -> None:
         self.reason = reason
         self.source = source
+        super().__init__(message)
+
+
+class RerankError(MemrouteError):
+    """A reranker could not re-score the candidates (retrieval keeps the fused order and says so).
+
+    ``reason`` is one of ``no_key``, ``request_failed``, ``rate_limited``, ``timeout``, ``blocked`` or
+    ``unknown``, as for :class:`EmbeddingError`.
+    """
+
+    def __init__(self, message: str, *, reason: str = "unknown") -> None:
+        self.reason = reason
         super().__init__(message)
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import pluggy
 
-from memroute.specs import BackendSpec, EmbeddingSourceSpec, ExtractorSpec, VectorStoreSpec
+from memroute.specs import BackendSpec, EmbeddingSourceSpec, ExtractorSpec, RerankerSpec, VectorStoreSpec
 
 if TYPE_CHECKING:
     import click
@@ -71,6 +71,21 @@ def memroute_extractors() -> Iterable[ExtractorSpec]:  # type: ignore[empty-body
             yield ExtractorSpec(name="llm", factory=LlmExtractor.from_settings, settings_class=LlmSettings)
     """
 
+
+
+@hookspec
+def memroute_rerankers() -> Iterable[RerankerSpec]:  # type: ignore[empty-body]
+    """Called once when the plugin manager is built. Yield a :class:`~memroute.specs.RerankerSpec` for each
+    reranker; ``[memory] rerank_enabled = true`` with ``[rerank] reranker = "<name>"`` selects one, and
+    retrieval re-scores its top fused candidates with it.
+
+    Example::
+
+        @memroute.hookimpl
+        def memroute_rerankers():
+            yield RerankerSpec(name="cross-encoder", factory=CrossEncoderReranker.from_settings,
+                               settings_class=CrossEncoderSettings)
+    """
 
 @hookspec
 def memroute_prepare_connection(connection: Any) -> None:

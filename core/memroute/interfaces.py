@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     import numpy as np
 
 __all__ = [
+    "RerankResult",
+    "Reranker",
     "BackendCapabilities",
     "ComponentContext",
     "EmbeddingSignature",
@@ -201,6 +203,10 @@ class EmbeddingSource(abc.ABC):
     model: str = ""
     dimensions: int | None = None
     """Known in advance, or measured from the first vector."""
+    fusion_keyword_weight: float | None = None
+    """How much hybrid search should trust the keyword leg next to this source's vectors (see
+    docs/retrieval.md, "Fusion"), calibrated by the source's author on the quality benchmark's dev split;
+    ``None`` means memroute's default. A weaker model's ranking deserves a stronger keyword voice."""
 
     @abc.abstractmethod
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
@@ -299,3 +305,29 @@ class Extractor(abc.ABC):
     @abc.abstractmethod
     def extract(self, text: str, *, source: str = "user") -> list[ExtractedFact]:
         """Facts found in ``text``; ``source`` is ``user`` or ``assistant``. Must not raise on any text."""
+
+
+# --- reranking -----------------------------------------------------------------------------------------
+
+@attrs.frozen(kw_only=True)
+class RerankResult:
+    """One document's new relevance: ``index`` into the documents given, ``score`` higher is better."""
+
+    index: int
+    score: float
+
+
+class Reranker(abc.ABC):
+    """Re-scores the top fused candidates of a search against the query (a cross-encoder, a rerank API).
+    Implement ``rerank``; raise a :class:`~memroute.errors.MemrouteError` on failure (retrieval then keeps
+    the fused order and says so in the result's provenance)."""
+
+    name: str = "reranker"
+    model: str = ""
+
+    @abc.abstractmethod
+    def rerank(self, query: str, documents: Sequence[str], *, top_n: int | None = None) -> list[RerankResult]:
+        """Results best first; a document left out keeps its place after the ones returned."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release the model or HTTP session."""

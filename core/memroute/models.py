@@ -607,6 +607,10 @@ class Provenance:
     fallback: bool = False
     """True when the primary failed (or is skipped by its circuit breaker) and a fallback served."""
     vector_store: str | None = None
+    rerank: str | None = None
+    """The reranker (``name:model``) that re-scored the top candidates, when one did."""
+    rerank_error: str | None = None
+    """Why reranking was enabled but not applied (the fused order was kept; the result is degraded)."""
 
 
 @attrs.frozen(kw_only=True)

@@ -22,6 +22,7 @@ from memroute.specs import (
     ComponentSpec,
     EmbeddingSourceSpec,
     ExtractorSpec,
+    RerankerSpec,
     VectorStoreSpec,
 )
 
@@ -46,6 +47,7 @@ _DISCOVERY_HOOKS: Final[dict[str, tuple[str, type[ComponentSpec]]]] = {
     "embedding": ("memroute_embedding_sources", EmbeddingSourceSpec),
     "vector-store": ("memroute_vector_stores", VectorStoreSpec),
     "extractor": ("memroute_extractors", ExtractorSpec),
+    "reranker": ("memroute_rerankers", RerankerSpec),
 }
 
 
@@ -244,6 +246,9 @@ class MemroutePluginManager(pluggy.PluginManager):
 
     def extractors(self) -> dict[str, ExtractorSpec]:
         return self._of_kind("extractor", ExtractorSpec)
+
+    def rerankers(self) -> dict[str, RerankerSpec]:
+        return self._of_kind("reranker", RerankerSpec)
 
     def component(self, kind: str, name: str) -> ComponentSpec:
         """The spec of ``kind`` named ``name``, or :class:`UnknownComponentError` listing what exists."""

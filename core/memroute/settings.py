@@ -39,6 +39,7 @@ __all__ = [
     "ManagerSettings",
     "MemorySettings",
     "MemrouteSettings",
+    "RerankSettings",
     "ServerSettings",
     "VectorSettings",
     "default_data_dir",
@@ -84,14 +85,26 @@ class MemorySettings:
         default="hybrid", converter=_strategy, validator=_choice("recent", "semantic", "hybrid")
     )
     """Retrieval strategy: ``recent`` (newest first), ``semantic`` or ``hybrid`` (keyword + vector)."""
+    fusion: str = attrs.field(default="score", validator=_choice("score", "rrf"))
+    """How hybrid search fuses its legs: ``score`` (score-aware, calibrated per embedding model) or ``rrf``
+    (weighted Reciprocal Rank Fusion with ``rrf_k``). See docs/retrieval.md, "Fusion"."""
+    keyword_weight: float | None = attrs.field(
+        default=None, validator=attrs.validators.optional(_range(0.0, 100.0)))
+    """The keyword leg's weight in score fusion; unset means the embedding source's calibrated value."""
     rrf_k: int = attrs.field(default=60, validator=_range(1, 100_000))
-    """Reciprocal Rank Fusion constant ``k`` (``MEMORY_RRF_K``)."""
+    """Reciprocal Rank Fusion constant ``k`` (``MEMORY_RRF_K``), for ``fusion = "rrf"``."""
     vec_top_k: int = attrs.field(default=20, validator=_range(1, 1000))
     """Default number of vector-leg candidates (``MEMORY_VEC_TOP_K``)."""
     min_similarity: float = attrs.field(default=0.2, validator=_range(-1.0, 1.0))
     """Cosine similarity below which a vector candidate is never returned (the relevance floor)."""
     similarity_window: float = attrs.field(default=0.35, validator=_range(0.0, 2.0))
     """Vector candidates more than this below the best candidate's cosine are dropped."""
+    rerank_enabled: bool = False
+    """Re-score the top fused candidates of semantic / hybrid searches with the ``[rerank]`` reranker (the
+    reference's ``rerankEnabled``; off by default: see docs/retrieval.md, "Reranking")."""
+    rerank_provider_model: str | None = None
+    """The reranker's model, e.g. ``"jina-reranker-v2-base-multilingual"`` (the reference's
+    ``rerankProviderModel``); a reranker whose options name a ``model`` uses that instead."""
     typed_decay_enabled: bool = False
     """Opt-in typed decay (reference §16): episodic memories expire unless accessed often."""
     typed_decay_episodic_days: int = attrs.field(default=30, validator=_range(1, 3650))
@@ -170,6 +183,18 @@ class ExtractionSettings:
     extractors: tuple[str, ...] = ("regex",)
     mine_assistant: bool = False
     """Also mine the assistant's reply (off: "I always recommend…" in a reply is not a fact about the user)."""
+    options: dict[str, dict[str, Any]] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class RerankSettings:
+    """``[rerank]``: which reranker plugin re-scores results when ``[memory] rerank_enabled`` is set, how many
+    fused candidates it sees, and its options (flat keys, or a ``[rerank.<name>]`` table)."""
+
+    reranker: str = "remote"
+    """The reranker plugin's name (``remote``: any Cohere / Jina-style ``/rerank`` endpoint)."""
+    candidates: int = attrs.field(default=30, validator=_range(1, 200))
+    """How many of the best fused candidates are sent to the reranker; the rest follow in fused order."""
     options: dict[str, dict[str, Any]] = attrs.field(factory=dict)
 
 
@@ -253,6 +278,7 @@ class MemrouteSettings:
     embedding: EmbeddingSettings = attrs.field(factory=EmbeddingSettings)
     vectors: VectorSettings = attrs.field(factory=VectorSettings)
     extraction: ExtractionSettings = attrs.field(factory=ExtractionSettings)
+    rerank: RerankSettings = attrs.field(factory=RerankSettings)
     manager: ManagerSettings = attrs.field(factory=ManagerSettings)
     server: ServerSettings = attrs.field(factory=ServerSettings)
     limits: LimitsSettings = attrs.field(factory=LimitsSettings)
@@ -385,6 +411,7 @@ _SECTION_RESERVED: Final = {
     "embedding": ("source", "static_enabled", "transformers_enabled", "cache_max", "cache_ttl_ms", "options"),
     "vectors": ("store", "quantization", "options"),
     "extraction": ("extractors", "mine_assistant", "options"),
+    "rerank": ("reranker", "candidates", "options"),
 }
 
 

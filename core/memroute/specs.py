@@ -15,6 +15,7 @@ __all__ = [
     "EmbeddingSourceSpec",
     "EmptySettings",
     "ExtractorSpec",
+    "RerankerSpec",
     "VectorStoreSpec",
 ]
 
@@ -78,3 +79,10 @@ class ExtractorSpec(ComponentSpec):
     """A fact extractor. The factory returns an :class:`~memroute.interfaces.Extractor`."""
 
     kind = "extractor"
+
+
+@attrs.frozen(kw_only=True)
+class RerankerSpec(ComponentSpec):
+    """A reranker. The factory returns a :class:`~memroute.interfaces.Reranker`."""
+
+    kind = "reranker"

@@ -46,6 +46,10 @@ class CachedEmbeddingSource(EmbeddingSource):
     def dimensions(self) -> int | None:  # type: ignore[override]
         return self.inner.dimensions
 
+    @property
+    def fusion_keyword_weight(self) -> float | None:  # type: ignore[override]
+        return self.inner.fusion_keyword_weight
+
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
         items = validate_texts(texts)
         keys = [cache_key(self.inner.source, self.inner.model, self.inner.dimensions, t) for t in items]

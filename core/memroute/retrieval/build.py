@@ -11,13 +11,13 @@ import attrs
 
 from memroute.components import build_component, make_context
 from memroute.errors import MemrouteError
-from memroute.interfaces import EmbeddingSource, MemoryBackend, VectorStore
+from memroute.interfaces import EmbeddingSource, MemoryBackend, Reranker, VectorStore
 from memroute.manager import MemoryManager
 from memroute.plugins import MemroutePluginManager
 from memroute.retrieval.engine import RetrievalEngine
 from memroute.settings import MemrouteSettings
 
-__all__ = ["build_retrieval", "build_vector_store"]
+__all__ = ["build_reranker", "build_retrieval", "build_vector_store"]
 
 log = logging.getLogger("memroute.retrieval")
 
@@ -41,6 +41,22 @@ def build_vector_store(
                             path=f"vectors.{name}")
     assert isinstance(store, VectorStore)
     return store, None
+
+
+def build_reranker(settings: MemrouteSettings, pm: MemroutePluginManager, data_dir: Path) -> Reranker:
+    """The ``[rerank]`` reranker. A reranker whose settings have a ``model`` field and were given none gets
+    ``[memory] rerank_provider_model``."""
+    name = settings.rerank.reranker
+    options: dict[str, Any] = dict(settings.rerank.options.get(name, {}))
+    spec = pm.component("reranker", name)
+    field_names = {f.name for f in attrs.fields(spec.settings_class)} if attrs.has(spec.settings_class) else set()
+    model = settings.memory.rerank_provider_model
+    if "model" in field_names and not options.get("model") and model:
+        options["model"] = model
+    reranker = build_component(pm, "reranker", name, options, context=make_context(pm, name, data_dir),
+                               path=f"rerank.{name}")
+    assert isinstance(reranker, Reranker)  # build_component checked it
+    return reranker
 
 
 def build_retrieval(
@@ -70,8 +86,19 @@ def build_retrieval(
             if embedder is not None:
                 embedder.close()
             raise
+    reranker = None
+    if settings.memory.rerank_enabled:
+        try:
+            reranker = build_reranker(settings, pm, data_dir)
+        except MemrouteError:
+            for component in (embedder, vector_store):
+                if component is not None:
+                    component.close()
+            raise
     return RetrievalEngine(
         manager,
+        reranker=reranker,
+        rerank_candidates=settings.rerank.candidates,
         memory_settings=settings.memory,
         embedder=embedder,
         vector_store=vector_store,

@@ -16,21 +16,23 @@ from typing import Any
 
 import attrs
 
-from memroute.interfaces import EmbeddingSource, VectorStore
+from memroute.interfaces import EmbeddingSource, Reranker, VectorStore
 from memroute.manager import ManagedSearch, MemoryManager
 from memroute.models import Memory, Provenance, SearchHit, SearchQuery, SearchResult
 from memroute.retrieval.budget import fit_budget
-from memroute.retrieval.fusion import fuse, keyword_query
+from memroute.retrieval.fusion import DEFAULT_KEYWORD_WEIGHT, fuse, fuse_scores, keyword_query
 from memroute.retrieval.indexer import Indexer, IndexQueue, ReindexMarkers
 from memroute.retrieval.ordering import order_hits, order_pairs, recency_key
 from memroute.settings import MemorySettings
 
-__all__ = ["CANDIDATE_CAP", "RECENT_MATCH_DEPTH", "RetrievalEngine"]
+__all__ = ["CANDIDATE_CAP", "MIN_CANDIDATES", "RECENT_MATCH_DEPTH", "RetrievalEngine"]
 
 log = logging.getLogger("memroute.retrieval")
 
 CANDIDATE_CAP = 100
-"""Candidates per leg for an ordinary search (see :meth:`RetrievalEngine.candidate_depth`)."""
+"""Most candidates per leg for an ordinary search (see :meth:`RetrievalEngine.candidate_depth`)."""
+MIN_CANDIDATES = 50
+"""Fewest candidates per leg (see :meth:`RetrievalEngine.candidate_depth`)."""
 RECENT_MATCH_DEPTH = 200
 """Keyword matches the ``exact`` strategy puts in recency order (at least; ten times the limit when larger)."""
 
@@ -52,8 +54,12 @@ class RetrievalEngine:
         background: bool = True,
         lazy_budget: int = 256,
         quantization: str = "float32",
+        reranker: Reranker | None = None,
+        rerank_candidates: int = 30,
     ) -> None:
         self.manager = manager
+        self.reranker = reranker
+        self.rerank_candidates = rerank_candidates
         self.settings = memory_settings or MemorySettings()
         self.embedder = embedder
         self.vector_store = vector_store
@@ -102,11 +108,21 @@ class RetrievalEngine:
             self.indexer.enqueue_delete(memory_id, api_key_id)
 
     # --- search ----------------------------------------------------------------------------------------
+    @property
+    def keyword_weight(self) -> float:
+        """The keyword leg's weight in score fusion: ``[memory] keyword_weight``, else the embedding source's
+        calibrated value, else the default."""
+        if self.settings.keyword_weight is not None:
+            return self.settings.keyword_weight
+        calibrated = getattr(self.embedder, "fusion_keyword_weight", None)
+        return float(calibrated) if isinstance(calibrated, (int, float)) else DEFAULT_KEYWORD_WEIGHT
+
     def candidate_depth(self, limit: int) -> int:
         """How many candidates each leg returns for a search of ``limit`` results: three times the limit (so
-        fusion has the other leg's near misses to promote), at least ``vec_top_k``, at most
+        fusion has the other leg's near misses to promote) and at least :data:`MIN_CANDIDATES` (score fusion
+        measures each leg against its median candidate, calibrated at this depth) and ``vec_top_k``; at most
         :data:`CANDIDATE_CAP` unless the limit itself is larger."""
-        return max(limit, min(3 * limit, CANDIDATE_CAP), self.settings.vec_top_k)
+        return max(limit, min(max(3 * limit, MIN_CANDIDATES), CANDIDATE_CAP), self.settings.vec_top_k)
 
     def search(self, query: SearchQuery, *, max_tokens: int | None = None) -> SearchResult:
         """Ranked memories for ``query``, at most ``query.limit`` of them, within ``max_tokens`` when given.
@@ -138,9 +154,17 @@ class RetrievalEngine:
             hits = fuse([], vector_hits, k=self.settings.rrf_k)
             hits = order_hits(attrs.evolve(h, score=h.leg_scores["vector"]) for h in hits)
             legs, used = ("vector",), "semantic"
-        else:
+        elif self.settings.fusion == "rrf":
             hits = fuse(keyword_hits, vector_hits, k=self.settings.rrf_k, query=query.text)
             legs, used = ("keyword", "vector"), "hybrid"
+        else:
+            hits = fuse_scores(keyword_hits, vector_hits, keyword_weight=self.keyword_weight)
+            legs, used = ("keyword", "vector"), "hybrid"
+        reranked = rerank_error = None
+        if self.reranker is not None and vector_hits is not None and hits:
+            hits, reranked, rerank_error = self._rerank(query.text, hits)
+            if rerank_error is not None:
+                reasons.append(f"rerank failed ({rerank_error}): fused order kept")
         backend, fallback = self._served_by(keyword_served)
         if fallback and keyword_served is not None:
             reasons.append(f"primary unavailable ({keyword_served.error}); served by fallback {backend}")
@@ -148,8 +172,35 @@ class RetrievalEngine:
             backend=backend, strategy_requested=query.strategy, strategy_used=used, legs=legs,
             degraded=bool(reasons), reason="; ".join(reasons) or None, fallback=fallback,
             vector_store=getattr(self.vector_store, "store_name", None) if vector_hits is not None else None,
+            rerank=reranked, rerank_error=rerank_error,
         )
         return SearchResult(hits=tuple(fit_budget(hits, max_tokens, query.limit)), provenance=provenance)
+
+    def _rerank(self, text: str, hits: list[SearchHit]) -> tuple[list[SearchHit], str | None, str | None]:
+        """The top ``rerank_candidates`` hits re-scored by the reranker, best first (``score`` is the
+        reranker's relevance; ``ranks`` / ``leg_scores`` gain ``rerank``), then the rest in fused order.
+        A failing reranker leaves ``hits`` as they were and says why (like the reference: fail open, but
+        visibly)."""
+        assert self.reranker is not None
+        head, tail = hits[:self.rerank_candidates], hits[self.rerank_candidates:]
+        try:
+            results = self.reranker.rerank(text, [hit.memory.content for hit in head], top_n=len(head))
+        except Exception as exc:
+            log.warning("memroute: reranker failed, fused order kept: %s", exc)
+            return hits, None, f"{type(exc).__name__}: {exc}"
+        scored = {r.index: r.score for r in results if 0 <= r.index < len(head)}
+        if not scored:
+            return hits, None, "the reranker returned no results"
+        lowest = min(scored.values())
+        rescored = []
+        for index, hit in enumerate(head):
+            # A document the reranker left out follows the ones it scored (ties: recency, then id).
+            score = scored.get(index, lowest - 1.0)
+            rescored.append(attrs.evolve(hit, score=score, leg_scores={**hit.leg_scores, "rerank": score}))
+        ordered = order_hits(rescored)
+        ordered = [attrs.evolve(hit, ranks={**hit.ranks, "rerank": rank}) for rank, hit in enumerate(ordered, 1)]
+        name = f"{self.reranker.name}:{self.reranker.model}" if self.reranker.model else self.reranker.name
+        return ordered + tail, name, None
 
     def _served_by(self, served: ManagedSearch | None) -> tuple[str, bool]:
         if served is None:
@@ -271,11 +322,22 @@ class RetrievalEngine:
             "keyword": {"available": True, "backend": f"{self.manager.primary.type_name} keyword search"},
             "embedding": embedding,
             "vector_store": vector,
-            "fusion": {"method": "weighted RRF", "rrf_k": self.settings.rrf_k,
+            "rerank": self._rerank_status(),
+            "fusion": {"method": "score-aware" if self.settings.fusion == "score" else "weighted RRF",
+                       "keyword_weight": self.keyword_weight, "rrf_k": self.settings.rrf_k,
                        "min_similarity": self.settings.min_similarity},
         }
 
+    def _rerank_status(self) -> dict[str, Any]:
+        if self.reranker is None:
+            return {"enabled": False, "available": False, "reranker": None, "model": None,
+                    "reason": "reranking disabled ([memory] rerank_enabled)"}
+        return {"enabled": True, "available": True, "reranker": self.reranker.name,
+                "model": self.reranker.model or None, "candidates": self.rerank_candidates, "reason": None}
+
     def close(self) -> None:
+        if self.reranker is not None:
+            self.reranker.close()
         if self.indexer is not None:
             self.indexer.close()
             self.indexer.queue.close()

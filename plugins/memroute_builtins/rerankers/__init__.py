@@ -1,0 +1,1 @@
+"""Built-in rerankers: ``remote`` (any Cohere / Jina-style ``/rerank`` endpoint)."""

@@ -1,0 +1,69 @@
+"""The production-like quality benchmark (memroute.bench_quality): its data is what the docs say it is, and a
+bounded smoke run (static embeddings, no distractors) shows hybrid at least as good as each leg. The full run
+(2,000 real chat turns per tenant, static and transformers) is tests/bench/test_retrieval_quality.py."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+import memroute
+from memroute.bench_facts import FACTS
+from memroute.bench_quality import LEGS, chat_distractors, queries, run_quality, tables
+from memroute.retrieval.fusion import content_terms
+
+
+def test_the_set_has_200_queries_over_4_tenants_split_in_equal_fixed_halves():
+    selected = queries()
+    assert len(selected) >= 200 and len({q.tenant for q in selected}) >= 4
+    assert Counter(q.kind for q in selected).keys() == {"lexical", "paraphrased", "task"}
+    by_fact = {}
+    for q in selected:
+        assert by_fact.setdefault((q.tenant, q.answer_key), q.split) == q.split  # a fact's questions stay together
+    halves = Counter(by_fact.values())
+    assert abs(halves["dev"] - halves["test"]) <= len(FACTS)  # each tenant alternates: at most one apart
+    assert queries() == selected  # deterministic
+
+
+def test_paraphrased_questions_share_no_content_word_with_their_fact():
+    statements = {(tenant, key): text for tenant, facts in FACTS.items() for key, text, _, _ in facts}
+    for q in queries():
+        shared = content_terms(q.text) & content_terms(statements[(q.tenant, q.answer_key)])
+        if q.kind == "paraphrased":
+            assert not shared, q
+        elif q.kind == "lexical":
+            assert shared, q
+
+
+def test_chat_distractors_are_real_distinct_and_disjoint_between_tenants():
+    turns = chat_distractors(50)
+    assert set(turns) == set(FACTS)
+    every = [t for tenant in turns.values() for t in tenant]
+    assert len(every) == len(set(every)) == 50 * len(FACTS)
+    assert chat_distractors(50) == turns
+
+
+def test_smoke_run_hybrid_is_at_least_as_good_as_each_leg(tmp_path):
+    def open_service(path, embedding):
+        return memroute.open({}, data_dir=str(path), embedding=embedding, vectors={"store": "sqlite-vec"})
+
+    report = run_quality(open_service, models=("static",), per_tenant=0, root=tmp_path)
+    result = report["results"]["static"]["0"]
+    for split in ("dev", "test"):
+        for kind in ("lexical", "paraphrased", "task", "all"):
+            cell = result[split][kind]
+            assert set(cell) == set(LEGS)
+            best = max(cell["keyword"]["R@5"], cell["vector"]["R@5"])
+            assert cell["hybrid"]["R@5"] >= best, (split, kind, cell)
+    assert "| 0 | paraphrased" in tables(report)
+
+
+@pytest.mark.parametrize("bad", [-1])
+def test_cli_refuses_a_negative_distractor_count(bad, tmp_path):
+    from click.testing import CliRunner
+
+    from memroute.cli import cli
+
+    result = CliRunner().invoke(cli, ["bench", "--quality", "--distractors", str(bad)])
+    assert result.exit_code == 2 and "--distractors" in result.output
