@@ -203,7 +203,8 @@ class BackendsStatus:
 class StatusReport:
     """``status()`` (``memroute status --json``): where data lives, memory settings, backends, each retrieval
     tier, and a fresh health probe. The engine blocks (``keyword``, ``embedding``, ``vector_store``,
-    ``fusion``) are the retrieval engine's own mappings (docs/retrieval.md lists their keys)."""
+    ``fusion``, ``rerank``) are the retrieval engine's own mappings (docs/retrieval.md lists their keys); a
+    new engine block gets a field here."""
 
     data_dir: str
     state_dir: str
@@ -213,6 +214,7 @@ class StatusReport:
     embedding: dict[str, Any] = attrs.field(factory=dict)
     vector_store: dict[str, Any] = attrs.field(factory=dict)
     fusion: dict[str, Any] = attrs.field(factory=dict)
+    rerank: dict[str, Any] = attrs.field(factory=dict)
     health: HealthReport | None = None
 
 
@@ -292,7 +294,9 @@ class PreviewResolution:
     """True when the primary could not serve and a fallback did."""
     degraded: bool = False
     rerank_applied: bool = False
-    """Always False until a reranker plugin exists."""
+    """Whether a reranker re-scored the top candidates."""
+    reranker: str | None = None
+    """The reranker (``name:model``) that did, when one did."""
     fallback_reason: str | None = None
     """Why a better tier did not serve (the provenance's reason)."""
 
@@ -326,8 +330,8 @@ class RetrievalPreview:
             embedding_source=embedding.get("source"), embedding_model=embedding.get("model"),
             vector_store=provenance.vector_store, strategy_requested=provenance.strategy_requested,
             strategy_used=provenance.strategy_used, legs=tuple(provenance.legs), backend=provenance.backend,
-            fallback=provenance.fallback, degraded=provenance.degraded, rerank_applied=False,
-            fallback_reason=provenance.reason,
+            fallback=provenance.fallback, degraded=provenance.degraded,
+            rerank_applied=provenance.rerank is not None, reranker=provenance.rerank, fallback_reason=provenance.reason,
         )
         return cls(query=query, api_key_id=api_key_id, memories=memories, resolution=resolution,
                    total_tokens=sum(m.tokens for m in memories), budget_max_tokens=max_tokens, limit=limit)

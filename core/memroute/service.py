@@ -446,6 +446,7 @@ class Memroute:
                                     instances=tuple(b.describe() for b in self._manager.backends)),
             keyword=dict(engine.get("keyword", {})), embedding=dict(engine.get("embedding", {})),
             vector_store=dict(engine.get("vector_store", {})), fusion=dict(engine.get("fusion", {})),
+            rerank=dict(engine.get("rerank", {})),
             health=self.health(),
         )
 

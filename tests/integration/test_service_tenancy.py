@@ -245,7 +245,7 @@ def test_import_for_one_tenant_refuses_another_tenants_lines_and_ids(mem):
     mine = old("alice", "alice imported", 1)
     with pytest.raises(ValidationError, match="line 2: api_key_id 'bob' is not the tenant 'alice'"):
         mem.import_jsonl([_line(mine), _line(old("bob", "smuggled", 1))], api_key_id="alice")
-    with pytest.raises(ValidationError, match="line 1: id .* already belongs to another tenant"):
+    with pytest.raises(ValidationError, match=r"line 1: id .* already belongs to another tenant"):
         mem.import_jsonl([_line(theirs, api_key_id="alice", key="k:stolen")], api_key_id="alice")
     with pytest.raises(ValidationError, match="already belongs to another tenant"):  # operators too
         mem.import_jsonl([_line(theirs, api_key_id="alice")])
