@@ -84,7 +84,7 @@ class PostgresBackend(MemoryBackend):
     """memroute's backend for a shared PostgreSQL. Thread-safe: each call borrows a pooled connection for one
     transaction."""
 
-    capabilities = BackendCapabilities()
+    capabilities = BackendCapabilities(reindex_markers=True)
     type_name = "postgres"
 
     def __init__(self, name: str, settings: PostgresSettings) -> None:
@@ -456,3 +456,15 @@ def memroute_backends() -> Iterator[BackendSpec]:
 
 def _factory(settings: PostgresSettings, context: ComponentContext) -> PostgresBackend:
     return PostgresBackend.from_settings(settings, context)
+
+
+@memroute.hookimpl
+def memroute_state_store(primary: Any, context: Any) -> Any:
+    """With a ``postgres`` primary, the deployment's keys, runtime settings and leases live in its database, so
+    every server process on it shares them (see :mod:`memroute_builtins.backends.postgres.state`)."""
+    del context
+    if not isinstance(primary, PostgresBackend):
+        return None
+    from memroute_builtins.backends.postgres.state import PostgresStateStore
+
+    return PostgresStateStore(primary.db, primary.schema)
