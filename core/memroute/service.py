@@ -1,14 +1,17 @@
 """The service object ``memroute.open()`` returns: the Python API every surface (CLI, REST, MCP) wraps.
 
 Data flows one way: surface → this service → MemoryManager → backend plugins. The service validates input,
-generates ids and keys, and hands retrieval to the :class:`~memroute.retrieval.RetrievalEngine`.
+scopes every operation to its tenant, generates ids and keys, returns typed reports
+(:mod:`memroute.reports`), and is the composition root: it builds the backends, the manager, the retrieval
+engine and the conversation pipeline (which works against the narrow
+:class:`~memroute.pipeline.ports.MemoryStore` port this class satisfies). The whole public API lives here
+with its docstrings, which is why this module runs a little past 600 lines.
 """
 
 from __future__ import annotations
 
 import builtins
 import hashlib
-import json
 import re
 import threading
 import unicodedata
@@ -20,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 import attrs
 
 from memroute.components import build_backend
-from memroute.errors import ConfigError, MemrouteError, ValidationError
+from memroute.errors import ConfigError, ValidationError
 from memroute.interfaces import EmbeddingSource, ExtractedFact, MemoryBackend, VectorStore
 from memroute.limits import InputLimits
 from memroute.manager import MemoryManager
@@ -35,6 +38,7 @@ from memroute.models import (
     SearchQuery,
     SearchResult,
     check_storable,
+    require_key,
     require_memory_id,
     require_session,
     require_tenant,
@@ -58,7 +62,7 @@ from memroute.reports import (
     StatusReport,
 )
 from memroute.retrieval.build import build_retrieval
-from memroute.serialization import memory_from_dict
+from memroute.serialization import parse_jsonl
 from memroute.settings import MemrouteSettings, load_settings
 
 if TYPE_CHECKING:
@@ -247,6 +251,15 @@ class Memroute:
         # of what the manager found, then acting on the id, holds on every backend.
         memory = self._manager.get(memory_id)
         return memory if memory is not None and memory.api_key_id == tenant else None
+
+    def get_by_key(self, key: str, *, api_key_id: str) -> Memory | None:
+        """The memory of ``api_key_id`` whose upsert key is exactly ``key``, or ``None``: one indexed lookup
+        on backends that have one (SQLite, the in-memory test backend), an exact match over the backend's
+        key search elsewhere, never a page-capped substring list."""
+        tenant = require_tenant(api_key_id)
+        key = require_key(key)
+        memory = self._manager.get_by_key(tenant, key)
+        return memory if memory is not None and memory.api_key_id == tenant and memory.key == key else None
 
     def update(self, memory_id: str, *, api_key_id: str, **changes: Any) -> Memory | None:
         """Change some of ``content, key, type, session_id, metadata, expires_at`` of a memory of
@@ -485,29 +498,7 @@ class Memroute:
         without, it is an operator's import of every tenant. Either way an id that already belongs to another
         tenant is refused: an id's owner never changes. ``progress(n)`` is called after each batch written."""
         tenant = None if api_key_id is None else require_tenant(api_key_id)
-        parsed: builtins.list[Memory] = []
-        numbers: builtins.list[int] = []
-        skipped = 0
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                skipped += 1
-                continue
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError as exc:
-                message = f"line {number}: not valid JSON ({exc.msg})"
-                raise ValidationError(message, [(f"line {number}", "json")]) from None
-            if tenant is not None and isinstance(data, dict):
-                owner = data.get("api_key_id")
-                if owner not in (None, "", tenant):
-                    raise ValidationError(f"line {number}: api_key_id {str(owner)!r:.80} is not the tenant {tenant!r}",
-                                          [(f"line {number}", "another tenant")])
-                data = {**data, "api_key_id": tenant}
-            try:
-                parsed.append(memory_from_dict(data))
-            except MemrouteError as exc:
-                raise ValidationError(f"line {number}: {exc}", [(f"line {number}", str(exc))]) from None
-            numbers.append(number)
+        parsed, numbers, skipped = parse_jsonl(lines, tenant)
         self._refuse_foreign_ids(parsed, numbers)
         count = 0
         for start in range(0, len(parsed), _IMPORT_BATCH):
@@ -535,9 +526,11 @@ class Memroute:
         """The pipeline object (extraction worker, augmentation, maintenance), built on first use."""
         with self._lock:
             if self._pipeline is None:
-                from memroute.pipeline.conversation import Conversation
+                from memroute.pipeline.conversation import Conversation, build_extractors
 
-                self._pipeline = Conversation(self)
+                self._pipeline = Conversation(
+                    self, self.settings, lambda: build_extractors(self.settings, self.plugins, self.data_dir)
+                )
             return self._pipeline
 
     def augment(self, request: Any, *, api_key_id: str, session_id: str | None = None, provider: str | None = None,
@@ -627,7 +620,6 @@ def state_dir_for(data_dir: Path, primary: MemoryBackend) -> Path:
             "writable directory", [("data_dir", "not writable")]
         ) from exc
     return path
-
 
 
 def _check_range(name: str, value: object, low: int, high: int) -> int:

@@ -10,10 +10,10 @@ import pytest
 
 import memroute
 from memroute.errors import ValidationError
+from memroute.integrations import wrap_anthropic, wrap_openai
 from memroute.interfaces import ExtractedFact, Extractor
 from memroute.models import Memory, MemoryType, new_memory_id, utcnow
 from memroute.pipeline.inject import BLOCK_END, BLOCK_START
-from memroute.pipeline.wrappers import wrap_anthropic, wrap_openai
 from memroute.service import Memroute
 from memroute.specs import BackendSpec, ExtractorSpec
 from memroute.testing.fakes import HashingEmbeddingSource
@@ -436,6 +436,19 @@ def test_a_newer_opposite_statement_supersedes_the_older_one(make_service, first
     assert mem.get(old.id, api_key_id="alice") is None
     assert [m.key for m in mem.export("bob")] == [old.key]  # another key's memory is never touched
     assert old.id not in mem.vector_store_for_tests.ids("alice")
+
+
+def test_the_opposite_fact_is_found_by_its_exact_key_past_any_page(make_service):
+    """The old lookup listed 50 substring matches, newest first: 60 newer memories mentioning the key hid the
+    fact it had to supersede. The lookup is now by exact key."""
+    mem = make_service()
+    old = mem.observe(chat("I like Python"), api_key_id="alice", wait=True)[0]
+    assert old.key == "preference:python"
+    for i in range(60):
+        mem.add(api_key_id="alice", key=f"note:preference:python:{i}", content=f"preference:python note {i}")
+    new = mem.observe(chat("I hate Python"), api_key_id="alice", wait=True)[0]
+    assert new.key == "aversion:python" and new.metadata["supersedes"] == [old.id]
+    assert mem.get(old.id, api_key_id="alice") is None
 
 
 def test_session_header_names_the_session(make_service):

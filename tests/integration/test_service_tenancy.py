@@ -305,3 +305,19 @@ def test_every_report_is_json_through_the_one_converter(mem):
     assert {"data_dir", "state_dir", "memory", "backends", "keyword", "embedding", "vector_store", "fusion",
             "health"} <= set(status)
     assert status["health"]["backends"][0]["role"] == "primary"
+
+
+# --- get_by_key -----------------------------------------------------------------------------------------
+
+def test_get_by_key_is_exact_and_tenant_scoped(mem):
+    mine = mem.add(api_key_id="alice", content="likes Python", key="preference:python")
+    mem.add(api_key_id="alice", content="mentions preference:python in passing", key="note:other")
+    mem.add(api_key_id="bob", content="bob likes Go", key="preference:go")
+    assert mem.get_by_key("preference:python", api_key_id="alice").id == mine.id
+    assert mem.get_by_key("preference:py", api_key_id="alice") is None
+    assert mem.get_by_key("preference:go", api_key_id="alice") is None  # bob's key is not alice's
+    for bad in ("", None, 42, "k" * 600):
+        with pytest.raises(ValidationError):
+            mem.get_by_key(bad, api_key_id="alice")
+    with pytest.raises(ValidationError):
+        mem.get_by_key("preference:python", api_key_id="")

@@ -176,7 +176,7 @@ def demo(ctx: click.Context, db_path: str | None) -> None:
 
     Shows what is extracted from each user turn, what is retrieved for a later question (scores and tiers)
     and the exact request that would be sent to the model; leaves the database for you to explore."""
-    from memroute.pipeline.demo import run_demo
+    from memroute.cli.demo import run_demo
 
     state = ctx.find_object(CliState)
     run_demo(config_path=state.config_path if state else None, db_path=Path(db_path) if db_path else None)
