@@ -557,6 +557,9 @@ class SearchQuery:
         default=None, validator=attrs.validators.optional(_in_range("retention_days", 1, 3650))
     )
     now: datetime = attrs.field(factory=utcnow, converter=as_utc)
+    type: MemoryType | None = attrs.field(default=None, converter=_opt_type)
+    """Only memories of this type. Applied with the other filters, before the token budget is filled (the
+    reference filtered after the budget walk, so a type-filtered search could come back short or empty)."""
 
     @property
     def created_after(self) -> datetime | None:
@@ -566,8 +569,10 @@ class SearchQuery:
         return self.now - timedelta(days=self.retention_days)
 
     def admits(self, memory: Memory) -> bool:
-        """Whether ``memory`` passes this query's filters (owner, expiry, retention, session)."""
+        """Whether ``memory`` passes this query's filters (owner, expiry, retention, session, type)."""
         if memory.api_key_id != self.api_key_id or memory.is_expired(self.now):
+            return False
+        if self.type is not None and memory.type is not self.type:
             return False
         cutoff = self.created_after
         if cutoff is not None and memory.created_at < cutoff:

@@ -404,10 +404,12 @@ class Memroute:
         limit: int | None = None,
         max_tokens: int | None = None,
         session_id: str | None = None,
+        type: MemoryType | str | None = None,
     ) -> SearchResult:
         """Ranked memories of ``api_key_id`` for ``query``. ``strategy``: ``exact``/``recent`` (newest
         first), ``semantic`` or ``hybrid`` (default: the configured one). Expired memories, memories older
-        than ``retention_days`` and (with ``session_id``) other sessions' memories are never returned."""
+        than ``retention_days`` and (with ``session_id``) other sessions' memories are never returned; with
+        ``type``, only memories of that type are (filtered before the token budget is filled)."""
         if not isinstance(query, str):
             raise ValidationError("query: expected a string", [("query", "type")])
         tenant = require_tenant(api_key_id)
@@ -418,7 +420,7 @@ class Memroute:
         search_query = SearchQuery(
             api_key_id=tenant, text=query[:4096], strategy=chosen,
             limit=limit if limit is not None else self.settings.memory.vec_top_k,
-            session_id=session_id, retention_days=self.settings.memory.retention_days,
+            session_id=session_id, retention_days=self.settings.memory.retention_days, type=type,
         )
         return self._retrieval.search(search_query, max_tokens=max_tokens)
 
