@@ -30,7 +30,8 @@ def main() -> None:
     parser.add_argument("--out", default="docs/img")
     out = Path(parser.parse_args().out)
     out.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp, MemrouteServer(Path(tmp), config={"memory": {"enabled": True}}) as server:
+    config = {"memory": {"enabled": True}}
+    with tempfile.TemporaryDirectory() as tmp, MemrouteServer(Path(tmp), config=config) as server:
         with server.client(server.tenant_a) as client:
             for key, content, kind in EXAMPLES:
                 client.post("/api/memory", json={"key": key, "content": content, "type": kind})

@@ -361,6 +361,15 @@ class MemoryManager:
                 return memory
         return None
 
+    def get_by_key(self, api_key_id: str, key: str) -> Memory | None:
+        """The memory of ``api_key_id`` with exactly ``key`` from the first backend that has it."""
+        self._ensure_open()
+        call = BackendCall("get_by_key", lambda b: b.get_by_key(api_key_id, key))
+        for _, memory in self._answers(call, {}):
+            if memory is not None:
+                return memory
+        return None
+
     def get_many(self, memory_ids: Sequence[str]) -> dict[str, Memory]:
         """The memories among ``memory_ids`` that any backend holds (asked in order), by id."""
         ids = list(dict.fromkeys(memory_ids))

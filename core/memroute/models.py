@@ -38,6 +38,7 @@ __all__ = [
     "estimate_tokens",
     "new_memory_id",
     "require_id",
+    "require_key",
     "require_memory_id",
     "require_session",
     "require_tenant",
@@ -267,6 +268,12 @@ def require_id(value: object, field: str = "id") -> str:
     backends call it on the id of every by-id operation (a surrogate used to raise ``UnicodeEncodeError``
     from inside SQLite, httpx and urllib)."""
     _require_text(field, MAX_ID_CHARS)(None, None, value)
+    return value  # type: ignore[return-value]
+
+
+def require_key(value: object) -> str:
+    """A valid upsert ``key``: a non-empty string of at most 512 characters without NUL."""
+    _require_text("key", MAX_KEY_CHARS)(None, None, value)
     return value  # type: ignore[return-value]
 
 

@@ -350,6 +350,17 @@ class BackendContract:
             self.assert_same(found[memory.id], memory, "get_many()")
         assert backend.get_many([]) == {}, "get_many([]) must return {}"
 
+    def test_get_by_key_is_exact_and_tenant_scoped(self, backend: MemoryBackend) -> None:
+        wanted = backend.create(self.new(key="preference:python", content="likes Python"))
+        backend.create(self.new(key="preference:python_packaging", content="likes packaging"))
+        backend.create(self.new(key="aversion:python", content="preference:python is mentioned here"))
+        theirs = backend.create(self.new(api_key_id=TENANT_B, key="preference:go", content="likes Go"))
+        self.assert_same(backend.get_by_key(TENANT_A, "preference:python"), wanted, "get_by_key()")
+        assert backend.get_by_key(TENANT_A, "preference:py") is None, "get_by_key() matched a key prefix"
+        assert backend.get_by_key(TENANT_A, "preference:go") is None, "get_by_key() returned another tenant's"
+        found = backend.get_by_key(TENANT_B, "preference:go")
+        assert found is not None and found.id == theirs.id, "get_by_key() missed tenant B's key"
+
     # --- update -----------------------------------------------------------------------------------------
 
     def test_update_each_field(self, backend: MemoryBackend) -> None:

@@ -373,6 +373,11 @@ class SqliteBackend(MemoryBackend):
                 self._cache.set(memory_id, memory)
         return memory
 
+    def get_by_key(self, api_key_id: str, key: str) -> Memory | None:
+        """The memory with this ``(api_key_id, key)``: one lookup on the unique index the upsert uses."""
+        rows = self._read(_SQL_GET_BY_KEY, (api_key_id, key), "read a memory by key")
+        return _to_memory(rows[0]) if rows else None
+
     def get_many(self, memory_ids: Sequence[str]) -> dict[str, Memory]:
         """The memories among ``memory_ids`` that exist, in one query."""
         if not memory_ids:
