@@ -156,6 +156,8 @@ class OutboxStats:
     by_target: dict[str, int] = attrs.field(factory=dict)
     oldest_age_s: float | None = None
     failing: tuple[OutboxFailure, ...] = ()
+    dead_letters: int = 0
+    """Entries set aside after failing with bad input (``Outbox.dead_letters``): never blocking the rest."""
 
 
 @attrs.frozen(kw_only=True)
