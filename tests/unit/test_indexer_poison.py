@@ -33,7 +33,7 @@ def test_a_poison_memory_is_dead_lettered_and_the_others_are_indexed(tmp_path):
         others = [mem.add(api_key_id=tenant, content=f"{tenant} note {i}") for tenant in "ab" for i in range(4)]
         assert mem.flush(20) is True, "a poison item blocked the index queue"
         assert {m.id for m in others} <= store.ids()
-        status = mem.status()["vector_store"]
+        status = mem.status().vector_store
         assert status["dead_letters"] == 1 and status["dead_letter_sample"][0]["memory_id"] == poison.id
         assert poison.id not in store.ids()
         hits = mem.search("note", api_key_id="b", strategy="semantic")

@@ -151,7 +151,7 @@ def create_dashboard_router() -> ScopedRouter:
         chat = {"messages": [{"role": "user", "content": body.query}]}  # type: ignore[attr-defined]
         report = request.app.state.memroute.explain_augment(chat, api_key_id=tenant,
                                                             session_id=body.session_id)  # type: ignore[attr-defined]
-        hits = len(report.result.hits) if report.result is not None else 0
+        hits = len(report.preview.memories) if report.preview is not None else 0
         return InjectionPreview(injected=report.injected, block=report.block, skipped=report.skipped,
                                 memories=hits if report.injected else 0)
 
