@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from memroute.pipeline.requests import ApiShape
     from memroute.settings import MemorySettings
     from memroute.state import StateStore
+    from memroute.storage_api import StorageAPI
 
 __all__ = ["Memroute", "derive_key"]
 
@@ -166,6 +167,14 @@ class Memroute:
 
                 self._state = open_state_store(self.plugins, self._manager.backends[0], self.state_dir)
             return self._state
+
+    @property
+    def storage(self) -> StorageAPI:
+        """Backend-level, tenant-checked calls for the HTTP storage protocol (``/api/storage``: another
+        process's ``http`` backend using this deployment). See :mod:`memroute.storage_api`."""
+        from memroute.storage_api import StorageAPI
+
+        return StorageAPI(self)
 
     @property
     def keys(self) -> KeyStore:

@@ -82,3 +82,12 @@ def test_the_decay_sweep_is_scheduled_only_when_enabled(tmp_path):
     with memroute.open(data_dir=str(tmp_path / "e"),
                        memory={"typed_decay_enabled": True, "typed_decay_sweep_interval": 60}) as mem:
         assert Maintenance(mem, settings).jobs() == {"decay": 60.0}
+
+
+def test_the_http_bench_runs_end_to_end(tmp_path):
+    from memroute.server.bench import run_http_bench
+
+    report = run_http_bench(memories=40, searches=5, adds=16, clients=4, data_dir=tmp_path / "bench")
+    assert report["search"]["http"]["p50_ms"] > 0 and report["search"]["in_process"]["p50_ms"] > 0
+    assert {"ratio_p50", "budget_ms", "target_met"} <= set(report["search"])
+    assert report["add"]["http_4_clients"]["per_s"] > 0 and "ratio_concurrent_vs_one" in report["add"]

@@ -55,11 +55,14 @@ def reindex(ctx: click.Context, force: bool, as_json: bool) -> None:
               help="With --quality: the embedding sources to measure.")
 @click.option("--distractors", type=int, default=2000, show_default=True,
               help="With --quality: real chat turns per tenant.")
+@click.option("--http", "http", is_flag=True,
+              help="Also benchmark memroute serve: search and add over HTTP vs in-process, 1 vs 8 writers.")
 @click.pass_context
 def bench(ctx: click.Context, sizes: str, single_adds: int, tenants: int, per_tenant: int, queries: int,
-          quick: bool, output: str | None, quality: bool, models: str, distractors: int) -> None:
+          quick: bool, output: str | None, quality: bool, models: str, distractors: int, http: bool) -> None:
     """Benchmark the configured engine on synthetic data in a temporary directory (your data is untouched);
-    with --quality, measure retrieval quality on the held-out set (docs/retrieval.md)."""
+    with --quality, measure retrieval quality on the held-out set (docs/retrieval.md); with --http, also
+    the server against in-process calls (docs/performance.md)."""
     if quality:
         _bench_quality(ctx, [m.strip() for m in models.split(",") if m.strip()], distractors, output)
         return
@@ -84,9 +87,25 @@ def bench(ctx: click.Context, sizes: str, single_adds: int, tenants: int, per_te
 
     report = run_bench(open_fresh, sizes=size_list, single_adds=single_adds, tenants=tenants,
                        per_tenant=per_tenant, queries=queries, progress=lambda m: click.echo(f"... {m}", err=True))
+    if http:
+        click.echo("... http server", err=True)
+        report["http"] = _http_bench(memories=1000 if quick else 5000, searches=queries)
     echo_json(report)
     if output:
         Path(output).write_text(json.dumps(report, indent=2, default=str), encoding="utf-8")
+
+
+def _http_bench(*, memories: int, searches: int) -> Any:
+    """The server bench runs in its own interpreter: the CLI does not import the server package (a sibling
+    surface), and the server under test gets a process of its own."""
+    import subprocess
+
+    run = subprocess.run([sys.executable, "-m", "memroute.server.bench", "--memories", str(memories),
+                          "--searches", str(max(searches, 20)), "--json"], capture_output=True, text=True,
+                         check=False)
+    if run.returncode != 0:
+        raise click.ClickException(f"the HTTP bench failed: {run.stderr.strip()[-500:]}")
+    return json.loads(run.stdout)
 
 
 def _bench_quality(ctx: click.Context, models: list[str], distractors: int, output: str | None) -> None:

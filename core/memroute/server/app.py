@@ -74,10 +74,10 @@ def create_app(mem: Any, *, settings: ServerSettings | None = None, close_servic
 
 
 def _include_rest(app: FastAPI) -> None:
-    from memroute.server.api import health, keys, memory, operations, settings
+    from memroute.server.api import health, keys, memory, operations, settings, storage
 
     # operations first: its fixed paths (/api/memory/health, /export, ...) must win over /api/memory/{id}
-    for module in (health, keys, operations, memory, settings):
+    for module in (health, keys, operations, memory, settings, storage):
         app.include_router(module.router)
 
 

@@ -16,6 +16,7 @@ are in the state store, which ``GET /api/memory/engine-status`` shows.
 from __future__ import annotations
 
 import logging
+import secrets
 import threading
 import time
 from typing import Any
@@ -42,6 +43,8 @@ class Maintenance:
         self.settings = settings
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        # Per scheduler, not per process: two services in one process (tests, an embedding app) are two holders.
+        self.holder = f"{lease_holder_id()}:{secrets.token_hex(3)}"
 
     def jobs(self) -> dict[str, float]:
         """Enabled jobs and their intervals in seconds."""
@@ -95,7 +98,7 @@ class Maintenance:
         """Run job ``name`` when it is due and this process wins its lease; True when it ran here."""
         if not self._due(name, interval):
             return False
-        holder = lease_holder_id()
+        holder = self.holder
         state = self.mem.state
         if not state.try_lease(f"maintenance:{name}", holder, _LEASE_TTL_S):
             return False
