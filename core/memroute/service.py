@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import builtins
 import hashlib
-import json
 import re
 import threading
 import unicodedata
@@ -18,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from memroute.components import build_backend
-from memroute.errors import ConfigError, MemrouteError, ValidationError
+from memroute.errors import ConfigError, ValidationError
 from memroute.interfaces import EmbeddingSource, ExtractedFact, MemoryBackend, VectorStore
 from memroute.limits import InputLimits
 from memroute.manager import MemoryManager
@@ -32,6 +31,7 @@ from memroute.models import (
     SearchQuery,
     SearchResult,
     check_storable,
+    is_memory_id,
     require_memory_id,
     require_session,
     require_tenant,
@@ -42,8 +42,9 @@ from memroute.models import (
 from memroute.plugins import MemroutePluginManager, get_plugin_manager
 from memroute.reports import CacheStats, ClearReport, MaintenanceReport, MemoryStats
 from memroute.retrieval.build import build_retrieval
-from memroute.serialization import memory_from_dict
 from memroute.settings import MemrouteSettings, load_settings
+from memroute.transfer import ImportReport, import_memories, parse_jsonl
+from memroute.verify import VerifyReport, verify_replicas
 
 if TYPE_CHECKING:
     from memroute.keys import KeyStore
@@ -55,7 +56,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Memroute", "derive_key"]
 
-_IMPORT_BATCH = 2000
 _PATCHABLE = ("content", "key", "type", "session_id", "metadata", "expires_at")
 
 
@@ -375,10 +375,12 @@ class Memroute:
         limit: int | None = None,
         max_tokens: int | None = None,
         session_id: str | None = None,
+        type: MemoryType | str | None = None,
     ) -> SearchResult:
         """Ranked memories of ``api_key_id`` for ``query``. ``strategy``: ``exact``/``recent`` (newest
         first), ``semantic`` or ``hybrid`` (default: the configured one). Expired memories, memories older
-        than ``retention_days`` and (with ``session_id``) other sessions' memories are never returned."""
+        than ``retention_days`` and (with ``session_id``) other sessions' memories are never returned; with
+        ``type``, only memories of that type are (filtered before the token budget is filled)."""
         if not isinstance(query, str):
             raise ValidationError("query: expected a string", [("query", "type")])
         tenant = require_tenant(api_key_id)
@@ -389,7 +391,7 @@ class Memroute:
         search_query = SearchQuery(
             api_key_id=tenant, text=query[:4096], strategy=chosen,
             limit=limit if limit is not None else self.settings.memory.vec_top_k,
-            session_id=session_id, retention_days=self.settings.memory.retention_days,
+            session_id=session_id, retention_days=self.settings.memory.retention_days, type=type,
         )
         return self._retrieval.search(search_query, max_tokens=max_tokens)
 
@@ -414,6 +416,11 @@ class Memroute:
             "health": self.health(),
         }
 
+    def verify(self, *, repair: bool = False) -> VerifyReport:
+        """Compare every fallback with the primary, memory by memory (the drift check); with ``repair``, replay
+        the primary's version of every difference through the outbox. See :mod:`memroute.verify`."""
+        return verify_replicas(self._manager, repair=repair)
+
     def reindex(self, *, force: bool = False, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
         """Embed every memory that has no current vector now (every memory with ``force``); resumable, the
         queue is durable. ``progress(done, remaining)`` is called after each batch."""
@@ -429,39 +436,30 @@ class Memroute:
         """Every memory of **every** tenant, oldest first: an operator's backup, never a tenant's call."""
         return iter(self._manager.iter_all(None))
 
-    def import_memories(self, memories: Iterable[Memory]) -> int:
-        """Store memories exactly as given (ids, owners and timestamps kept): an operator's restore."""
-        batch = builtins.list(memories)
-        count = 0
-        for start in range(0, len(batch), _IMPORT_BATCH):
-            count += self._manager.put_many(batch[start:start + _IMPORT_BATCH])
-        self._retrieval.on_written(batch)
-        return count
+    def import_memories(self, memories: Iterable[Memory]) -> ImportReport:
+        """Store memories exactly as given (ids, owners and timestamps kept): an operator's restore. Refused
+        whole when an id is not a UUID or exists under another tenant (see :mod:`memroute.transfer`)."""
+        checked: builtins.list[tuple[int, Memory]] = []
+        for number, memory in enumerate(memories, start=1):
+            if not isinstance(memory, Memory):
+                raise ValidationError(f"item {number}: expected a Memory", [(f"item {number}", "type")])
+            if not is_memory_id(memory.id):
+                raise ValidationError(f"item {number}: id: expected a canonical UUID, got {memory.id!r:.60}",
+                                      [(f"item {number}", "id")])
+            self._limits.check(content=memory.content, metadata=memory.metadata, where=f"item {number}: ")
+            checked.append((number, memory))
+        return import_memories(self._manager, checked, on_written=self._retrieval.on_written)
 
-    def import_jsonl(self, lines: Iterable[str], *, progress: Callable[[int], None] | None = None) -> int:
-        """Import JSONL (one memory object a line, as ``memroute export`` writes). The whole file is validated
-        before anything is written, so a bad line writes nothing; the error names its line number."""
-        parsed: builtins.list[Memory] = []
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError as exc:
-                message = f"line {number}: not valid JSON ({exc.msg})"
-                raise ValidationError(message, [(f"line {number}", "json")]) from None
-            try:
-                parsed.append(memory_from_dict(data))
-            except MemrouteError as exc:
-                raise ValidationError(f"line {number}: {exc}", [(f"line {number}", str(exc))]) from None
-        count = 0
-        for start in range(0, len(parsed), _IMPORT_BATCH):
-            chunk = parsed[start:start + _IMPORT_BATCH]
-            count += self._manager.put_many(chunk)
-            if progress is not None:
-                progress(len(chunk))
-        self._retrieval.on_written(parsed)
-        return count
+    def import_jsonl(self, lines: Iterable[str], *, api_key_id: str | None = None,
+                     progress: Callable[[int], None] | None = None) -> ImportReport:
+        """Import JSONL (one memory object a line, as ``memroute export`` writes), all or nothing: the whole
+        input is validated before the first write (the error names the line), an id that exists under another
+        tenant is refused, and the memories are written in one backend call (one transaction on SQLite and
+        PostgreSQL). With ``api_key_id``, every line must belong to that tenant or name none. See
+        :mod:`memroute.transfer` for what is guaranteed on backends without transactions."""
+        parsed = parse_jsonl(lines, api_key_id=api_key_id, limits=self._limits)
+        return import_memories(self._manager, parsed, api_key_id=api_key_id, on_written=self._retrieval.on_written,
+                               progress=progress)
 
     # --- conversation pipeline (memroute.pipeline.conversation; docs/pipeline.md) ----------------------
     @property

@@ -132,6 +132,9 @@ def test_every_route_declares_a_scope(memroute_server):
             scope = (route.openapi_extra or {}).get(SCOPE_KEY)
             if scope is None or (scope == PUBLIC and path != "/healthz"):
                 undeclared.append(path)
+        elif getattr(route, "memroute_scope", None) is not None:  # a surface mounted as plain routes (MCP)
+            if route.memroute_scope == PUBLIC and not path.startswith("/.well-known/"):
+                undeclared.append(path)
         elif path not in ("/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"):
             undeclared.append(path or repr(route))
     assert "/api/keys/{key_id}/rotate" in seen and "/healthz" in seen

@@ -205,7 +205,8 @@ def search(ctx: click.Context, api_key: str, strategy: str | None, limit: int | 
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
 @click.pass_context
 def import_(ctx: click.Context, file: str) -> None:
-    """Import memories from a JSONL FILE (as `export` writes; '-' reads stdin). All-or-nothing validation."""
+    """Import memories from a JSONL FILE (as `export` writes; '-' reads stdin): every line is validated before
+    the first write, and the memories are written in one transaction (on SQLite / PostgreSQL)."""
     from rich.progress import Progress
 
     lines = read_text_lines(file)
@@ -213,8 +214,8 @@ def import_(ctx: click.Context, file: str) -> None:
     total = sum(1 for line in lines if line.strip())
     with Progress(transient=True, disable=not sys.stderr.isatty()) as progress:
         task = progress.add_task("importing", total=total)
-        count = service.import_jsonl(lines, progress=lambda n: progress.advance(task, n))
-    click.echo(f"imported {count} memories", err=True)
+        report = service.import_jsonl(lines, progress=lambda n: progress.advance(task, n))
+    click.echo(f"imported {report.imported} memories", err=True)
 
 
 def tenant_or_all(api_key: str | None, all_tenants: bool) -> None:
@@ -297,5 +298,29 @@ def health(ctx: click.Context, as_json: bool) -> None:
         ctx.exit(1)
 
 
+@click.command()
+@click.option("--repair", is_flag=True, help="Replay the primary's version of every difference to the fallback.")
+@json_option
+@click.pass_context
+def verify(ctx: click.Context, repair: bool, as_json: bool) -> None:
+    """Compare every fallback with the primary, memory by memory; exit status 1 when they differ (and
+    --repair was not given or did not finish)."""
+    report = open_service(ctx).verify(repair=repair)
+    if as_json:
+        echo_json(report.to_dict())
+    else:
+        click.echo(f"primary {report.primary}: {report.memories} memories")
+        for replica in report.replicas:
+            if not replica.checked:
+                click.echo(f"{replica.backend:<12} not checked: {replica.reason}")
+                continue
+            state = "in step" if replica.in_step else (
+                f"{replica.missing} missing, {replica.stale} stale, {replica.extra} extra")
+            fixed = f"; {replica.repaired} repair entries journaled" if replica.repaired else ""
+            click.echo(f"{replica.backend:<12} {state}{fixed}")
+    if not report.ok and not (repair and report.flushed):
+        ctx.exit(1)
+
+
 COMMANDS: list[click.Command] = [add, get, update, delete, clear, list_, stats, search, import_, export, plugins,
-                                 status, health]
+                                 status, health, verify]

@@ -61,6 +61,7 @@ from memroute.models import (
     MemoryPatch,
     NewMemory,
     SearchQuery,
+    require_id,
 )
 from memroute.specs import BackendSpec
 from memroute_builtins.backends.sqlite.schema import (
@@ -358,6 +359,7 @@ class SqliteBackend(MemoryBackend):
         return evicted
 
     def get(self, memory_id: str) -> Memory | None:
+        require_id(memory_id)
         cached = self._cache.get(memory_id)
         if cached is not MISSING:
             return cached
@@ -375,10 +377,13 @@ class SqliteBackend(MemoryBackend):
         """The memories among ``memory_ids`` that exist, in one query."""
         if not memory_ids:
             return {}
+        for memory_id in memory_ids:
+            require_id(memory_id)
         rows = self._read(_SQL_GET_MANY, (json.dumps(list(memory_ids)),), "read memories")
         return {m.id: m for m in map(_to_memory, rows)}
 
     def update(self, memory_id: str, patch: MemoryPatch) -> Memory | None:
+        require_id(memory_id)
         with self._write("update a memory") as connection:
             row = connection.execute(_SQL_GET, (memory_id,)).fetchone()
             if row is None:
@@ -400,6 +405,7 @@ class SqliteBackend(MemoryBackend):
         return memory
 
     def delete(self, memory_id: str) -> bool:
+        require_id(memory_id)
         with self._write("delete a memory") as connection:
             deleted = connection.execute("DELETE FROM memories WHERE id = ? RETURNING id", (memory_id,)).fetchall()
         self._invalidate((memory_id,))
