@@ -55,7 +55,7 @@ def test_every_method_through_the_async_api(tmp_path):
             lines = [dumps_memory(m) for m in exported]
             assert await mem.delete(added.id, api_key_id="a") is True
             assert await mem.get(added.id, api_key_id="a") is None
-            assert await mem.import_jsonl(lines) == len(lines)
+            assert (await mem.import_jsonl(lines)).imported == len(lines)
             assert (await mem.get(added.id, api_key_id="a")).content == "I live in Porto"
             assert (await mem.clear("a")).deleted == len(lines)
         with pytest.raises(BackendUnavailableError):
