@@ -6,6 +6,7 @@ import json
 import sys
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -375,7 +376,12 @@ def test_init_creates_a_database_that_the_backend_accepts(fake: NotionFake, caps
     assert data["config"].startswith("[backends.notion]")
 
 
-def test_init_and_check_errors_are_one_line_with_a_fix(fake: NotionFake, capsys: pytest.CaptureFixture[str]) -> None:
+def test_init_and_check_errors_are_one_line_with_a_fix(fake: NotionFake, capsys: pytest.CaptureFixture[str],
+                                                       monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # Hermetic: no token or configuration from the environment or the working directory may fill in --token.
+    for name in ("NOTION_TOKEN", "MEMROUTE_CONFIG", "MEMROUTE_DB", "MEMROUTE_DATA_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
     code, _, err = run_cli(["notion", "init", "--parent", fake.add_parent_page(), "--token", "wrong",
                             "--base-url", fake.base_url, "--allow-private"], capsys)
     assert code == 1 and "check `token`" in err and "Traceback" not in err
