@@ -64,6 +64,7 @@ from memroute.specs import (
 )
 
 if TYPE_CHECKING:
+    from memroute.aio import _Opening
     from memroute.service import Memroute
 
 __version__ = "0.1.0"
@@ -111,6 +112,7 @@ __all__ = [
     "__version__",
     "hookimpl",
     "open",
+    "open_async",
 ]
 
 
@@ -123,3 +125,13 @@ def open(config: Any = None, **overrides: Any) -> Memroute:
     from memroute.service import Memroute
 
     return Memroute.open(config, **overrides)
+
+
+def open_async(config: Any = None, *, max_workers: int = 8, **overrides: Any) -> _Opening:
+    """Open memroute for asyncio: ``mem = await memroute.open_async(...)`` or ``async with
+    memroute.open_async(...) as mem:``. The arguments of :func:`open`, plus ``max_workers`` (the size of the
+    dedicated thread pool the calls run in). See :class:`memroute.aio.AsyncMemroute` and docs/python-api.md.
+    """
+    from memroute.aio import open_async as _open_async
+
+    return _open_async(config, max_workers=max_workers, **overrides)

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from memroute.models import Memory, MemoryType, new_memory_id, utcnow
-from memroute.serialization import memory_to_dict
+from memroute.serialization import memory_to_dict, to_jsonable
 
 __all__ = ["machine_description", "run_bench", "synthetic_contents"]
 
@@ -97,8 +97,8 @@ def run_bench(
 
         progress(f"single durable adds ({single_adds})")
         with open_service(root / "adds") as mem:
-            report["engine"] = {k: v for k, v in mem.status().items()
-                                if k in ("keyword", "embedding", "vector_store", "fusion")}
+            status = to_jsonable(mem.status())
+            report["engine"] = {k: status[k] for k in ("keyword", "embedding", "vector_store", "fusion")}
             _warm_up(mem)
             contents = list(synthetic_contents(single_adds, seed=2))
             started = time.perf_counter()

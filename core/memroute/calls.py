@@ -135,6 +135,13 @@ class BackendCaller:
         except CLIENT_ERRORS:
             breaker.record_success()
             raise
+        except (UnicodeError, RecursionError) as exc:
+            # Text a backend cannot encode, or input nested deeper than it can walk, is the caller's input at
+            # fault (the models refuse both at the door; this is the net): it never counts against a breaker,
+            # or one tenant's bad input could open the primary's breaker for every tenant.
+            breaker.record_success()
+            raise ValidationError(f"{call.op}: backend {name!r} cannot take this input ({type(exc).__name__}: "
+                                  f"{exc})", [("(input)", "invalid")]) from exc
         except MemrouteError as exc:
             breaker.record_failure(str(exc))
             raise

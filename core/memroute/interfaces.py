@@ -127,6 +127,20 @@ class MemoryBackend(abc.ABC):
     def get(self, memory_id: str) -> Memory | None:
         """The memory with this id, or ``None``."""
 
+    def get_by_key(self, api_key_id: str, key: str) -> Memory | None:
+        """The memory of ``api_key_id`` whose key is exactly ``key``, or ``None``. The default reads every
+        page of the key search (``list`` with ``query=key``) and keeps the exact match: correct on any
+        backend, but override it with an indexed lookup (the upsert needs one anyway)."""
+        offset = 0
+        while True:
+            page = self.list(ListFilter(api_key_id=api_key_id, query=key, limit=500, offset=offset))
+            found = next((m for m in page.data if m.key == key and m.api_key_id == api_key_id), None)
+            if found is not None:
+                return found
+            offset += len(page.data)
+            if not page.data or offset >= page.total:
+                return None
+
     def get_many(self, memory_ids: Sequence[str]) -> dict[str, Memory]:
         """The memories among ``memory_ids`` that exist, by id. Override for a batched lookup."""
         found = {}
@@ -166,6 +180,11 @@ class MemoryBackend(abc.ABC):
             offset += len(page.data)
             if not page.data or offset >= page.total:
                 return
+
+    def tenants(self) -> builtins.list[str]:
+        """Every ``api_key_id`` that holds at least one memory, sorted (operators and the dashboard). The
+        default scans :meth:`iter_all`; override it with an index lookup."""
+        return sorted({memory.api_key_id for memory in self.iter_all(None)})
 
     def health(self) -> HealthResult:
         """Probe the backend for real (no cached answer). The default times a ``get`` of a random id."""

@@ -25,7 +25,7 @@ import attrs
 
 from memroute.breaker import CircuitBreaker
 from memroute.calls import CLIENT_ERRORS, BackendCall, BackendCaller, CircuitOpenError
-from memroute.errors import BackendUnavailableError, ConfigError, PluginError, ValidationError
+from memroute.errors import BackendError, BackendUnavailableError, ConfigError, PluginError, ValidationError
 from memroute.health import HealthMonitor
 from memroute.interfaces import MemoryBackend, ReindexMarkers
 from memroute.models import (
@@ -252,7 +252,7 @@ class MemoryManager:
             raise ValidationError("create: expected a NewMemory", [("new", "type")])
         self._ensure_open()
         with self._write_lock:
-            served, memory = self._write(BackendCall("create", lambda b: b.create(new), writes=True))
+            served, memory = self._write(BackendCall("create", lambda b: _created(b, new, b.create(new)), writes=True))
             self._replication.journal(served, OP_PUT, lambda: put_payload(memory))
         return memory
 
@@ -285,7 +285,8 @@ class MemoryManager:
             raise ValidationError("update: expected a MemoryPatch", [("patch", "type")])
         self._ensure_open()
         with self._write_lock:
-            served, updated = self._write(BackendCall("update", lambda b: b.update(memory_id, patch), writes=True))
+            served, updated = self._write(
+                BackendCall("update", lambda b: _updated(b, memory_id, b.update(memory_id, patch)), writes=True))
             if updated is not None:
                 self._replication.journal(served, OP_PUT, lambda: put_payload(updated))
         return updated
@@ -352,7 +353,19 @@ class MemoryManager:
         """The memory from the first backend that has it (primary first; also when the primary raises)."""
         _check_id(memory_id)
         self._ensure_open()
-        for _, memory in self._answers(BackendCall("get", lambda b: b.get(memory_id)), {}):
+        for backend, memory in self._answers(BackendCall("get", lambda b: b.get(memory_id)), {}):
+            if memory is not None and memory.id != memory_id:
+                _dropped(backend, "get", 1)
+                continue
+            if memory is not None:
+                return memory
+        return None
+
+    def get_by_key(self, api_key_id: str, key: str) -> Memory | None:
+        """The memory of ``api_key_id`` with exactly ``key`` from the first backend that has it."""
+        self._ensure_open()
+        call = BackendCall("get_by_key", lambda b: b.get_by_key(api_key_id, key))
+        for _, memory in self._answers(call, {}):
             if memory is not None:
                 return memory
         return None
@@ -368,8 +381,12 @@ class MemoryManager:
             return found
         # Each backend is asked only for the ids the ones before it did not have.
         call = BackendCall("get_many", lambda b: b.get_many([i for i in ids if i not in found]))
-        for _, batch in self._answers(call, {}):
-            found.update(batch)
+        for backend, batch in self._answers(call, {}):
+            asked = set(ids)
+            foreign = [i for i, m in batch.items() if i not in asked or m.id != i]
+            if foreign:
+                _dropped(backend, "get_many", len(foreign))
+            found.update((i, m) for i, m in batch.items() if i in asked and m.id == i)
             if len(found) == len(ids):
                 break
         return found
@@ -379,8 +396,15 @@ class MemoryManager:
         if not isinstance(filter, ListFilter):
             raise ValidationError("list: expected a ListFilter", [("filter", "type")])
         self._ensure_open()
-        for _, page in self._answers(BackendCall("list", lambda b: b.list(filter)), {}):
-            return page
+        for backend, page in self._answers(BackendCall("list", lambda b: b.list(filter)), {}):
+            return _owned_page(backend, page, filter.api_key_id)
+        raise AssertionError("unreachable: _answers raises when no backend answers")
+
+    def tenants(self) -> builtins.list[str]:
+        """Every tenant holding memories, from the first backend that answers (fails over like list)."""
+        self._ensure_open()
+        for _, found in self._answers(BackendCall("tenants", lambda b: b.tenants()), {}):
+            return found
         raise AssertionError("unreachable: _answers raises when no backend answers")
 
     def iter_all(self, api_key_id: str | None = None, batch: int = 500) -> Iterator[Memory]:
@@ -402,7 +426,10 @@ class MemoryManager:
             raise ValidationError("search: expected a SearchQuery", [("query", "type")])
         self._ensure_open()
         errors: dict[str, BaseException] = {}
-        for backend, hits in self._answers(BackendCall("search", lambda b: b.search(query)), errors):
+        for backend, raw in self._answers(BackendCall("search", lambda b: b.search(query)), errors):
+            hits = [h for h in raw if h.memory.api_key_id == query.api_key_id]
+            if len(hits) != len(raw):
+                _dropped(backend, "search", len(raw) - len(hits))
             if backend is self.primary:
                 return ManagedSearch(hits=builtins.list(hits), backend=backend.name)
             return ManagedSearch(hits=builtins.list(hits), backend=backend.name, fallback=True,
@@ -476,3 +503,41 @@ class _ManagedMarkers:
 def _as_markers(backend: MemoryBackend) -> ReindexMarkers:
     assert isinstance(backend, ReindexMarkers)  # checked by MemoryManager.reindex_markers
     return backend
+
+
+# --- re-checking what a backend returns ------------------------------------------------------------------
+# A backend is trusted to store, not to enforce tenancy: a remote server that ignores the owner once
+# returned tenant B's memories for list(api_key_id="A"), export("A") and add(api_key_id="A"). Every result is
+# checked here, on every backend: foreign rows are dropped and logged; a write that returns another memory
+# is that backend's failure (it counts against its breaker and the next backend is tried).
+
+def _dropped(backend: MemoryBackend, op: str, count: int) -> None:
+    log.warning("backend %r returned %d memor%s of another tenant (or id) for %s: dropped", backend.name, count,
+                "y" if count == 1 else "ies", op)
+
+
+def _owned_page(backend: MemoryBackend, page: ListPage, tenant: str | None) -> ListPage:
+    if tenant is None:
+        return page
+    kept = tuple(m for m in page.data if m.api_key_id == tenant)
+    if len(kept) == len(page.data):
+        return page
+    _dropped(backend, "list", len(page.data) - len(kept))
+    return ListPage(data=kept, total=max(len(kept), page.total - (len(page.data) - len(kept))),
+                    by_type=page.by_type)
+
+
+def _created(backend: MemoryBackend, new: NewMemory, memory: Memory) -> Memory:
+    if memory.api_key_id != new.api_key_id or memory.key != new.key:
+        _dropped(backend, "create", 1)
+        raise BackendError(f"backend {backend.name!r} answered create with another memory (tenant or key differ)",
+                           backend=backend.name)
+    return memory
+
+
+def _updated(backend: MemoryBackend, memory_id: str, memory: Memory | None) -> Memory | None:
+    if memory is not None and memory.id != memory_id:
+        _dropped(backend, "update", 1)
+        raise BackendError(f"backend {backend.name!r} answered update of {memory_id} with another memory",
+                           backend=backend.name)
+    return memory

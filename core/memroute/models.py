@@ -38,6 +38,7 @@ __all__ = [
     "estimate_tokens",
     "new_memory_id",
     "require_id",
+    "require_key",
     "require_memory_id",
     "require_session",
     "require_tenant",
@@ -262,9 +263,17 @@ def check_id(field: str = "id") -> Any:
 # --- the one place ids, tenants, sessions and strategies are checked at the door ---------------------------
 
 def require_id(value: object, field: str = "id") -> str:
-    """``value`` when it is a non-empty string of at most 256 characters without NUL, else
-    :class:`ValidationError` naming ``field``. The rule every stored id, tenant and key-like field follows."""
+    """``value`` when it is a non-empty string of at most 256 characters without NUL or lone surrogates, else
+    :class:`ValidationError` naming ``field``. The rule every stored id, tenant and key-like field follows;
+    backends call it on the id of every by-id operation (a surrogate used to raise ``UnicodeEncodeError``
+    from inside SQLite, httpx and urllib)."""
     _require_text(field, MAX_ID_CHARS)(None, None, value)
+    return value  # type: ignore[return-value]
+
+
+def require_key(value: object) -> str:
+    """A valid upsert ``key``: a non-empty string of at most 512 characters without NUL."""
+    _require_text("key", MAX_KEY_CHARS)(None, None, value)
     return value  # type: ignore[return-value]
 
 
@@ -550,6 +559,9 @@ class SearchQuery:
         default=None, validator=attrs.validators.optional(_in_range("retention_days", 1, 3650))
     )
     now: datetime = attrs.field(factory=utcnow, converter=as_utc)
+    type: MemoryType | None = attrs.field(default=None, converter=_opt_type)
+    """Only memories of this type. Applied with the other filters, before the token budget is filled (the
+    reference filtered after the budget walk, so a type-filtered search could come back short or empty)."""
 
     @property
     def created_after(self) -> datetime | None:
@@ -559,8 +571,10 @@ class SearchQuery:
         return self.now - timedelta(days=self.retention_days)
 
     def admits(self, memory: Memory) -> bool:
-        """Whether ``memory`` passes this query's filters (owner, expiry, retention, session)."""
+        """Whether ``memory`` passes this query's filters (owner, expiry, retention, session, type)."""
         if memory.api_key_id != self.api_key_id or memory.is_expired(self.now):
+            return False
+        if self.type is not None and memory.type is not self.type:
             return False
         cutoff = self.created_after
         if cutoff is not None and memory.created_at < cutoff:

@@ -48,8 +48,10 @@ __all__ = [
     "HostResolutionError",
     "ParsedUrl",
     "Resolver",
+    "check_configured_url",
     "check_url",
     "classify_address",
+    "guarded_httpx_transport",
     "parse_ip_host",
     "parse_url",
 ]
@@ -373,6 +375,46 @@ def check_url(
         raise _blocked(host, reason, str(address) if str(address) != host else "")
 
     return attrs.evolve(parsed, addresses=tuple(str(a) for a in addresses))
+
+
+def check_configured_url(url: str, field: str, *, allow_private: bool = False,
+                         allow_hosts: Iterable[str] = ()) -> None:
+    """Check a configured base URL when the component is built, without DNS: a blocked literal address (in
+    any spelling, ``2130706433`` included) or a metadata hostname is a :class:`ConfigError` naming
+    ``field`` at open time. A hostname is checked again, resolved, on every request."""
+    from memroute.errors import ConfigError
+
+    try:
+        parsed = parse_url(url)
+        if parse_ip_host(parsed.host) is not None or parsed.host in METADATA_HOSTS:
+            check_url(url, allow_private=allow_private, allow_hosts=allow_hosts)
+    except BlockedUrlError as exc:
+        hint = "" if allow_private else " (allow_private = true admits loopback and private addresses)"
+        raise ConfigError(f"{field}: {exc}{hint}", [(field, "blocked")]) from None
+
+
+def guarded_httpx_transport(*, allow_private: bool = False, allow_hosts: Iterable[str] = (),
+                            resolver: Resolver | None = None) -> Any:
+    """An ``httpx`` transport that runs :func:`check_url` on every request and connects to the address the
+    check approved (the URL's host becomes that address; ``Host`` and the TLS server name keep the original
+    name), so DNS rebinding cannot steer the connection elsewhere. Environment proxies are never used."""
+    import httpx
+
+    allowed = tuple(allow_hosts)
+
+    class GuardedTransport(httpx.HTTPTransport):
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            parsed = check_url(str(request.url), allow_private=allow_private, allow_hosts=allowed,
+                               resolver=resolver)
+            host = request.url.host
+            address = parsed.addresses[0]
+            if host != address:
+                request.url = request.url.copy_with(host=address)
+                if parse_ip_host(host) is None:  # a name: TLS verifies the certificate against it
+                    request.extensions = {**request.extensions, "sni_hostname": host}
+            return super().handle_request(request)
+
+    return GuardedTransport(trust_env=False)
 
 
 # --- requests integration ------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from memroute.calls import BackendCall, BackendCaller, CircuitOpenError
+from memroute.errors import ValidationError
 from memroute.interfaces import MemoryBackend
 from memroute.models import Memory
 from memroute.outbox import OP_PUT, Outbox, OutboxEntry, put_payload
@@ -29,6 +30,8 @@ _DEFAULT_FLUSH_TIMEOUT_S = 30.0
 INLINE_CATCH_UP_MAX = 100
 """A backlog this short is replayed on the request path (and under the write lock by the replay thread)."""
 _REPLAY_BATCH = 200
+POISON_ATTEMPTS = 3
+"""An entry refused with a ValidationError this many times is dead-lettered (``Outbox.dead_letters``)."""
 
 
 class Replicator:
@@ -99,28 +102,47 @@ class Replicator:
         if not lock.acquire(blocking=wait):
             return False
         try:
-            delivered = 0
-            while limit is None or delivered < limit:
-                entry = self.outbox.head(target)
-                if entry is None:
-                    return True
-                if respect_backoff and entry.next_attempt_at > self._clock():
-                    return False
-                try:
-                    self._caller.call(backend, _replay_call(entry), force=force)
-                except CircuitOpenError:
-                    return False
-                except Exception as exc:
-                    delay = min(self._settings.retry_base_s * 2 ** entry.attempts, self._settings.retry_max_s)
-                    self.outbox.record_failure(entry, str(exc), self._clock() + delay)
-                    log.info("outbox entry %d for %r failed (attempt %d): %s",
-                             entry.id, target, entry.attempts + 1, exc)
-                    return False
-                self.outbox.remove(entry)
-                delivered += 1
-            return self.outbox.pending(target) == 0
+            # Threads of this process queue on ``lock``; other processes sharing the outbox on this one.
+            with self.outbox.delivery_lock(target, wait=wait) as held:
+                return held and self._deliver_locked(backend, target, respect_backoff=respect_backoff,
+                                                     force=force, limit=limit)
         finally:
             lock.release()
+
+    def _deliver_locked(self, backend: MemoryBackend, target: str, *, respect_backoff: bool, force: bool,
+                        limit: int | None) -> bool:
+        delivered = 0
+        while limit is None or delivered < limit:
+            entry = self.outbox.head(target)
+            if entry is None:
+                return True
+            if respect_backoff and entry.next_attempt_at > self._clock():
+                return False
+            try:
+                self._caller.call(backend, _replay_call(entry), force=force)
+            except CircuitOpenError:
+                return False
+            except ValidationError as exc:
+                # The entry itself is bad (a payload that no longer validates, or one the target refuses
+                # every time): set it aside rather than block every later entry for this target forever.
+                if entry.attempts + 1 >= POISON_ATTEMPTS or "payload" in str(exc):
+                    self.outbox.dead_letter(entry, str(exc))
+                    log.warning("outbox entry %d for %r dead-lettered after %d attempt(s): %s",
+                                entry.id, target, entry.attempts + 1, exc)
+                    continue
+                self._failed(entry, target, exc)
+                return False
+            except Exception as exc:
+                self._failed(entry, target, exc)
+                return False
+            self.outbox.remove(entry)
+            delivered += 1
+        return self.outbox.pending(target) == 0
+
+    def _failed(self, entry: OutboxEntry, target: str, exc: Exception) -> None:
+        delay = min(self._settings.retry_base_s * 2 ** entry.attempts, self._settings.retry_max_s)
+        self.outbox.record_failure(entry, str(exc), self._clock() + delay)
+        log.info("outbox entry %d for %r failed (attempt %d): %s", entry.id, target, entry.attempts + 1, exc)
 
     def replay_pass(self, *, respect_backoff: bool, force: bool) -> None:
         """Deliver to every target once, in outbox order."""
@@ -179,7 +201,11 @@ def _replay_call(entry: OutboxEntry) -> BackendCall[object]:
     """The backend call that delivers one outbox entry (its own scope: a call abandoned after its timeout
     still holds its own entry's data)."""
     if entry.op == OP_PUT:
-        memory = entry.memory()
+        try:
+            memory = entry.memory()
+        except ValidationError as exc:
+            raise ValidationError(f"outbox entry {entry.id}: payload does not validate: {exc}",
+                                  [("payload", "invalid")]) from None
         return BackendCall("put", lambda b: b.put(memory), writes=True)
     memory_id = entry.memory_id
     return BackendCall("delete", lambda b: b.delete(memory_id), writes=True)

@@ -13,8 +13,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
+import attrs
 import cattrs
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
+from cattrs.gen import make_dict_unstructure_fn
 
 from memroute.errors import ConfigError, MemrouteError, ValidationError
 from memroute.models import Memory, MemoryType, as_utc
@@ -26,8 +28,10 @@ __all__ = [
     "make_converter",
     "memory_from_dict",
     "memory_to_dict",
+    "parse_jsonl",
     "structure_config",
     "structure_input",
+    "to_jsonable",
     "write_jsonl",
 ]
 
@@ -91,6 +95,22 @@ def make_converter() -> cattrs.Converter:
             return value
         raise ValueError(f"expected a string, got {type(value).__name__} {value!r:.40}")
 
+    def unstructure_attrs(cls: type) -> Any:
+        # Reports list the computed properties their JSON carries (memroute.reports, ``_json_properties``).
+        base: Any = make_dict_unstructure_fn(cls, conv)
+        extra: tuple[str, ...] = getattr(cls, "_json_properties", ())
+        if not extra:
+            return base
+
+        def unstructure(value: Any) -> dict[str, Any]:
+            data: dict[str, Any] = base(value)
+            for name in extra:
+                data[name] = conv.unstructure(getattr(value, name))
+            return data
+
+        return unstructure
+
+    conv.register_unstructure_hook_factory(attrs.has, unstructure_attrs)
     conv.register_structure_hook(bool, structure_bool)
     conv.register_structure_hook(int, structure_int)
     conv.register_structure_hook(float, structure_float)
@@ -192,6 +212,14 @@ def memory_from_dict(data: Mapping[str, Any], path: str = "$") -> Memory:
     return structure_input(dict(data), Memory, path)
 
 
+def to_jsonable(value: Any) -> Any:
+    """``value`` (a report of :mod:`memroute.reports`, a model of :mod:`memroute.models`, or plain data
+    holding them) as JSON-able data: dicts, lists, strings, numbers, booleans and ``None``. Timestamps become
+    ISO-8601 UTC with ``Z``, enums their value, tuples lists, and a report's computed properties are added.
+    The one converter every surface uses (the CLI's ``--json``, the server's responses)."""
+    return converter.unstructure(value)
+
+
 def dumps_memory(memory: Memory) -> str:
     return json.dumps(memory_to_dict(memory), ensure_ascii=False, sort_keys=True)
 
@@ -212,3 +240,34 @@ def write_jsonl(out: IO[str], memories: Iterable[Memory]) -> int:
         out.write(json.dumps(memory_to_dict(memory), ensure_ascii=False) + "\n")
         count += 1
     return count
+
+
+def parse_jsonl(lines: Iterable[str], tenant: str | None = None) -> tuple[list[Memory], list[int], int]:
+    """Parse every line of an import (what :func:`write_jsonl` writes) before anything is stored: the
+    memories, the line number of each, and how many blank lines were skipped. With ``tenant`` every line must
+    belong to it (a line naming no tenant is given to it). A bad line is a :class:`ValidationError` naming
+    its line number."""
+    parsed: list[Memory] = []
+    numbers: list[int] = []
+    skipped = 0
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            skipped += 1
+            continue
+        where = f"line {number}"
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValidationError(f"{where}: not valid JSON ({exc.msg})", [(where, "json")]) from None
+        if tenant is not None and isinstance(data, dict):
+            owner = data.get("api_key_id")
+            if owner not in (None, "", tenant):
+                raise ValidationError(f"{where}: api_key_id {str(owner)!r:.80} is not the tenant {tenant!r}",
+                                      [(where, "another tenant")])
+            data = {**data, "api_key_id": tenant}
+        try:
+            parsed.append(memory_from_dict(data))
+        except MemrouteError as exc:
+            raise ValidationError(f"{where}: {exc}", [(where, str(exc))]) from None
+        numbers.append(number)
+    return parsed, numbers, skipped

@@ -1,24 +1,29 @@
 """The service object ``memroute.open()`` returns: the Python API every surface (CLI, REST, MCP) wraps.
 
 Data flows one way: surface → this service → MemoryManager → backend plugins. The service validates input,
-generates ids and keys, and hands retrieval to the :class:`~memroute.retrieval.RetrievalEngine`.
+scopes every operation to its tenant, generates ids and keys, returns typed reports
+(:mod:`memroute.reports`), and is the composition root: it builds the backends, the manager, the retrieval
+engine and the conversation pipeline (which works against the narrow
+:class:`~memroute.pipeline.ports.MemoryStore` port this class satisfies). The whole public API lives here
+with its docstrings, which is why this module runs a little past 600 lines.
 """
 
 from __future__ import annotations
 
 import builtins
 import hashlib
-import json
 import re
 import threading
 import unicodedata
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, overload
 
+import attrs
+
 from memroute.components import build_backend
-from memroute.errors import ConfigError, MemrouteError, ValidationError
+from memroute.errors import ConfigError, ValidationError
 from memroute.interfaces import EmbeddingSource, ExtractedFact, MemoryBackend, VectorStore
 from memroute.limits import InputLimits
 from memroute.manager import MemoryManager
@@ -29,9 +34,12 @@ from memroute.models import (
     MemoryPatch,
     MemoryType,
     NewMemory,
+    SearchHit,
     SearchQuery,
     SearchResult,
     check_storable,
+    is_memory_id,
+    require_key,
     require_memory_id,
     require_session,
     require_tenant,
@@ -40,14 +48,27 @@ from memroute.models import (
     utcnow,
 )
 from memroute.plugins import MemroutePluginManager, get_plugin_manager
-from memroute.reports import CacheStats, ClearReport, MaintenanceReport, MemoryStats
+from memroute.reports import (
+    AugmentReport,
+    BackendsStatus,
+    CacheStats,
+    ClearReport,
+    HealthReport,
+    MaintenanceReport,
+    MemoryStats,
+    MemoryStatus,
+    ReindexReport,
+    RetrievalPreview,
+    StatusReport,
+)
 from memroute.retrieval.build import build_retrieval
-from memroute.serialization import memory_from_dict
 from memroute.settings import MemrouteSettings, load_settings
+from memroute.transfer import ImportReport, import_memories, parse_jsonl
+from memroute.verify import VerifyReport, verify_replicas
 
 if TYPE_CHECKING:
     from memroute.keys import KeyStore
-    from memroute.pipeline.conversation import Augmentation, Conversation
+    from memroute.pipeline.conversation import Conversation
     from memroute.pipeline.requests import ApiShape
     from memroute.settings import MemorySettings
     from memroute.state import StateStore
@@ -55,7 +76,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Memroute", "derive_key"]
 
-_IMPORT_BATCH = 2000
 _PATCHABLE = ("content", "key", "type", "session_id", "metadata", "expires_at")
 
 
@@ -241,6 +261,15 @@ class Memroute:
         memory = self._manager.get(memory_id)
         return memory if memory is not None and memory.api_key_id == tenant else None
 
+    def get_by_key(self, key: str, *, api_key_id: str) -> Memory | None:
+        """The memory of ``api_key_id`` whose upsert key is exactly ``key``, or ``None``: one indexed lookup
+        on backends that have one (SQLite, the in-memory test backend), an exact match over the backend's
+        key search elsewhere, never a page-capped substring list."""
+        tenant = require_tenant(api_key_id)
+        key = require_key(key)
+        memory = self._manager.get_by_key(tenant, key)
+        return memory if memory is not None and memory.api_key_id == tenant and memory.key == key else None
+
     def update(self, memory_id: str, *, api_key_id: str, **changes: Any) -> Memory | None:
         """Change some of ``content, key, type, session_id, metadata, expires_at`` of a memory of
         ``api_key_id``; returns the updated memory, or ``None`` when there is no such id or it belongs to
@@ -375,10 +404,12 @@ class Memroute:
         limit: int | None = None,
         max_tokens: int | None = None,
         session_id: str | None = None,
+        type: MemoryType | str | None = None,
     ) -> SearchResult:
         """Ranked memories of ``api_key_id`` for ``query``. ``strategy``: ``exact``/``recent`` (newest
         first), ``semantic`` or ``hybrid`` (default: the configured one). Expired memories, memories older
-        than ``retention_days`` and (with ``session_id``) other sessions' memories are never returned."""
+        than ``retention_days`` and (with ``session_id``) other sessions' memories are never returned; with
+        ``type``, only memories of that type are (filtered before the token budget is filled)."""
         if not isinstance(query, str):
             raise ValidationError("query: expected a string", [("query", "type")])
         tenant = require_tenant(api_key_id)
@@ -389,35 +420,71 @@ class Memroute:
         search_query = SearchQuery(
             api_key_id=tenant, text=query[:4096], strategy=chosen,
             limit=limit if limit is not None else self.settings.memory.vec_top_k,
-            session_id=session_id, retention_days=self.settings.memory.retention_days,
+            session_id=session_id, retention_days=self.settings.memory.retention_days, type=type,
         )
         return self._retrieval.search(search_query, max_tokens=max_tokens)
 
+    def preview(
+        self,
+        query: str,
+        *,
+        api_key_id: str,
+        strategy: str | None = None,
+        max_tokens: int | None = None,
+        limit: int | None = None,
+        session_id: str | None = None,
+    ) -> RetrievalPreview:
+        """What retrieval returns for ``query`` within a token budget, typed (the reference's
+        retrieve-preview, the Playground, ``memroute search``): each memory with its tier, per-leg ranks and
+        scores and tokens; how it was served (embedding source and model, vector store, strategy used,
+        fallbacks and why); total tokens against the budget. ``max_tokens`` defaults to ``[memory]
+        max_tokens`` (1..16000), ``limit`` to 20 (1..100). Always one tenant, with the expiry, retention and
+        session filters of :meth:`search` (the reference's preview had none)."""
+        budget = self.settings.memory.max_tokens if max_tokens is None else max_tokens
+        count = 20 if limit is None else _check_range("limit", limit, 1, 100)
+        result = self.search(query, api_key_id=api_key_id, strategy=strategy, max_tokens=budget, limit=count,
+                             session_id=session_id)
+        return self._preview_of(query, require_tenant(api_key_id), result.hits, result, budget, count)
+
+    def _preview_of(self, query: str, tenant: str, hits: Sequence[SearchHit], result: SearchResult,
+                    max_tokens: int | None, limit: int) -> RetrievalPreview:
+        return RetrievalPreview.from_hits(query=query, api_key_id=tenant, hits=hits, provenance=result.provenance,
+                                          embedding=self._retrieval.resolution, max_tokens=max_tokens, limit=limit)
+
     # --- operations ----------------------------------------------------------------------------------
-    def health(self) -> dict[str, Any]:
-        """Probe every backend now: each backend's answer and breaker, and the outbox."""
-        return self._manager.health()
+    def health(self) -> HealthReport:
+        """Probe every backend now: each backend's answer, breaker and outbox backlog, and the outbox."""
+        return HealthReport.from_manager(self._manager.health())
 
-    def status(self) -> dict[str, Any]:
-        """Engine status: data and state directories, ``[memory]`` settings, backends, keyword tier,
-        embedding, vector store, fusion, and a fresh health probe."""
-        return {
-            "data_dir": str(self.data_dir),
-            "state_dir": str(self.state_dir),
-            "memory": {"enabled": self.settings.memory.enabled, "strategy": self.settings.memory.strategy,
-                       "max_tokens": self.settings.memory.max_tokens,
-                       "retention_days": self.settings.memory.retention_days},
-            "backends": {"primary": self.settings.backends.primary,
-                         "fallbacks": list(self.settings.backends.fallbacks),
-                         "instances": [b.describe() for b in self._manager.backends]},
-            **self._retrieval.status(),
-            "health": self.health(),
-        }
+    def status(self) -> StatusReport:
+        """Engine status (``memroute status``): data and state directories, ``[memory]`` settings, backends,
+        keyword tier, embedding, vector store, fusion, and a fresh health probe."""
+        memory = self.settings.memory
+        engine = self._retrieval.status()
+        return StatusReport(
+            data_dir=str(self.data_dir), state_dir=str(self.state_dir),
+            memory=MemoryStatus(enabled=memory.enabled, strategy=memory.strategy, max_tokens=memory.max_tokens,
+                                retention_days=memory.retention_days),
+            backends=BackendsStatus(primary=self.settings.backends.primary,
+                                    fallbacks=tuple(self.settings.backends.fallbacks),
+                                    instances=tuple(b.describe() for b in self._manager.backends)),
+            keyword=dict(engine.get("keyword", {})), embedding=dict(engine.get("embedding", {})),
+            vector_store=dict(engine.get("vector_store", {})), fusion=dict(engine.get("fusion", {})),
+            rerank=dict(engine.get("rerank", {})),
+            health=self.health(),
+        )
 
-    def reindex(self, *, force: bool = False, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    def verify(self, *, repair: bool = False) -> VerifyReport:
+        """Compare every fallback with the primary, memory by memory (the drift check); with ``repair``, replay
+        the primary's version of every difference through the outbox. See :mod:`memroute.verify`."""
+        return verify_replicas(self._manager, repair=repair)
+
+    def reindex(self, *, force: bool = False, progress: Callable[[int, int], None] | None = None) -> ReindexReport:
         """Embed every memory that has no current vector now (every memory with ``force``); resumable, the
         queue is durable. ``progress(done, remaining)`` is called after each batch."""
-        return self._retrieval.reindex(force=force, progress=progress)
+        outcome = self._retrieval.reindex(force=force, progress=progress)
+        known = {f.name for f in attrs.fields(ReindexReport)}
+        return ReindexReport(**{k: v for k, v in outcome.items() if k in known})
 
     # --- import / export -----------------------------------------------------------------------------
     def export(self, api_key_id: str) -> Iterator[Memory]:
@@ -425,43 +492,39 @@ class Memroute:
         tenant = require_tenant(api_key_id)
         return iter(self._manager.iter_all(tenant))
 
+    def tenants(self) -> builtins.list[str]:
+        """Every ``api_key_id`` that holds memories, sorted: an all-tenant read for operators and the
+        dashboard's tenant picker (the server exposes it to admin keys only)."""
+        return self._manager.tenants()
+
     def export_all(self) -> Iterator[Memory]:
         """Every memory of **every** tenant, oldest first: an operator's backup, never a tenant's call."""
         return iter(self._manager.iter_all(None))
 
-    def import_memories(self, memories: Iterable[Memory]) -> int:
-        """Store memories exactly as given (ids, owners and timestamps kept): an operator's restore."""
-        batch = builtins.list(memories)
-        count = 0
-        for start in range(0, len(batch), _IMPORT_BATCH):
-            count += self._manager.put_many(batch[start:start + _IMPORT_BATCH])
-        self._retrieval.on_written(batch)
-        return count
+    def import_memories(self, memories: Iterable[Memory]) -> ImportReport:
+        """Store memories exactly as given (ids, owners and timestamps kept): an operator's restore. Refused
+        whole when an id is not a UUID or exists under another tenant (see :mod:`memroute.transfer`)."""
+        checked: builtins.list[tuple[int, Memory]] = []
+        for number, memory in enumerate(memories, start=1):
+            if not isinstance(memory, Memory):
+                raise ValidationError(f"item {number}: expected a Memory", [(f"item {number}", "type")])
+            if not is_memory_id(memory.id):
+                raise ValidationError(f"item {number}: id: expected a canonical UUID, got {memory.id!r:.60}",
+                                      [(f"item {number}", "id")])
+            self._limits.check(content=memory.content, metadata=memory.metadata, where=f"item {number}: ")
+            checked.append((number, memory))
+        return import_memories(self._manager, checked, on_written=self._retrieval.on_written)
 
-    def import_jsonl(self, lines: Iterable[str], *, progress: Callable[[int], None] | None = None) -> int:
-        """Import JSONL (one memory object a line, as ``memroute export`` writes). The whole file is validated
-        before anything is written, so a bad line writes nothing; the error names its line number."""
-        parsed: builtins.list[Memory] = []
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError as exc:
-                message = f"line {number}: not valid JSON ({exc.msg})"
-                raise ValidationError(message, [(f"line {number}", "json")]) from None
-            try:
-                parsed.append(memory_from_dict(data))
-            except MemrouteError as exc:
-                raise ValidationError(f"line {number}: {exc}", [(f"line {number}", str(exc))]) from None
-        count = 0
-        for start in range(0, len(parsed), _IMPORT_BATCH):
-            chunk = parsed[start:start + _IMPORT_BATCH]
-            count += self._manager.put_many(chunk)
-            if progress is not None:
-                progress(len(chunk))
-        self._retrieval.on_written(parsed)
-        return count
+    def import_jsonl(self, lines: Iterable[str], *, api_key_id: str | None = None,
+                     progress: Callable[[int], None] | None = None) -> ImportReport:
+        """Import JSONL (one memory object a line, as ``memroute export`` writes), all or nothing: the whole
+        input is validated before the first write (the error names the line), an id that exists under another
+        tenant is refused, and the memories are written in one backend call (one transaction on SQLite and
+        PostgreSQL). With ``api_key_id``, every line must belong to that tenant or name none. See
+        :mod:`memroute.transfer` for what is guaranteed on backends without transactions."""
+        parsed = parse_jsonl(lines, api_key_id=api_key_id, limits=self._limits)
+        return import_memories(self._manager, parsed, api_key_id=api_key_id, on_written=self._retrieval.on_written,
+                               progress=progress)
 
     # --- conversation pipeline (memroute.pipeline.conversation; docs/pipeline.md) ----------------------
     @property
@@ -469,9 +532,11 @@ class Memroute:
         """The pipeline object (extraction worker, augmentation, maintenance), built on first use."""
         with self._lock:
             if self._pipeline is None:
-                from memroute.pipeline.conversation import Conversation
+                from memroute.pipeline.conversation import Conversation, build_extractors
 
-                self._pipeline = Conversation(self)
+                self._pipeline = Conversation(
+                    self, self.settings, lambda: build_extractors(self.settings, self.plugins, self.data_dir)
+                )
             return self._pipeline
 
     def augment(self, request: Any, *, api_key_id: str, session_id: str | None = None, provider: str | None = None,
@@ -485,10 +550,17 @@ class Memroute:
 
     def explain_augment(self, request: Any, *, api_key_id: str, session_id: str | None = None,
                         provider: str | None = None, headers: Any = None, api: ApiShape | None = None,
-                        session_scope: bool = False) -> Augmentation:
-        """Like :meth:`augment`, and also what was retrieved for which query, and why nothing was injected."""
-        return self._conversation.explain_augment(request, api_key_id, session_id, provider, headers, api=api,
+                        session_scope: bool = False) -> AugmentReport:
+        """Like :meth:`augment`, and also what was retrieved for which query (a :class:`RetrievalPreview` of
+        the memories injected), and why nothing was injected."""
+        done = self._conversation.explain_augment(request, api_key_id, session_id, provider, headers, api=api,
                                                   session_scope=session_scope)
+        preview = None
+        if done.result is not None:
+            preview = self._preview_of(done.query, require_tenant(api_key_id), done.hits, done.result,
+                                       self.settings.memory.max_tokens, len(done.result.hits))
+        return AugmentReport(request=done.request, query=done.query, block=done.block, skipped=done.skipped,
+                             preview=preview)
 
     def observe(self, request: Any, response: Any = None, *, api_key_id: str, session_id: str | None = None,
                 headers: Any = None, wait: bool = False) -> builtins.list[Memory]:
@@ -554,7 +626,6 @@ def state_dir_for(data_dir: Path, primary: MemoryBackend) -> Path:
             "writable directory", [("data_dir", "not writable")]
         ) from exc
     return path
-
 
 
 def _check_range(name: str, value: object, low: int, high: int) -> int:

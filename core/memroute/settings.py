@@ -37,6 +37,7 @@ __all__ = [
     "ExtractionSettings",
     "LimitsSettings",
     "ManagerSettings",
+    "McpSettings",
     "MemorySettings",
     "MemrouteSettings",
     "ProxySettings",
@@ -318,6 +319,24 @@ class LimitsSettings:
 
 
 @attrs.frozen(kw_only=True)
+class McpSettings:
+    """``[mcp]``: the MCP endpoint ``/mcp`` of ``memroute serve`` (docs/mcp.md)."""
+
+    dns_rebinding_protection: bool = True
+    """Check the ``Host`` and ``Origin`` of every ``/mcp`` request (421 / 403 otherwise), so a web page cannot
+    reach a local memroute through a rebound DNS name. Loopback names are always accepted."""
+    allowed_hosts: tuple[str, ...] = ()
+    """More ``Host`` values ``/mcp`` accepts besides loopback and ``[server] allowed_hosts``: ``name``,
+    ``name:port`` or ``name:*`` (any port)."""
+    allowed_origins: tuple[str, ...] = ()
+    """``Origin`` values accepted from browsers besides loopback ones (``https://app.example.com``; a ``:*``
+    suffix allows any port). Requests without an ``Origin`` (every non-browser client) are not affected."""
+    resource_url: str | None = None
+    """The public URL of ``/mcp``, announced in the OAuth protected-resource metadata and the 401's
+    ``WWW-Authenticate`` (default: ``http://<server.host>:<server.port>/mcp``). Set it behind a reverse proxy."""
+
+
+@attrs.frozen(kw_only=True)
 class MemrouteSettings:
     """Everything memroute is configured with."""
 
@@ -333,6 +352,7 @@ class MemrouteSettings:
     server: ServerSettings = attrs.field(factory=ServerSettings)
     limits: LimitsSettings = attrs.field(factory=LimitsSettings)
     proxy: ProxySettings = attrs.field(factory=ProxySettings)
+    mcp: McpSettings = attrs.field(factory=McpSettings)
 
     @property
     def data_path(self) -> Path:

@@ -26,7 +26,7 @@ def database_id(notion_fake: NotionFake) -> str:
 
 
 def _open(fake: NotionFake, database_id: str) -> NotionBackend:
-    settings = NotionSettings(token=fake.token, database_id=database_id, base_url=fake.base_url,
+    settings = NotionSettings(token=fake.token, database_id=database_id, base_url=fake.base_url, allow_private=True,
                               max_retries=2, max_retry_delay=0.05, requests_per_second=0)
     backend = NotionBackend("conformance", settings)
     backend.initialize()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -37,12 +37,24 @@ class TestSqliteVecFloat32(VectorStoreContract):
         return again
 
 
+def _reopen(settings: SqliteVecSettings, tmp_path: Path) -> Callable[[VectorStore], VectorStore]:
+    def again(store: VectorStore) -> VectorStore:
+        store.close()
+        return SqliteVecStore(settings, _context(tmp_path))
+
+    return again
+
+
 class TestSqliteVecInt8(VectorStoreContract):
     @pytest.fixture
     def store(self, tmp_path: Path) -> Iterator[VectorStore]:
         store = SqliteVecStore(SqliteVecSettings(quantization="int8"), _context(tmp_path))
         yield store
         store.close()
+
+    @pytest.fixture
+    def reopen(self, tmp_path: Path) -> Callable[[VectorStore], VectorStore]:
+        return _reopen(SqliteVecSettings(quantization="int8"), tmp_path)
 
 
 class TestSqliteVecPromoted(VectorStoreContract):
@@ -53,6 +65,10 @@ class TestSqliteVecPromoted(VectorStoreContract):
         store = SqliteVecStore(SqliteVecSettings(promote_at=2, quantization="int8"), _context(tmp_path))
         yield store
         store.close()
+
+    @pytest.fixture
+    def reopen(self, tmp_path: Path) -> Callable[[VectorStore], VectorStore]:
+        return _reopen(SqliteVecSettings(promote_at=2, quantization="int8"), tmp_path)
 
 
 class TestSqliteVecPromotedFloat32(VectorStoreContract):

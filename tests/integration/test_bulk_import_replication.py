@@ -24,7 +24,7 @@ def test_import_reaches_the_fallback_exactly(tmp_path):
                        created_at=now, updated_at=now) for i in range(2500)]  # more than one import batch
     with memroute.open(config) as mem:
         bystander = mem.add(api_key_id="other", content="untouched", key="keep")
-        assert mem.import_jsonl([json.dumps(memory_to_dict(m)) for m in memories]) == 2500
+        assert mem.import_jsonl([json.dumps(memory_to_dict(m)) for m in memories]).imported == 2500
         assert mem.flush(timeout=60)
         main, copy = mem._manager.backends  # internals: inspect each backend
         expected = {m.id: m for m in memories} | {bystander.id: bystander}

@@ -10,10 +10,10 @@ import pytest
 
 import memroute
 from memroute.errors import ValidationError
+from memroute.integrations import wrap_anthropic, wrap_openai
 from memroute.interfaces import ExtractedFact, Extractor
 from memroute.models import Memory, MemoryType, new_memory_id, utcnow
 from memroute.pipeline.inject import BLOCK_END, BLOCK_START
-from memroute.pipeline.wrappers import wrap_anthropic, wrap_openai
 from memroute.service import Memroute
 from memroute.specs import BackendSpec, ExtractorSpec
 from memroute.testing.fakes import HashingEmbeddingSource
@@ -224,9 +224,11 @@ def test_explain_augment_reports_hits_and_reasons(make_service):
     mem.observe(chat(SEED), api_key_id="k", wait=True)
     mem.flush()
     info = mem.explain_augment(chat("Should I use Postgres?"), api_key_id="k")
-    assert info.injected and info.result is not None
+    assert info.injected and info.preview is not None
     assert info.query == "Should I use Postgres?"
-    assert info.result.hits[0].memory.content == "Postgres for this project"
+    assert info.preview.memories[0].content == "Postgres for this project"
+    assert info.preview.api_key_id == "k" and info.preview.resolution.rerank_applied is False
+    assert info.preview.total_tokens == sum(m.tokens for m in info.preview.memories) <= 2000
     assert mem.explain_augment(chat("x"), api_key_id="k", headers={"x-memroute-no-memory": "true"}).skipped
 
 
@@ -436,6 +438,19 @@ def test_a_newer_opposite_statement_supersedes_the_older_one(make_service, first
     assert old.id not in mem.vector_store_for_tests.ids("alice")
 
 
+def test_the_opposite_fact_is_found_by_its_exact_key_past_any_page(make_service):
+    """The old lookup listed 50 substring matches, newest first: 60 newer memories mentioning the key hid the
+    fact it had to supersede. The lookup is now by exact key."""
+    mem = make_service()
+    old = mem.observe(chat("I like Python"), api_key_id="alice", wait=True)[0]
+    assert old.key == "preference:python"
+    for i in range(60):
+        mem.add(api_key_id="alice", key=f"note:preference:python:{i}", content=f"preference:python note {i}")
+    new = mem.observe(chat("I hate Python"), api_key_id="alice", wait=True)[0]
+    assert new.key == "aversion:python" and new.metadata["supersedes"] == [old.id]
+    assert mem.get(old.id, api_key_id="alice") is None
+
+
 def test_session_header_names_the_session(make_service):
     mem = make_service()
     stored = mem.observe(chat("I prefer tabs"), api_key_id="k", headers={"X-Omniroute-Session-Id": " s9 "}, wait=True)
@@ -446,7 +461,7 @@ def test_session_header_names_the_session(make_service):
     mem.flush()
     scoped = mem.explain_augment(chat("tabs or spaces?"), api_key_id="k", headers={"x-memroute-session-id": "s9"},
                                               session_scope=True)
-    assert [h.memory.content for h in scoped.result.hits] == ["tabs"]
+    assert [m.content for m in scoped.preview.memories] == ["tabs"]
 
 
 def test_injection_failure_sends_the_request_unchanged(make_service, caplog):
@@ -472,8 +487,8 @@ def test_augment_fills_the_budget_past_vec_top_k(make_service):
         mem.add(api_key_id="k", key=f"trip:{i}", content=f"Trip to Lisbon number {i} was lovely")
     mem.flush()
     info = mem.explain_augment(chat("How was the Lisbon trip?"), api_key_id="k")
-    assert info.injected and info.result is not None
-    assert len(info.result.hits) == 40
+    assert info.injected and info.preview is not None
+    assert len(info.preview.memories) == 40
     assert len(mem.search("Lisbon trip", api_key_id="k").hits) == 20  # a plain search keeps its default
 
 
@@ -482,5 +497,5 @@ def test_augment_with_strategy_recent_injects_the_newest_memories(make_service):
     for i in range(5):
         mem.add(api_key_id="k", key=f"note:{i}", content=f"Note number {i} about nothing much")
     info = mem.explain_augment(chat("What about the Lisbon trip?"), api_key_id="k")
-    assert info.result is not None and info.result.provenance.strategy_used == "exact"
-    assert len(info.result.hits) >= 1  # the query is not used as a filter on the recent path
+    assert info.preview is not None and info.preview.resolution.strategy_used == "exact"
+    assert len(info.preview.memories) >= 1  # the query is not used as a filter on the recent path

@@ -58,7 +58,7 @@ def test_writes_reach_every_backend_and_nothing_acknowledged_is_lost(
             "main": {"type": "faulty-sqlite", "path": str(tmp_path / "memroute.db")},
             "vault": {"type": "obsidian", "api_key": "${OBSIDIAN_API_KEY}", "base_url": obsidian.base_url,
                       "verify": str(obsidian.cert_path), "timeout": 5},
-            "notes": {"type": "notion", "token": "${NOTION_TOKEN}", "base_url": notion.base_url,
+            "notes": {"type": "notion", "token": "${NOTION_TOKEN}", "base_url": notion.base_url, "allow_private": True,
                       "database_id": notion.add_database(ns.database_properties()), "requests_per_second": 0,
                       "max_retries": 1, "max_retry_delay": 0.05},
         },
@@ -100,7 +100,7 @@ def test_writes_reach_every_backend_and_nothing_acknowledged_is_lost(
         city = next(mid for mid, row in expected.items() if row[1] == "fact:city")
         assert mem.delete(city, api_key_id="alice")
         del expected[city]
-        assert mem.health()["outbox"]["by_target"].get("main") == 3
+        assert mem.health().outbox.by_target.get("main") == 3
 
         # 3. The primary returns: the outbox replays in order and it holds exactly the acknowledged state.
         main.recover()
@@ -115,7 +115,7 @@ def test_writes_reach_every_backend_and_nothing_acknowledged_is_lost(
         assert mem.update(tea.id, api_key_id="alice", content="Drinks green tea every afternoon")
         expected[tea.id] = ("alice", "pref:tea", "Drinks green tea every afternoon")
         assert mem.flush(timeout=2) is False
-        waiting = mem.health()["outbox"]["by_target"]
+        waiting = mem.health().outbox.by_target
         assert waiting.get("vault") == 2 and not waiting.get("notes")
         assert late.id in contents(notes) and late.id in contents(main.inner)
 

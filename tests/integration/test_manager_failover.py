@@ -263,7 +263,7 @@ def test_service_round_trip_with_primary_outage(tmp_path, plugin_manager, regist
         result = mem.search("coffee tea", api_key_id="k1", strategy="exact")
         assert result.provenance.fallback and result.provenance.backend == "vault"
         assert {h.memory.id for h in result.hits} == {before.id, during.id}
-        assert mem.health()["outbox"]["by_target"].get("main") == 2
+        assert mem.health().outbox.by_target.get("main") == 2
         main.recover()
         assert mem.flush(10)
         stored = {m.id: m for m in main.inner.iter_all()}

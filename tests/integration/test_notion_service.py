@@ -22,7 +22,7 @@ def fake() -> Iterator[NotionFake]:
 
 def notion_options(fake: NotionFake) -> dict[str, Any]:
     return {"type": "notion", "token": "${NOTION_TOKEN}", "database_id": fake.add_database(ns.database_properties()),
-            "base_url": fake.base_url, "max_retries": 1, "max_retry_delay": 0.05}
+            "base_url": fake.base_url, "allow_private": True, "max_retries": 1, "max_retry_delay": 0.05}
 
 
 def test_notion_as_the_primary(fake: NotionFake, monkeypatch: pytest.MonkeyPatch) -> None:

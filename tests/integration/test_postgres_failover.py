@@ -53,7 +53,7 @@ def test_failover_to_sqlite_while_postgres_is_down_and_replay_after(postgres_ser
             # Writes are acknowledged by the fallback and journaled for the primary.
             during = mem.add(api_key_id="alice", key="during", content="Written while PostgreSQL was down")
             assert mem.update(before.id, api_key_id="alice", content="Changed while PostgreSQL was down")
-            assert mem.health()["outbox"]["by_target"].get("main") == 2
+            assert mem.health().outbox.by_target.get("main") == 2
         finally:
             postgres_server.start()
             wait_until_ready(postgres_server)

@@ -11,6 +11,7 @@ import pytest
 
 import memroute
 from memroute.errors import ConfigError
+from memroute.serialization import to_jsonable
 from memroute.specs import VectorStoreSpec
 from memroute.testing.numpy_store import NumpyVectorStore
 
@@ -35,7 +36,7 @@ def _semantic_round_trip(mem: memroute.Memroute) -> None:
 @pytest.mark.parametrize("quantization", ["float32", "int8", "binary"])
 def test_qdrant_opens_with_default_settings_in_local_mode(tmp_path: Path, quantization: str) -> None:
     with _open(tmp_path, {"store": "qdrant", "quantization": quantization}) as mem:
-        status = mem.status()
+        status = to_jsonable(mem.status())
         assert status["vector_store"]["backend"] == "qdrant" and status["vector_store"]["available"]
         _semantic_round_trip(mem)
 
@@ -71,5 +72,5 @@ def test_auto_takes_the_store_with_the_highest_priority(tmp_path: Path, register
     mem = memroute.open({"backends": {"main": {"type": "sqlite", "path": str(tmp_path / "m.db")}},
                          "embedding": {"source": "static"}, "vectors": {"store": "auto"}}, plugins=plugin_manager)
     with mem:
-        assert mem.status()["vector_store"]["backend"] == made[0].store_name
+        assert to_jsonable(mem.status())["vector_store"]["backend"] == made[0].store_name
         _semantic_round_trip(mem)

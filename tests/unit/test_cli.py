@@ -87,12 +87,13 @@ def test_search_never_returns_another_keys_memory_and_survives_fts_syntax(run):
     for query in ['TypeScript', '"TypeScript', 'Type*', 'NEAR(TypeScript', 'AND OR TypeScript', '-', '()":^']:
         code, out, err = run("search", "--api-key", "alice", "--json", query)
         assert code == 0, (query, err)
-        hits = json.loads(out)["hits"]
-        assert all(h["memory"]["api_key_id"] == "alice" for h in hits), query
+        preview = json.loads(out)
+        assert preview["api_key_id"] == "alice" and "too" not in str(preview["memories"]), query
     code, out, _ = run("search", "--api-key", "alice", "--json", "TypeScript")
     result = json.loads(out)
-    assert len(result["hits"]) == 1
-    assert result["provenance"]["degraded"] is True and result["provenance"]["legs"] == ["keyword"]
+    assert [m["content"] for m in result["memories"]] == ["Prefers TypeScript for the frontend"]
+    assert result["resolution"]["degraded"] is True and result["resolution"]["legs"] == ["keyword"]
+    assert result["total_tokens"] == result["memories"][0]["tokens"] and result["budget_max_tokens"] == 2000
 
 
 def test_list_json_shape_and_filters(run):
@@ -115,7 +116,7 @@ def test_export_then_import_into_another_database_keeps_ids(run, tmp_path, monke
     dump = tmp_path / "dump.jsonl"
     dump.write_text(out, encoding="utf-8")
     monkeypatch.setenv("MEMROUTE_DB", str(tmp_path / "other.db"))
-    code, _, err = run("import", str(dump))
+    code, _, err = run("import", "--all-tenants", str(dump))
     assert code == 0 and "imported 2" in err
     code, out, _ = run("export", "--api-key", "alice")
     assert json.loads(out.strip())["id"] == json.loads(lines[0])["id"]
@@ -127,7 +128,7 @@ def test_import_is_all_or_nothing_and_names_the_bad_line(run, tmp_path):
     memory = json.loads(good)
     other = {**memory, "id": "00000000-0000-4000-8000-000000000001", "key": "other"}
     bad.write_text(json.dumps(other) + "\n" + json.dumps({**memory, "type": "opinion"}) + "\n", encoding="utf-8")
-    code, _, err = run("import", str(bad))
+    code, _, err = run("import", "--api-key", "alice", str(bad))
     assert code == 2 and "line 2" in err and "Traceback" not in err
     code, out, _ = run("list", "--api-key", "alice", "--json")
     assert json.loads(out)["total"] == 1  # nothing from the bad file was written

@@ -47,7 +47,7 @@ def import_old(run, tmp_path, rows: list[tuple[str, str, int]]) -> list[str]:
                                created_at=moment, updated_at=moment))
     path = tmp_path / "old.jsonl"
     path.write_text("\n".join(json.dumps(memory_to_dict(m)) for m in memories) + "\n", encoding="utf-8")
-    assert run("import", str(path))[0] == 0
+    assert run("import", "--all-tenants", str(path))[0] == 0
     return [m.id for m in memories]
 
 
@@ -201,8 +201,8 @@ def test_demo_runs_and_leaves_a_searchable_database(run, tmp_path, monkeypatch):
     monkeypatch.setenv("MEMROUTE_DB", str(db))
     code, out, _ = run("search", "hosting", "--api-key", "demo-user", "--json")
     assert code == 0
-    hits = json.loads(out)["hits"]
-    assert hits and hits[0]["memory"]["content"] == "Fly.io for hosting"
+    hits = json.loads(out)["memories"]
+    assert hits and hits[0]["content"] == "Fly.io for hosting"
     first = {m["key"] for m in export(run, "demo-user")}
 
     monkeypatch.delenv("MEMROUTE_DB")

@@ -202,8 +202,8 @@ def test_cli_augment_stdin_with_a_surrogate_or_deep_json(run):
 def test_cli_import_of_random_bytes(run, tmp_path):
     junk = tmp_path / "junk.jsonl"
     junk.write_bytes(bytes(range(256)) * 4)
-    _one_line_exit_2(run("import", str(junk)), "UTF-8", "offset 128")
-    _one_line_exit_2(run("import", "-", stdin=b"\x80\x81"), "stdin", "UTF-8")
+    _one_line_exit_2(run("import", "--all-tenants", str(junk)), "UTF-8", "offset 128")
+    _one_line_exit_2(run("import", "--all-tenants", "-", stdin=b"\x80\x81"), "stdin", "UTF-8")
 
 
 def test_cli_toml_nested_5000_deep(run, tmp_path):

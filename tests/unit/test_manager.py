@@ -540,25 +540,22 @@ def test_a_lagging_fallback_does_not_resurrect_a_deleted_memory(rig):
     assert rig.manager.get_many([memory.id]) == {}
 
 
-def test_undeliverable_and_orphaned_entries_stay_visible(rig):
+def test_poison_entries_are_dead_lettered_and_orphaned_entries_stay_visible(rig):
+    """A put whose payload no longer validates can never be delivered: it is set aside (and reported)
+    instead of blocking every later entry for its target (issue 16, item 6)."""
     rig.manager.outbox.add([
         ("main", "put", {"id": "broken", "content": 1}),
         ("retired-backend", "delete", {"id": "x"}),
     ])
-    assert not rig.manager.flush(0)
-    outbox = rig.manager.health()["outbox"]
-    assert outbox["by_target"] == {"main": 1, "retired-backend": 1}
-    assert [(f["target"], f["attempts"]) for f in outbox["failing"]] == [("main", 1)]
-    assert "api_key_id" in outbox["failing"][0]["last_error"]  # the validation problem, named
-    # a broken head blocks later entries for its target (FIFO), but not other targets
     memory = rig.add("k")
-    rig.manager.flush(0)
-    assert rig.manager.outbox.pending("vault0") == 0 and rig.stores[1].get(memory.id) is not None
-    # the operator discards the poisoned entry; the primary then catches up
-    assert rig.manager.outbox.discard(outbox["failing"][0]["id"])
-    assert not rig.manager.outbox.discard(outbox["failing"][0]["id"])
-    assert rig.manager.flush(0) is False  # the retired target's entry is still there, undelivered
+    assert not rig.manager.flush(0)  # the retired target's entry is still there, undelivered
+    outbox = rig.manager.health()["outbox"]
+    assert outbox["by_target"] == {"retired-backend": 1}
+    assert outbox["dead_letters"] == 1
+    [dead] = rig.manager.outbox.dead_letters()
+    assert (dead["target"], dead["memory_id"]) == ("main", "broken") and "payload" in dead["last_error"]
     assert rig.stores[0].get(memory.id).same_as(memory)
+    assert rig.manager.outbox.pending("vault0") == 0 and rig.stores[1].get(memory.id) is not None
 
 
 def test_all_failed_error_names_the_lagging_primary_and_its_replay_error(rig):

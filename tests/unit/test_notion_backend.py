@@ -6,6 +6,7 @@ import json
 import sys
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -31,8 +32,8 @@ def fake() -> Iterator[NotionFake]:
 
 
 def settings_for(fake: NotionFake, database_id: str, **overrides: Any) -> NotionSettings:
-    options = {"token": fake.token, "database_id": database_id, "base_url": fake.base_url, "max_retries": 2,
-               "max_retry_delay": 0.05, "timeout": 5.0, "requests_per_second": 0, **overrides}
+    options = {"token": fake.token, "database_id": database_id, "base_url": fake.base_url, "allow_private": True,
+               "max_retries": 2, "max_retry_delay": 0.05, "timeout": 5.0, "requests_per_second": 0, **overrides}
     return NotionSettings(**options)
 
 
@@ -357,38 +358,44 @@ def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, s
 def test_init_creates_a_database_that_the_backend_accepts(fake: NotionFake, capsys: pytest.CaptureFixture[str]) -> None:
     parent = fake.add_parent_page()
     code, out, err = run_cli(["notion", "init", "--parent", parent, "--title", "Memories", "--token", fake.token,
-                              "--base-url", fake.base_url], capsys)
+                              "--base-url", fake.base_url, "--allow-private"], capsys)
     assert code == 0, err
     (db_id,) = fake.databases
     assert db_id in out and 'type = "notion"' in out and f'database_id = "{db_id}"' in out
     source = fake.data_sources[fake.databases[db_id]["data_sources"][0]["id"]]
     assert {n: p["type"] for n, p in source["properties"].items()} == ns.SCHEMA
     code, out, err = run_cli(["notion", "check", "--database", db_id, "--token", fake.token,
-                              "--base-url", fake.base_url], capsys)
+                              "--base-url", fake.base_url, "--allow-private"], capsys)
     assert code == 0 and "OK" in out, err
     backend = NotionBackend("notion", settings_for(fake, db_id))
     assert backend.get(backend.create(new()).id) is not None
     code, out, err = run_cli(["notion", "init", "--parent", parent, "--json", "--token", fake.token,
-                              "--base-url", fake.base_url], capsys)
+                              "--base-url", fake.base_url, "--allow-private"], capsys)
     data = json.loads(out)
     assert code == 0 and data["database_id"] in fake.databases and data["database_id"] != db_id, err
     assert data["config"].startswith("[backends.notion]")
 
 
-def test_init_and_check_errors_are_one_line_with_a_fix(fake: NotionFake, capsys: pytest.CaptureFixture[str]) -> None:
+def test_init_and_check_errors_are_one_line_with_a_fix(fake: NotionFake, capsys: pytest.CaptureFixture[str],
+                                                       monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # Hermetic: no token or configuration from the environment or the working directory may fill in --token.
+    for name in ("NOTION_TOKEN", "MEMROUTE_CONFIG", "MEMROUTE_DB", "MEMROUTE_DATA_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
     code, _, err = run_cli(["notion", "init", "--parent", fake.add_parent_page(), "--token", "wrong",
-                            "--base-url", fake.base_url], capsys)
+                            "--base-url", fake.base_url, "--allow-private"], capsys)
     assert code == 1 and "check `token`" in err and "Traceback" not in err
     code, _, err = run_cli(["notion", "init", "--parent", "1" * 32, "--token", fake.token,
-                            "--base-url", fake.base_url], capsys)
+                            "--base-url", fake.base_url, "--allow-private"], capsys)
     assert code == 1 and "share the parent page" in err
     props = ns.database_properties()
     del props["Content"]
     db = fake.add_database(props)
     code, _, err = run_cli(["notion", "check", "--database", db, "--token", fake.token,
-                            "--base-url", fake.base_url], capsys)
+                            "--base-url", fake.base_url, "--allow-private"], capsys)
     assert code == 1 and "add a Text property named 'Content'" in err
-    code, _, err = run_cli(["notion", "check", "--database", db, "--base-url", fake.base_url], capsys)
+    code, _, err = run_cli(["notion", "check", "--database", db, "--base-url", fake.base_url,
+                            "--allow-private"], capsys)
     assert code == 2 and "token" in err  # a missing option is bad input: exit 2
 
 

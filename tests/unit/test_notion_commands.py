@@ -46,7 +46,8 @@ def write_config(path: Path, backends: dict[str, dict[str, str]], primary: str) 
 
 
 def notion_table(fake: NotionFake, database_id: str, token: str | None = None) -> dict[str, str]:
-    return {"type": "notion", "token": token or fake.token, "base_url": fake.base_url, "database_id": database_id}
+    return {"type": "notion", "token": token or fake.token, "base_url": fake.base_url, "database_id": database_id,
+            "allow_private": "true"}  # the fake listens on loopback
 
 
 def test_check_and_init_use_the_configured_token_base_url_and_database(

@@ -51,7 +51,7 @@ def test_failure_is_recorded_with_attempts_error_and_retry_time():
 
 def test_empty_stats():
     stats = Outbox(":memory:").stats()
-    assert stats == {"depth": 0, "by_target": {}, "oldest_age_s": None, "failing": []}
+    assert stats == {"depth": 0, "by_target": {}, "dead_letters": 0, "oldest_age_s": None, "failing": []}
 
 
 def test_entries_survive_a_reopen(tmp_path):

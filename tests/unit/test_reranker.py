@@ -10,6 +10,7 @@ import pytest
 import memroute
 from memroute.errors import ConfigError, RerankError
 from memroute.interfaces import Reranker, RerankResult
+from memroute.serialization import to_jsonable
 from memroute.specs import RerankerSpec
 from memroute_builtins.rerankers.remote import RemoteReranker, RemoteRerankSettings, rerank_endpoint
 from tests.servers.rerank_api import rerank_server
@@ -122,7 +123,7 @@ def test_engine_applies_the_reranker_and_names_it(tmp_path, server):
         assert result.hits[0].leg_scores["rerank"] == result.hits[0].score
         assert server.requests[-1]["body"]["model"] == "jina/jina-reranker-v2"
         assert all("bob" not in d for d in server.requests[-1]["body"]["documents"])  # tenant-scoped
-        status = mem.status()
+        status = to_jsonable(mem.status())
         assert status["rerank"]["enabled"] and status["rerank"]["model"] == "jina/jina-reranker-v2"
 
 
@@ -149,7 +150,7 @@ def test_reranking_never_runs_on_the_recency_path(tmp_path, server):
 
 def test_rerank_is_off_by_default_and_a_broken_config_is_a_config_error(tmp_path, server):
     with memroute.open({}, data_dir=str(tmp_path / "a")) as mem:
-        assert mem.status()["rerank"]["enabled"] is False
+        assert mem.status().rerank["enabled"] is False
     with pytest.raises(ConfigError):
         memroute.open({"memory": {"rerank_enabled": True}, "rerank": {"base_url": server.base_url}},
                       data_dir=str(tmp_path / "b"))

@@ -355,12 +355,13 @@ def test_indexer_survives_a_failing_backend_and_flush_reports_instead_of_raising
 
 def test_status_reports_the_embedding_cache(tmp_path):
     import memroute
+    from memroute.serialization import to_jsonable
 
     with memroute.open({}, data_dir=str(tmp_path / "d")) as mem:
         mem.add(api_key_id="a", content="hello there")
         mem.search("hello", api_key_id="a")
         mem.search("hello", api_key_id="a")
-        status = mem.status()
+        status = to_jsonable(mem.status())
     assert status["embedding"]["source"] == "static" and status["embedding"]["dimensions"] == 256
     assert status["embedding"]["cache_stats"]["hits"] >= 1
     assert status["vector_store"]["backend"] == "sqlite-vec"

@@ -11,6 +11,7 @@ import pytest
 import memroute
 from memroute.embedding import resolve
 from memroute.errors import ConfigError
+from memroute.serialization import to_jsonable
 from memroute.settings import EmbeddingSettings
 from memroute.specs import Availability, BackendSpec, EmbeddingSourceSpec
 from memroute.testing.fakes import HashingEmbeddingSource
@@ -65,7 +66,7 @@ def test_memroute_db_sets_the_path_of_the_files_primary(tmp_path: Path, monkeypa
     config = {"backends": {"primary": "notes", "notes": {"type": "sqlite", "path": str(tmp_path / "file.db")}},
               "embedding": {"source": "none"}}
     with memroute.open(config) as mem:
-        assert mem.status()["backends"]["instances"][0]["path"] == str(tmp_path / "from-env.db")
+        assert to_jsonable(mem.status())["backends"]["instances"][0]["path"] == str(tmp_path / "from-env.db")
 
 
 def test_memroute_db_is_refused_by_a_backend_without_a_path_option(
@@ -91,11 +92,11 @@ def test_status_reports_the_keyword_probe(tmp_path: Path, plugin_manager, regist
     config = {"backends": {"primary": "a", "fallbacks": ["b"], "a": {"type": "faulty"}, "b": {"type": "faulty"}},
               "embedding": {"source": "none"}, "manager": {"health_interval_s": 0}}
     with memroute.open(config, plugins=plugin_manager) as mem:
-        keyword = mem.status()["keyword"]
+        keyword = to_jsonable(mem.status())["keyword"]
         assert keyword["available"] and keyword["served_by"] == "a" and "reason" not in keyword
         faulty[0].fail("search")
-        keyword = mem.status()["keyword"]
+        keyword = to_jsonable(mem.status())["keyword"]
         assert keyword["available"] and keyword["served_by"] == "b" and "a" in keyword["reason"]
         faulty[1].fail("search")
-        keyword = mem.status()["keyword"]
+        keyword = to_jsonable(mem.status())["keyword"]
         assert keyword["available"] is False and "no backend could serve it" in keyword["reason"]

@@ -17,6 +17,7 @@ from memroute.settings import (
     ExtractionSettings,
     LimitsSettings,
     ManagerSettings,
+    McpSettings,
     MemorySettings,
     MemrouteSettings,
     ProxySettings,
@@ -193,7 +194,7 @@ def test_settings_object_round_trips_with_overrides():
 
 SETTINGS_CLASSES = [MemrouteSettings, MemorySettings, BackendsSettings, EmbeddingSettings, VectorSettings,
                     ExtractionSettings, ManagerSettings, LimitsSettings, ServerSettings, ProxySettings,
-                    UpstreamSettings]
+                    UpstreamSettings, McpSettings]
 
 
 def test_configuration_reference_documents_every_setting_and_env_var():

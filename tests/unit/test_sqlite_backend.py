@@ -467,3 +467,23 @@ def test_keyword_search_looks_past_a_shortlist_the_filters_empty(backend):
         backend.create(NewMemory(api_key_id="a", key=f"live{i}", content=f"alpha and other words {i}"))
     hits = backend.search(SearchQuery(api_key_id="a", text="alpha", limit=5))
     assert len(hits) == 5 and all(h.memory.key.startswith("live") for h in hits)
+
+
+def test_keyword_search_reads_only_the_tenants_postings(backend: SqliteBackend, monkeypatch) -> None:
+    """The FTS owner match: a tenant's keyword search is one statement over its own postings, however many
+    better matches other tenants hold. Without it the shortlist fills with other tenants' rows and the
+    search has to count and look deeper (the results stay right, so only this shows the owner match)."""
+    for i in range(200):
+        add(backend, f"b{i}", f"ramen ramen ramen bowl {i}", api_key_id="b")
+    mine = add(backend, "a", "I once had ramen in a long sentence about many other things entirely")
+    reads: list[str] = []
+    original = backend._read
+
+    def counting(sql: str, *args: object, **kwargs: object) -> list[tuple[object, ...]]:
+        reads.append(sql)
+        return original(sql, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(backend, "_read", counting)
+    hits = backend.search(SearchQuery(api_key_id="a", text="ramen", strategy="hybrid", limit=1))
+    assert [h.memory.id for h in hits] == [mine.id]
+    assert len(reads) == 1, f"keyword search by one tenant ran {len(reads)} statements"

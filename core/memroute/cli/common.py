@@ -10,10 +10,9 @@ import attrs
 import click
 
 from memroute.errors import ValidationError
-from memroute.serialization import memory_to_dict
 
 if TYPE_CHECKING:
-    from memroute.models import Memory, SearchResult
+    from memroute.models import Memory
     from memroute.service import Memroute
     from memroute.settings import MemrouteSettings
 
@@ -22,12 +21,10 @@ __all__ = [
     "MemrouteGroup",
     "configured_backends",
     "echo_json",
-    "hit_to_dict",
     "load_cli_settings",
     "open_service",
     "read_text",
     "read_text_lines",
-    "result_to_dict",
 ]
 
 
@@ -125,25 +122,10 @@ def read_text_lines(file: str) -> list[str]:
 
 
 def echo_json(data: Any) -> None:
-    click.echo(json.dumps(data, ensure_ascii=False, indent=2, default=str))
+    """Print ``data`` (a report, a model, or plain data) as indented JSON through the one converter."""
+    from memroute.serialization import to_jsonable
 
-
-def hit_to_dict(hit: Any) -> dict[str, Any]:
-    return {
-        "memory": memory_to_dict(hit.memory),
-        "score": hit.score,
-        "tier": hit.tier,
-        "ranks": dict(hit.ranks),
-        "leg_scores": dict(hit.leg_scores),
-        "tokens": hit.tokens,
-    }
-
-
-def result_to_dict(result: SearchResult) -> dict[str, Any]:
-    return {
-        "hits": [hit_to_dict(h) for h in result.hits],
-        "provenance": attrs.asdict(result.provenance),
-    }
+    click.echo(json.dumps(to_jsonable(data), ensure_ascii=False, indent=2, default=str))
 
 
 def memory_line(memory: Memory) -> str:

@@ -6,13 +6,12 @@ import json
 import sys
 from typing import Any
 
-import attrs
 import click
 
-from memroute.cli.common import echo_json, memory_line, open_service, read_text_lines, result_to_dict
+from memroute.cli.common import echo_json, memory_line, open_service, read_text_lines
 from memroute.errors import NotFoundError, ValidationError
 from memroute.models import STRATEGY_ALIASES, MemoryType
-from memroute.serialization import memory_to_dict, write_jsonl
+from memroute.serialization import memory_to_dict, to_jsonable, write_jsonl
 
 TYPES = click.Choice([t.value for t in MemoryType])
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
@@ -130,7 +129,7 @@ def clear(ctx: click.Context, api_key: str, type_: str | None, session: str | No
     report = mem.clear(api_key, type=type_, session_id=session, older_than_days=older_than_days, dry_run=dry_run)
     mem.flush()
     if as_json:
-        echo_json(attrs.asdict(report))
+        echo_json(report)
     elif dry_run:
         click.echo(f"dry run: {report.matched} memories would be deleted; nothing changed")
     else:
@@ -145,7 +144,7 @@ def stats(ctx: click.Context, api_key: str, as_json: bool) -> None:
     """Count the memories of --api-key by type, with tokens used and the embedding cache's counters."""
     report = open_service(ctx).stats(api_key)
     if as_json:
-        echo_json({**attrs.asdict(report), "cache": {**attrs.asdict(report.cache), "hit_rate": report.cache.hit_rate}})
+        echo_json(report)
         return
     click.echo(f"{report.total} memories ({report.tokens_used} tokens)")
     for name, count in report.by_type.items():
@@ -180,41 +179,52 @@ def list_(ctx: click.Context, api_key: str, type_: str | None, session: str | No
 @click.command()
 @click.option("--api-key", "api_key", required=True)
 @click.option("--strategy", type=click.Choice(list(STRATEGY_ALIASES)), default=None)
-@click.option("--limit", type=int, default=None)
-@click.option("--max-tokens", type=int, default=None)
+@click.option("--limit", type=int, default=None, help="At most this many memories (1-100; default 20).")
+@click.option("--max-tokens", type=int, default=None, help="Token budget (default: [memory] max_tokens).")
 @click.option("--session", default=None)
 @json_option
 @click.argument("query")
 @click.pass_context
 def search(ctx: click.Context, api_key: str, strategy: str | None, limit: int | None, max_tokens: int | None,
            session: str | None, as_json: bool, query: str) -> None:
-    """Search the memories of --api-key for QUERY."""
-    result = open_service(ctx).search(query, api_key_id=api_key, strategy=strategy, limit=limit,
-                                      max_tokens=max_tokens, session_id=session)
+    """Search the memories of --api-key for QUERY: what retrieval would inject, with ranks and resolution."""
+    preview = open_service(ctx).preview(query, api_key_id=api_key, strategy=strategy, limit=limit,
+                                        max_tokens=max_tokens, session_id=session)
     if as_json:
-        echo_json(result_to_dict(result))
+        echo_json(preview)
         return
-    p = result.provenance
-    note = f" (degraded: {p.reason})" if p.degraded else ""
-    click.echo(f"{len(result.hits)} result(s) from {p.backend} via {'+'.join(p.legs) or 'none'}{note}")
-    for hit in result.hits:
-        click.echo(f"{hit.score:.4f} {hit.tier:<8} {memory_line(hit.memory)}")
+    r = preview.resolution
+    note = f" (degraded: {r.fallback_reason})" if r.degraded else ""
+    budget = f" of {preview.budget_max_tokens}" if preview.budget_max_tokens is not None else ""
+    click.echo(f"{len(preview.memories)} result(s), {preview.total_tokens}{budget} tokens, from {r.backend} via "
+               f"{'+'.join(r.legs) or 'none'}{note}")
+    for m in preview.memories:
+        click.echo(f"{m.score:.4f} {m.tier:<8} {m.id}  [{m.type}] {m.key}\n    {m.content}")
 
 
 @click.command(name="import")
+@click.option("--api-key", "api_key", default=None,
+              help="Every line must belong to this tenant (a line naming none is given to it).")
+@click.option("--all-tenants", is_flag=True, help="Lines may belong to any tenant (an operator's restore).")
+@json_option
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
 @click.pass_context
-def import_(ctx: click.Context, file: str) -> None:
-    """Import memories from a JSONL FILE (as `export` writes; '-' reads stdin). All-or-nothing validation."""
+def import_(ctx: click.Context, api_key: str | None, all_tenants: bool, as_json: bool, file: str) -> None:
+    """Import memories from a JSONL FILE (as `export` writes; '-' reads stdin) for one tenant (--api-key) or
+    every tenant (--all-tenants): every line is validated before the first write, and the memories are
+    written in one transaction (on SQLite / PostgreSQL)."""
     from rich.progress import Progress
 
+    tenant_or_all(api_key, all_tenants)
     lines = read_text_lines(file)
     service = open_service(ctx)
     total = sum(1 for line in lines if line.strip())
     with Progress(transient=True, disable=not sys.stderr.isatty()) as progress:
         task = progress.add_task("importing", total=total)
-        count = service.import_jsonl(lines, progress=lambda n: progress.advance(task, n))
-    click.echo(f"imported {count} memories", err=True)
+        report = service.import_jsonl(lines, api_key_id=api_key, progress=lambda n: progress.advance(task, n))
+    if as_json:
+        echo_json(report)
+    click.echo(f"imported {report.imported} memories", err=True)
 
 
 def tenant_or_all(api_key: str | None, all_tenants: bool) -> None:
@@ -270,11 +280,11 @@ def plugins(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def status(ctx: click.Context, as_json: bool) -> None:
     """Engine status: backends, keyword tier, embedding, vector store, caches."""
-    data = open_service(ctx).status()
+    report = open_service(ctx).status()
     if as_json:
-        echo_json(data)
+        echo_json(report)
         return
-    for section, value in data.items():
+    for section, value in to_jsonable(report).items():
         click.echo(f"{section}: {json.dumps(value, default=str)}")
 
 
@@ -283,19 +293,41 @@ def status(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def health(ctx: click.Context, as_json: bool) -> None:
     """Probe every backend now; exit status 1 when the primary is unhealthy."""
-    data = open_service(ctx).health()
+    report = open_service(ctx).health()
     if as_json:
-        echo_json(data)
+        echo_json(report)
     else:
-        for backend in data.get("backends", []):
-            state = "ok" if backend.get("ok") else f"FAILING: {backend.get('error')}"
-            latency = backend.get("latency_ms", 0)
-            click.echo(f"{backend['name']:<12} {backend.get('role', ''):<9} {state} ({latency:.1f} ms)")
-        click.echo(f"outbox depth: {data.get('outbox', {}).get('depth', 0)}")
-    primary = next((b for b in data.get("backends", []) if b.get("role") == "primary"), None)
-    if primary is not None and not primary.get("ok"):
+        for backend in report.backends:
+            state = "ok" if backend.ok else f"FAILING: {backend.error}"
+            click.echo(f"{backend.name:<12} {backend.role:<9} {state} ({backend.latency_ms:.1f} ms)")
+        click.echo(f"outbox depth: {report.outbox.depth}")
+    if report.primary is not None and not report.primary.ok:
+        ctx.exit(1)
+
+
+@click.command()
+@click.option("--repair", is_flag=True, help="Replay the primary's version of every difference to the fallback.")
+@json_option
+@click.pass_context
+def verify(ctx: click.Context, repair: bool, as_json: bool) -> None:
+    """Compare every fallback with the primary, memory by memory; exit status 1 when they differ (and
+    --repair was not given or did not finish)."""
+    report = open_service(ctx).verify(repair=repair)
+    if as_json:
+        echo_json(report.to_dict())
+    else:
+        click.echo(f"primary {report.primary}: {report.memories} memories")
+        for replica in report.replicas:
+            if not replica.checked:
+                click.echo(f"{replica.backend:<12} not checked: {replica.reason}")
+                continue
+            state = "in step" if replica.in_step else (
+                f"{replica.missing} missing, {replica.stale} stale, {replica.extra} extra")
+            fixed = f"; {replica.repaired} repair entries journaled" if replica.repaired else ""
+            click.echo(f"{replica.backend:<12} {state}{fixed}")
+    if not report.ok and not (repair and report.flushed):
         ctx.exit(1)
 
 
 COMMANDS: list[click.Command] = [add, get, update, delete, clear, list_, stats, search, import_, export, plugins,
-                                 status, health]
+                                 status, health, verify]

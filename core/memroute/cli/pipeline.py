@@ -101,15 +101,15 @@ def augment(ctx: click.Context, api_key: str, provider: str | None, session: str
     echo_json(info.request)
     if info.skipped:
         click.echo(f"memroute: no memories injected: {info.skipped}", err=True)
-    if explain and info.result is not None:
+    if explain and info.preview is not None:
         click.echo(f"query: {info.query}", err=True)
-        for hit in info.result.hits:
-            click.echo(f"  {hit.score:.4f} {hit.tier:<8} {hit.memory.content}", err=True)
+        for hit in info.preview.memories:
+            click.echo(f"  {hit.score:.4f} {hit.tier:<8} {hit.content}", err=True)
 
 
 def _report(report: Any, as_json: bool, verb: str) -> None:
     if as_json:
-        echo_json(report.to_dict())
+        echo_json(report)
         return
     count = len(report.candidates)
     if report.dry_run:
@@ -176,7 +176,7 @@ def demo(ctx: click.Context, db_path: str | None) -> None:
 
     Shows what is extracted from each user turn, what is retrieved for a later question (scores and tiers)
     and the exact request that would be sent to the model; leaves the database for you to explore."""
-    from memroute.pipeline.demo import run_demo
+    from memroute.cli.demo import run_demo
 
     state = ctx.find_object(CliState)
     run_demo(config_path=state.config_path if state else None, db_path=Path(db_path) if db_path else None)

@@ -31,12 +31,12 @@ def reindex(ctx: click.Context, force: bool, as_json: bool) -> None:
     if as_json:
         echo_json(result)
         return
-    if result.get("reason"):
-        click.echo(f"nothing to index: {result['reason']}")
+    if result.reason:
+        click.echo(f"nothing to index: {result.reason}")
         return
-    click.echo(f"indexed {result['processed']} memories; {result['pending']} pending; {result['errors']} errors")
-    if result["errors"]:
-        raise click.ClickException(f"reindex stopped on an error: {result.get('last_error')}")
+    click.echo(f"indexed {result.processed} memories; {result.pending} pending; {result.errors} errors")
+    if result.errors:
+        raise click.ClickException(f"reindex stopped on an error: {result.last_error}")
 
 
 @click.command()

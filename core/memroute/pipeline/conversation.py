@@ -1,9 +1,11 @@
 """The conversation pipeline the service owns: ``augment`` (retrieve + inject), ``observe`` (extract +
 store, in a background worker), and the maintenance jobs ``summarize``, ``compact`` and ``prune``.
 
-Everything goes through the :class:`~memroute.service.Memroute` service's public API (``search``, ``add``,
-``delete``, ``export``), so memories written here are indexed for vector search and replicated to
-fallbacks, and deletions remove vectors and replicas too: nothing here touches a database directly.
+Everything goes through the narrow :class:`~memroute.pipeline.ports.MemoryStore` port the service satisfies
+(``search``, ``add``, ``delete``, ``get_by_key``, ``export``), so memories written here are indexed for
+vector search and replicated to fallbacks, and deletions remove vectors and replicas too: nothing here
+touches a database directly, and nothing here imports the service (it builds this pipeline and hands
+itself in: the composition root).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import hashlib
 import logging
 import threading
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +23,7 @@ import attrs
 from memroute.components import build_component, make_context
 from memroute.errors import ValidationError
 from memroute.interfaces import ExtractedFact, Extractor
-from memroute.models import Memory, MemoryType, SearchResult, require_session, require_tenant, utcnow
+from memroute.models import Memory, MemoryType, SearchHit, SearchResult, require_session, require_tenant, utcnow
 from memroute.pipeline.gate import memory_enabled, opted_out, session_from_headers
 from memroute.pipeline.inject import format_memory_block, inject_block
 from memroute.pipeline.requests import ApiShape, assistant_text, extraction_text, query_text
@@ -31,8 +33,8 @@ from memroute.reports import MaintenanceReport
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from memroute.pipeline.ports import MemoryStore
     from memroute.plugins import MemroutePluginManager
-    from memroute.service import Memroute
     from memroute.settings import MemrouteSettings
 
 __all__ = ["Augmentation", "Conversation", "build_extractors", "run_extractors"]
@@ -49,12 +51,15 @@ _SUMMARY_BATCH = 500
 
 @attrs.frozen(kw_only=True)
 class Augmentation:
-    """What ``augment`` did, for callers that want to show it (the demo, ``memroute augment --explain``)."""
+    """What ``augment`` did; the service turns it into the public
+    :class:`~memroute.reports.AugmentReport`."""
 
     request: Any
     """The request to send: the input object itself when nothing was injected."""
     query: str = ""
     result: SearchResult | None = None
+    hits: tuple[SearchHit, ...] = ()
+    """The hits chosen for the block (the search result's, without decayed memories)."""
     block: str = ""
     skipped: str | None = None
     """Why nothing was injected (``disabled``, ``opted out``, ``no user message``, ``no memories``, ...)."""
@@ -114,8 +119,13 @@ class Conversation:
     """Owned by a :class:`~memroute.service.Memroute` (private to it); use the service's
     ``augment`` / ``observe`` / ``summarize`` / ``compact`` / ``prune`` methods."""
 
-    def __init__(self, service: Memroute) -> None:
-        self.service = service
+    def __init__(self, store: MemoryStore, settings: MemrouteSettings,
+                 extractors: Callable[[], list[tuple[str, Extractor]]]) -> None:
+        """``store``: the memory operations (the service); ``extractors``: builds the configured chain, called
+        once, on first use (the service passes :func:`build_extractors` bound to its settings)."""
+        self.store = store
+        self.settings = settings
+        self._build_extractors = extractors
         self._extractors: list[tuple[str, Extractor]] | None = None
         self._lock = threading.RLock()
         self._jobs: deque[_Job] = deque()
@@ -131,8 +141,7 @@ class Conversation:
         """The configured chain (``[extraction] extractors``), built once from the plugin manager."""
         with self._lock:
             if self._extractors is None:
-                self._extractors = build_extractors(self.service.settings, self.service.plugins,
-                                                    self.service.data_dir)
+                self._extractors = self._build_extractors()
             return self._extractors
 
     def extract(self, text: str, *, source: str = "user") -> list[ExtractedFact]:
@@ -155,24 +164,23 @@ class Conversation:
             opposite = self._find_by_key(api_key_id, metadata.get("opposite_key"))
             if opposite is not None:
                 metadata["supersedes"] = [opposite.id]
-            stored.append(self.service.add(api_key_id=api_key_id, content=fact.content, key=fact.key,
+            stored.append(self.store.add(api_key_id=api_key_id, content=fact.content, key=fact.key,
                                            type=fact.type, session_id=session_id, metadata=metadata))
             if opposite is not None:
-                self.service.delete(opposite.id, api_key_id=api_key_id)
+                self.store.delete(opposite.id, api_key_id=api_key_id)
         return stored
 
     def _find_by_key(self, api_key_id: str, key: object) -> Memory | None:
-        if not isinstance(key, str) or not key:
+        if not isinstance(key, str) or not key.strip():
             return None
-        page = self.service.list(api_key_id=api_key_id, query=key, limit=50)
-        return next((m for m in page.data if m.key == key and m.api_key_id == api_key_id), None)
+        return self.store.get_by_key(key, api_key_id=api_key_id)
 
     def _texts(self, request: Any, response: Any) -> tuple[tuple[str, str], ...]:
         texts = []
         user = extraction_text(request)
         if user.strip():
             texts.append((user, "user"))
-        if response is not None and self.service.settings.extraction.mine_assistant:
+        if response is not None and self.settings.extraction.mine_assistant:
             reply = assistant_text(response)
             if reply.strip():
                 texts.append((reply, "assistant"))
@@ -205,7 +213,7 @@ class Conversation:
         ``x-omniroute-session-id``) header names the session."""
         api_key_id = require_tenant(api_key_id)
         session_id = require_session(session_id if session_id is not None else session_from_headers(headers))
-        if not memory_enabled(self.service.settings.memory) or opted_out(headers):
+        if not memory_enabled(self.settings.memory) or opted_out(headers):
             return []
         texts = self._texts(request, response)
         if not texts:
@@ -314,7 +322,7 @@ class Conversation:
         retrieval failure is logged and the request goes out without memory."""
         api_key_id = require_tenant(api_key_id)
         session_id = require_session(session_id if session_id is not None else session_from_headers(headers))
-        settings = self.service.settings.memory
+        settings = self.settings.memory
         if not memory_enabled(settings):
             return Augmentation(request=request, skipped="memory disabled ([memory] enabled / max_tokens)")
         if opted_out(headers):
@@ -326,7 +334,7 @@ class Conversation:
             # The budget walk runs over a deep candidate list (vec_top_k is a search's default, not a cap on
             # what fits the budget); strategy `recent` injects the newest memories, as the reference's chat
             # path does (it sends no query for it).
-            result = self.service.search(
+            result = self.store.search(
                 "" if settings.strategy in ("recent", "exact") else query, api_key_id=api_key_id,
                 strategy=settings.strategy, max_tokens=settings.max_tokens, limit=BUDGET_CANDIDATES,
                 session_id=session_id if session_scope else None,
@@ -340,18 +348,19 @@ class Conversation:
             augmented = inject_block(request, block, provider=provider, api=api)
         except Exception:  # e.g. a body too deeply nested to copy: send it as it is, like a failed retrieval
             log.exception("memroute: injection failed; the request goes out without memory")
-            return Augmentation(request=request, query=query, result=result, skipped="injection failed")
+            return Augmentation(request=request, query=query, result=result, hits=tuple(hits),
+                                skipped="injection failed")
         if augmented is request:
-            return Augmentation(request=request, query=query, result=result,
+            return Augmentation(request=request, query=query, result=result, hits=tuple(hits),
                                 skipped="no memories" if not block else "nowhere to inject")
-        return Augmentation(request=augmented, query=query, result=result, block=block)
+        return Augmentation(request=augmented, query=query, result=result, hits=tuple(hits), block=block)
 
     # --- decay, retention ----------------------------------------------------------------------------
     def _decayed(self, memory: Memory, now: datetime | None = None) -> bool:
         """Typed decay (reference §16, opt-in): an episodic memory not refreshed (re-stated, updated) within
         ``typed_decay_episodic_days`` has decayed, unless its ``metadata.access_count`` reaches
         ``typed_decay_access_immunity`` (0 disables immunity). Other types never decay."""
-        settings = self.service.settings.memory
+        settings = self.settings.memory
         if not settings.typed_decay_enabled or memory.type is not MemoryType.EPISODIC:
             return False
         access = memory.metadata.get("access_count") if isinstance(memory.metadata, Mapping) else None
@@ -369,17 +378,17 @@ class Conversation:
         if api_key_id is not None:
             api_key_id = require_tenant(api_key_id)
         now = now or utcnow()
-        cutoff = now - timedelta(days=self.service.settings.memory.retention_days)
+        cutoff = now - timedelta(days=self.settings.memory.retention_days)
         reasons = {"retention": 0, "expired": 0, "decay": 0}
         doomed: list[Memory] = []
-        memories = self.service.export_all() if api_key_id is None else self.service.export(api_key_id)
+        memories = self.store.export_all() if api_key_id is None else self.store.export(api_key_id)
         for memory in list(memories):
             reason = ("retention" if memory.created_at < cutoff else "expired" if memory.is_expired(now)
                       else "decay" if self._decayed(memory, now) else None)
             if reason is not None:
                 reasons[reason] += 1
                 doomed.append(memory)
-        deleted = 0 if dry_run else sum(1 for m in doomed if self.service.delete(m.id, api_key_id=m.api_key_id))
+        deleted = 0 if dry_run else sum(1 for m in doomed if self.store.delete(m.id, api_key_id=m.api_key_id))
         return MaintenanceReport(
             action="prune", dry_run=dry_run, api_key_id=api_key_id, candidates=tuple(m.id for m in doomed),
             candidate_tokens=sum(m.tokens for m in doomed), deleted=deleted, reasons=reasons,
@@ -395,7 +404,7 @@ class Conversation:
         older_than_days = _check_days("older_than_days", older_than_days)
         now = now or utcnow()
         cutoff = now - timedelta(days=older_than_days)
-        candidates = [m for m in self.service.export(api_key_id) if m.created_at < cutoff]
+        candidates = [m for m in self.store.export(api_key_id) if m.created_at < cutoff]
         return self._replace_with_summaries("summarize", api_key_id, candidates, None, dry_run, now,
                                             {"older_than_days": older_than_days})
 
@@ -406,7 +415,7 @@ class Conversation:
         api_key_id = require_tenant(api_key_id)
         session_id = require_session(session_id)
         max_tokens = _check_days("max_tokens", max_tokens, 0, 10_000_000)
-        memories = [m for m in self.service.export(api_key_id) if session_id is None or m.session_id == session_id]
+        memories = [m for m in self.store.export(api_key_id) if session_id is None or m.session_id == session_id]
         _kept, candidates = select_for_compaction(memories, max_tokens)
         candidates.sort(key=lambda m: m.created_at)
         return self._replace_with_summaries("compact", api_key_id, candidates, session_id, dry_run, now or utcnow(),
@@ -429,7 +438,7 @@ class Conversation:
         for batch, text in zip(batches, texts, strict=True):
             ids = [m.id for m in batch]
             digest = hashlib.sha256("\n".join(ids).encode("utf-8")).hexdigest()[:12]
-            summary = self.service.add(
+            summary = self.store.add(
                 api_key_id=api_key_id, content=text, key=f"summary:{now.date().isoformat()}:{digest}",
                 type=MemoryType.SEMANTIC, session_id=session_id,
                 metadata={"category": "summary", "replaces": ids, "summarized_count": len(ids),
@@ -437,5 +446,5 @@ class Conversation:
             )
             summary_ids.append(summary.id)
             # The summary is stored first: a failure below leaves duplicates, never a loss.
-            deleted += sum(1 for memory_id in ids if self.service.delete(memory_id, api_key_id=api_key_id))
+            deleted += sum(1 for memory_id in ids if self.store.delete(memory_id, api_key_id=api_key_id))
         return attrs.evolve(report, deleted=deleted, summary_ids=tuple(summary_ids))

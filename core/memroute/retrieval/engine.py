@@ -319,6 +319,8 @@ class RetrievalEngine:
                 signature=self.indexer.signature, failing=self.indexer.queue.failing(),
                 last_error=self.indexer.last_error,
             )
+            dead, sample = self.indexer.queue.dead_letters()
+            vector.update(dead_letters=dead, dead_letter_sample=sample)
         return {
             "keyword": self._keyword_status(),
             "embedding": embedding,

@@ -21,6 +21,7 @@ from typing import Any
 import apsw
 
 from memroute.db import open_connection
+from memroute.errors import ValidationError
 from memroute.interfaces import EmbeddingSource, ReindexMarkers, VectorItem, VectorStore
 from memroute.models import Memory
 
@@ -40,7 +41,16 @@ CREATE TABLE IF NOT EXISTS index_queue (
 CREATE INDEX IF NOT EXISTS idx_index_queue_seq ON index_queue(seq);
 CREATE INDEX IF NOT EXISTS idx_index_queue_tenant ON index_queue(api_key_id, seq);
 CREATE TABLE IF NOT EXISTS index_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS index_dead (
+    memory_id   TEXT PRIMARY KEY,
+    api_key_id  TEXT NOT NULL,
+    error       TEXT,
+    dead_at     REAL NOT NULL
+);
 """
+
+POISON_ATTEMPTS = 3
+"""An item that fails alone this many times while other items index fine is dead-lettered."""
 
 
 class IndexQueue:
@@ -67,6 +77,7 @@ class IndexQueue:
                     "attempts = 0, last_error = NULL, seq = excluded.seq",
                     (memory_id, api_key_id, op, self._seq),
                 )
+                self._conn.execute("DELETE FROM index_dead WHERE memory_id = ?", (memory_id,))
                 count += 1
         return count
 
@@ -97,6 +108,31 @@ class IndexQueue:
                     "UPDATE index_queue SET attempts = attempts + 1, last_error = ? WHERE memory_id = ?",
                     (error[:500], memory_id),
                 )
+
+    def attempts(self, memory_id: str) -> int:
+        with self._lock:
+            row = self._conn.execute("SELECT attempts FROM index_queue WHERE memory_id = ?", (memory_id,)).fetchone()
+        return int(row[0]) if row else 0
+
+    def dead_letter(self, memory_id: str, api_key_id: str, error: str) -> None:
+        """Set a poison item aside: out of the queue (so it blocks nothing), kept in ``index_dead`` and
+        reported by ``status``. Enqueueing the id again (a new write) gives it another chance."""
+        with self._lock, self._conn:
+            self._conn.execute("DELETE FROM index_queue WHERE memory_id = ?", (memory_id,))
+            self._conn.execute(
+                "INSERT INTO index_dead(memory_id, api_key_id, error, dead_at) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT(memory_id) DO UPDATE SET error = excluded.error, dead_at = excluded.dead_at",
+                (memory_id, api_key_id, error[:500], time.time()),
+            )
+
+    def dead_letters(self, limit: int = 5) -> tuple[int, list[dict[str, Any]]]:
+        """How many items are dead-lettered, and the newest ``limit`` of them."""
+        with self._lock:
+            total = self._conn.execute("SELECT COUNT(*) FROM index_dead").fetchone()
+            rows = self._conn.execute(
+                "SELECT memory_id, api_key_id, error FROM index_dead ORDER BY dead_at DESC LIMIT ?", (limit,)
+            ).fetchall()
+        return int(total[0]) if total else 0, [{"memory_id": r[0], "api_key_id": r[1], "error": r[2]} for r in rows]
 
     def depth(self, api_key_id: str | None = None) -> int:
         with self._lock:
@@ -180,6 +216,9 @@ class Indexer:
         self._stopping = False
         self._thread: threading.Thread | None = None
         self.last_error: str | None = None
+        self._solo_failures: dict[str, tuple[int, int]] = {}
+        """Per memory id: (failures alone, ``_successes`` when it first failed)."""
+        self._successes = 0
         # The index's signature includes its quantisation: switching float32 <-> int8 rebuilds it too.
         self.bound_signature = embedder.signature().with_quantization(quantization)
         self.signature = str(self.bound_signature)
@@ -299,6 +338,7 @@ class Indexer:
 
     def _process_marked(self, limit: int, api_key_id: str | None) -> tuple[int, int]:
         assert self.markers is not None
+        memories: list[Memory] = []
         try:
             memories = self.markers.pending_reindex(limit, api_key_id)
             if not memories:
@@ -307,10 +347,49 @@ class Indexer:
             self.markers.mark_indexed(memories)  # only rows unchanged since they were read
         except Exception as exc:
             self.last_error = f"{type(exc).__name__}: {exc}"
+            if memories:
+                return self._isolate_marked(memories)
             log.warning("memroute indexer: batch failed, will retry: %s", self.last_error)
             return 0, max(1, limit)
         self.last_error = None
         return len(memories), 0
+
+    def _isolate_marked(self, memories: Sequence[Memory]) -> tuple[int, int]:
+        """A flagged batch failed: index its memories one by one, so one poison row cannot hold back the rest.
+        A memory that keeps failing alone while others succeed (or whose input is invalid) is dead-lettered:
+        marked indexed, so it leaves the queue, and recorded for ``status``."""
+        assert self.markers is not None
+        ok, failed, before = 0, [], self._successes
+        for memory in memories:
+            try:
+                self._upsert_vectors([memory])
+                self.markers.mark_indexed([memory])
+                ok += 1
+            except Exception as exc:
+                failed.append((memory, exc))
+        for memory, error in failed:
+            if self._is_poison(memory.id, error, before):
+                self._dead_letter(memory.id, memory.api_key_id, error)
+                self.markers.mark_indexed([memory])
+        if failed and not ok:
+            log.warning("memroute indexer: batch failed, will retry: %s", self.last_error)
+        else:
+            self.last_error = None
+        return ok, len(failed)
+
+    def _is_poison(self, memory_id: str, error: BaseException, successes_before: int) -> bool:
+        """An invalid input at once; otherwise an item that failed alone ``POISON_ATTEMPTS`` times while the
+        store indexed other items fine in the meantime (an outage fails everything and dead-letters nothing)."""
+        count, successes_then = self._solo_failures.get(memory_id, (0, successes_before))
+        self._solo_failures[memory_id] = (count + 1, successes_then)
+        return isinstance(error, ValidationError) or (count + 1 >= POISON_ATTEMPTS
+                                                      and self._successes > successes_then)
+
+    def _dead_letter(self, memory_id: str, api_key_id: str, exc: BaseException) -> None:
+        error = f"{type(exc).__name__}: {exc}"
+        self.queue.dead_letter(memory_id, api_key_id, error)
+        self._solo_failures.pop(memory_id, None)
+        log.warning("memroute indexer: memory %s dead-lettered (it cannot be indexed): %s", memory_id, error)
 
     def _upsert_vectors(self, memories: Sequence[Memory]) -> None:
         vectors = self.embedder.embed_batch([embedding_text(m) for m in memories])
@@ -319,6 +398,7 @@ class Indexer:
                        expires_at=m.expires_at, vector=vectors[i])
             for i, m in enumerate(memories)
         ])
+        self._successes += 1
 
     def _process_batch(self, entries: list[tuple[str, str, str, int]]) -> tuple[int, int]:
         deletes = [(mid, seq) for mid, _key, op, seq in entries if op == "delete"]
@@ -335,12 +415,41 @@ class Indexer:
                 self._upsert_vectors(memories)
         except Exception as exc:
             self.last_error = f"{type(exc).__name__}: {exc}"
+            if entries:
+                return self._isolate_entries(entries)
             log.warning("memroute indexer: batch failed, will retry: %s", self.last_error)
             self.queue.failed([mid for mid, _k, _o, _s in entries], self.last_error)
             return 0, len(entries)
         self.queue.done(deletes + upserts)
         self.last_error = None
         return len(entries), 0
+
+    def _isolate_entries(self, entries: list[tuple[str, str, str, int]]) -> tuple[int, int]:
+        """A queued batch failed: process its entries one by one (see :meth:`_isolate_marked`)."""
+        ok, failed, before = 0, [], self._successes
+        for entry in entries:
+            try:
+                if entry[2] == "delete":
+                    self.store.delete([entry[0]])
+                else:
+                    found = self._fetch([entry[0]])
+                    if entry[0] in found:
+                        self._upsert_vectors([found[entry[0]]])
+                    else:
+                        self.store.delete([entry[0]])
+                self.queue.done([(entry[0], entry[3])])
+                ok += 1
+            except Exception as exc:
+                failed.append((entry, exc))
+        for (memory_id, api_key_id, _op, _seq), error in failed:
+            self.queue.failed([memory_id], f"{type(error).__name__}: {error}")
+            if self._is_poison(memory_id, error, before):
+                self._dead_letter(memory_id, api_key_id, error)
+        if failed and not ok:
+            log.warning("memroute indexer: batch failed, will retry: %s", self.last_error)
+        else:
+            self.last_error = None
+        return ok, len(failed)
 
     LINGER_S = 0.05
     """How long the worker lets writes accumulate before embedding them, so a burst of adds is embedded in a

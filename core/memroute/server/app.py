@@ -84,8 +84,16 @@ def _include_rest(app: FastAPI) -> None:
 def _include_surfaces(app: FastAPI) -> None:
     """MCP (``memroute.server.mcp``), the proxy (``memroute.server.proxy``) and the dashboard
     (``memroute.server.dashboard``) include their routers here."""
+    from memroute.server.mcp.http import mount_mcp
     from memroute.server.proxy import create_proxy_router
 
-    proxy = create_proxy_router(app.state.memroute)
+    mem = app.state.memroute
+    proxy = create_proxy_router(mem)
     app.state.proxy = proxy.proxy  # type: ignore[attr-defined]
     app.include_router(proxy)
+    mount_mcp(app, mem, app.state.server_settings, mem.settings.mcp)
+
+    from memroute.server.dashboard import create_dashboard_router, mount_static
+
+    app.include_router(create_dashboard_router())
+    mount_static(app)

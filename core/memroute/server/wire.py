@@ -12,7 +12,7 @@ __all__ = ["jsonable"]
 def jsonable(value: Any) -> Any:
     """``value`` as JSON-able data: memroute's converter for attrs reports, plain data unchanged."""
     try:
-        from memroute.serialization import to_jsonable  # type: ignore[attr-defined]  # the one converter (issue 8)
+        from memroute.serialization import to_jsonable  # the one converter (issue 8)
     except ImportError:  # until it lands
         from memroute.serialization import converter
 

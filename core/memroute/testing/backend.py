@@ -269,6 +269,42 @@ class BackendContract:
         assert got_a is not None and got_a.content == "alpha", "tenant B's upsert overwrote tenant A's memory"
         assert got_b is not None and got_b.content == "beta"
 
+    def test_upsert_never_touches_another_tenants_key(self, backend: MemoryBackend) -> None:
+        """Tenant B holds the key first; tenant A then upserts the same key twice. A backend whose upsert
+        lookup matches on ``key`` alone passes every single-tenant test and overwrites B's memory here."""
+        b = backend.create(self.new(api_key_id=TENANT_B, key="shared", content="B's original",
+                                    metadata={"owner": "b"}))
+        first = backend.create(self.new(api_key_id=TENANT_A, key="shared", content="A's first"))
+        second = backend.create(self.new(api_key_id=TENANT_A, key="shared", content="A's second",
+                                         metadata={"v": 2}))
+        assert first.id != b.id and first.api_key_id == TENANT_A, "A's upsert returned tenant B's memory"
+        assert second.id == first.id, "A's second upsert of its own key must keep A's id"
+        assert second.metadata == {"v": 2}, f"A's upsert merged another tenant's metadata: {second.metadata}"
+        self.assert_same(backend.get(b.id), b, "tenant B's memory after tenant A upserted the same key twice")
+        assert backend.list(ListFilter(api_key_id=TENANT_B)).total == 1
+        assert self.ids(backend.list(ListFilter(api_key_id=TENANT_A)).data) == [first.id]
+
+    def test_same_key_in_two_tenants_update_delete_and_put(self, backend: MemoryBackend) -> None:
+        at = self.base_time()
+        a = backend.create(self.new(api_key_id=TENANT_A, key="shared", content="alpha", now=at))
+        b = backend.create(self.new(api_key_id=TENANT_B, key="shared", content="beta", now=at))
+        updated = backend.update(a.id, MemoryPatch(content="alpha 2", metadata={"x": 1}))
+        assert updated is not None and updated.id == a.id and updated.api_key_id == TENANT_A
+        self.assert_same(backend.get(b.id), b, "tenant B's memory after A updated its memory with the same key")
+        # A renames its memory away and back: the key is free under A whatever B holds
+        assert backend.update(a.id, MemoryPatch(key="renamed")) is not None
+        assert backend.update(a.id, MemoryPatch(key="shared")) is not None
+        self.assert_same(backend.get(b.id), b, "tenant B's memory after A renamed a memory to B's key")
+        # a replicated put of A's memory under the shared key evicts only A's own holder of that key
+        replica = self.stored(api_key_id=TENANT_A, key="shared", content="alpha replica", at=at)
+        backend.put(replica)
+        self.assert_same(backend.get(b.id), b, "tenant B's memory after a put of A's memory with the same key")
+        assert backend.delete(replica.id) is True
+        self.assert_same(backend.get(b.id), b, "tenant B's memory after A deleted its memory with the same key")
+        again = backend.create(self.new(api_key_id=TENANT_A, key="shared", content="alpha anew"))
+        assert again.id != b.id and backend.get(b.id) is not None
+        assert backend.list(ListFilter(api_key_id=TENANT_B)).total == 1
+
     # --- put --------------------------------------------------------------------------------------------
 
     def test_put_stores_exactly(self, backend: MemoryBackend) -> None:
@@ -313,6 +349,17 @@ class BackendContract:
         for memory in (made[0], made[3], made[4]):
             self.assert_same(found[memory.id], memory, "get_many()")
         assert backend.get_many([]) == {}, "get_many([]) must return {}"
+
+    def test_get_by_key_is_exact_and_tenant_scoped(self, backend: MemoryBackend) -> None:
+        wanted = backend.create(self.new(key="preference:python", content="likes Python"))
+        backend.create(self.new(key="preference:python_packaging", content="likes packaging"))
+        backend.create(self.new(key="aversion:python", content="preference:python is mentioned here"))
+        theirs = backend.create(self.new(api_key_id=TENANT_B, key="preference:go", content="likes Go"))
+        self.assert_same(backend.get_by_key(TENANT_A, "preference:python"), wanted, "get_by_key()")
+        assert backend.get_by_key(TENANT_A, "preference:py") is None, "get_by_key() matched a key prefix"
+        assert backend.get_by_key(TENANT_A, "preference:go") is None, "get_by_key() returned another tenant's"
+        found = backend.get_by_key(TENANT_B, "preference:go")
+        assert found is not None and found.id == theirs.id, "get_by_key() missed tenant B's key"
 
     # --- update -----------------------------------------------------------------------------------------
 
@@ -560,6 +607,43 @@ class BackendContract:
             all_hits = backend.search(SearchQuery(api_key_id=TENANT_A, text="ramen", strategy=strategy))
             assert set(self.ids(all_hits)) == {s1.id, s2.id, none.id}, f"{strategy} search without session scope"
 
+    def test_search_filters_with_two_tenants(self, backend: MemoryBackend) -> None:
+        """Expiry, retention and session filters combined with the owner: another tenant's live memory in
+        the same session, with the same words, is never a result."""
+        now = utcnow()
+        theirs = [
+            backend.create(self.new(api_key_id=TENANT_B, key=f"b{i}", content="ramen noodles tonight",
+                                    session_id="s1", now=now - timedelta(minutes=i)))
+            for i in range(3)
+        ]
+        mine = backend.create(self.new(api_key_id=TENANT_A, key="a", content="ramen noodles tonight",
+                                       session_id="s1", expires_at=now + timedelta(days=1)))
+        expired = backend.create(self.new(api_key_id=TENANT_A, key="gone", content="ramen noodles tonight",
+                                          session_id="s1", expires_at=now - timedelta(minutes=1)))
+        other_ids = {m.id for m in theirs}
+        for strategy in ("exact", "semantic", "hybrid"):
+            for session in ("s1", None):
+                hits = backend.search(SearchQuery(api_key_id=TENANT_A, text="ramen noodles", strategy=strategy,
+                                                  session_id=session, retention_days=30, now=now, limit=2))
+                got = self.ids(hits)
+                assert not other_ids & set(got), f"{strategy} search (session={session}) returned B's memory"
+                assert expired.id not in got, f"{strategy} search returned A's expired memory"
+                assert got == [mine.id], f"{strategy} search (session={session}, limit=2) returned {got}"
+        page = backend.list(ListFilter(api_key_id=TENANT_A, session_id="s1", query="ramen"))
+        assert set(self.ids(page.data)) <= {mine.id, expired.id}, "list(A, session, query) returned B's memory"
+
+    def test_keyword_search_of_one_tenant_among_many_matches(self, backend: MemoryBackend) -> None:
+        """Tenant B holds far more, better matches than tenant A: A's keyword search still finds A's one
+        memory, at the top and alone (a backend that ranks every tenant's matches first and cuts the list
+        before filtering by owner loses it)."""
+        for i in range(60):
+            backend.create(self.new(api_key_id=TENANT_B, key=f"b{i}", content=f"ramen ramen ramen bowl {i}"))
+        mine = backend.create(self.new(api_key_id=TENANT_A, key="a", content="I once had ramen in a long sentence "
+                                       "about many other things entirely"))
+        for limit in (1, 5):
+            hits = backend.search(SearchQuery(api_key_id=TENANT_A, text="ramen", strategy="hybrid", limit=limit))
+            assert self.ids(hits) == [mine.id], f"keyword search by A (limit {limit}) returned {self.ids(hits)}"
+
     # --- tenant isolation -------------------------------------------------------------------------------
 
     def test_tenant_isolation(self, backend: MemoryBackend) -> None:
@@ -589,31 +673,60 @@ class BackendContract:
 
     # --- bad input, health, lifecycle -------------------------------------------------------------------
 
-    @pytest.mark.parametrize(
-        "build",
-        [
-            lambda: NewMemory(api_key_id="", key="k", content="c"),
-            lambda: NewMemory(api_key_id="a", key="", content="c"),
-            lambda: NewMemory(api_key_id="a", key="k", content="   "),
-            lambda: NewMemory(api_key_id="a", key="k", content="c", type="bogus"),
-            lambda: NewMemory(api_key_id="a", key="k", content="c", metadata=["not", "an", "object"]),  # type: ignore[arg-type]
-            lambda: NewMemory(api_key_id="a", key="k", content="c", expires_at="tomorrow"),
-            lambda: SearchQuery(api_key_id="", text="x"),
-            lambda: SearchQuery(api_key_id="a", text="x", limit=0),
-            lambda: SearchQuery(api_key_id="a", text="x", strategy="fuzzy"),
-            lambda: ListFilter(api_key_id="a", limit=0),
-            lambda: ListFilter(api_key_id="a", order_by="content"),
-            lambda: MemoryPatch(content=""),
-            lambda: MemoryPatch(type="bogus"),
-        ],
-        ids=["empty-api-key", "empty-key", "blank-content", "bad-type", "list-metadata", "bad-expiry",
-             "search-empty-api-key", "search-limit-0", "bad-strategy", "list-limit-0", "bad-order-by",
-             "patch-empty-content", "patch-bad-type"],
+    BAD_INPUTS: ClassVar[dict[str, Callable[[], Any]]] = {
+        "empty-api-key": lambda: NewMemory(api_key_id="", key="k", content="c"),
+        "empty-key": lambda: NewMemory(api_key_id="a", key="", content="c"),
+        "blank-content": lambda: NewMemory(api_key_id="a", key="k", content="   "),
+        "surrogate-content": lambda: NewMemory(api_key_id="a", key="k", content="x \ud800"),
+        "nul-key": lambda: NewMemory(api_key_id="a", key="k\x00", content="c"),
+        "bad-type": lambda: NewMemory(api_key_id="a", key="k", content="c", type="bogus"),
+        "list-metadata": lambda: NewMemory(api_key_id="a", key="k", content="c", metadata=["x"]),  # type: ignore[arg-type]
+        "bad-expiry": lambda: NewMemory(api_key_id="a", key="k", content="c", expires_at="tomorrow"),
+        "search-empty-api-key": lambda: SearchQuery(api_key_id="", text="x"),
+        "search-limit-0": lambda: SearchQuery(api_key_id="a", text="x", limit=0),
+        "search-surrogate": lambda: SearchQuery(api_key_id="a", text="\udfff"),
+        "bad-strategy": lambda: SearchQuery(api_key_id="a", text="x", strategy="fuzzy"),
+        "list-limit-0": lambda: ListFilter(api_key_id="a", limit=0),
+        "bad-order-by": lambda: ListFilter(api_key_id="a", order_by="content"),
+        "patch-empty-content": lambda: MemoryPatch(content=""),
+        "patch-bad-type": lambda: MemoryPatch(type="bogus"),
+    }
+    """Inputs the models refuse before any backend sees them (checked by :meth:`test_models_refuse_bad_input`)."""
+
+    BAD_IDS: ClassVar[tuple[str, ...]] = (
+        "", "   ", "not-a-uuid", "../../etc/passwd", "' OR '1'='1", "%2e%2e%2f..%5c", "*", "a" * 300,
+        "x\x00y", "x\ud800y", "00000000-0000-0000-0000-000000000000",
     )
-    def test_bad_input_is_a_validation_error(self, backend: MemoryBackend, build: Callable[[], Any]) -> None:
-        with pytest.raises(ValidationError):
-            build()
-        assert backend.list(ListFilter(api_key_id="a")).total == 0, "bad input left a partial write"
+    """Ids a backend may be handed by a careless caller: each must be "no such memory" (``None`` / ``False``
+    / ``{}``) or a :class:`~memroute.errors.ValidationError`, never another exception, a write, or a match."""
+
+    def test_models_refuse_bad_input(self, backend: MemoryBackend) -> None:
+        for name, build in self.BAD_INPUTS.items():
+            with pytest.raises(ValidationError):
+                build()
+            assert backend.list(ListFilter(api_key_id="a")).total == 0, f"bad input {name} left a write"
+
+    def test_bad_input_is_a_validation_error(self, backend: MemoryBackend) -> None:
+        """The backend itself, called with bad ids: typed "not found" or ValidationError, no side effect."""
+        kept = backend.create(self.new(key="keep", content="must survive bad ids"))
+        for bad in self.BAD_IDS:
+            calls: dict[str, tuple[Callable[..., Any], Any]] = {
+                "get": (backend.get, bad),
+                "get_many": (backend.get_many, [bad]),
+                "update": (lambda i: backend.update(i, MemoryPatch(content="overwritten")), bad),
+                "delete": (backend.delete, bad),
+            }
+            for op, (call, argument) in calls.items():
+                try:
+                    result = call(argument)
+                except ValidationError:
+                    continue
+                except Exception as exc:  # the point is to report any other type
+                    pytest.fail(f"{op}({bad!r:.40}) raised {type(exc).__name__}: {exc} (expected None/False/{{}} "
+                                "or ValidationError)")
+                assert result in (None, False, {}), f"{op}({bad!r:.40}) returned {result!r:.80}"
+        self.assert_same(backend.get(kept.id), kept, "a memory after calls with bad ids")
+        assert backend.list(ListFilter(api_key_id=TENANT_A)).total == 1
 
     def test_health_ok(self, backend: MemoryBackend) -> None:
         result = backend.health()

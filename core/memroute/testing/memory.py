@@ -123,6 +123,12 @@ class InMemoryBackend(MemoryBackend):
             self._check_open()
             return self._by_id.get(memory_id)
 
+    def get_by_key(self, api_key_id: str, key: str) -> Memory | None:
+        with self._lock:
+            self._check_open()
+            memory_id = self._by_key.get((api_key_id, key))
+            return None if memory_id is None else self._by_id.get(memory_id)
+
     def get_many(self, memory_ids: Sequence[str]) -> dict[str, Memory]:
         with self._lock:
             self._check_open()

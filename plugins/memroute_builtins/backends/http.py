@@ -426,7 +426,7 @@ class HttpBackend(MemoryBackend):
         return self.base_url + path.lstrip("/")
 
     def _id_path(self, endpoint: str, memory_id: str) -> str:
-        require_id(memory_id)
+        require_id(memory_id)  # a lone surrogate cannot be URL-encoded: a ValidationError, not UnicodeError
         quoted = urllib.parse.quote(memory_id, safe="")  # an id can never add path segments
         template = self.endpoints[endpoint]
         return _PLACEHOLDER.sub(lambda m: quoted if m.group(1) in self._id_placeholders else m.group(0), template)

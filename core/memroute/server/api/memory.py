@@ -152,7 +152,7 @@ def _owned_or_404(request: Request, tenant: str, memory_id: str) -> Memory:
 def update_memory(request: Request, principal: CurrentPrincipal, memory_id: str,
                   body: UpdateBody, api_key_id: TenantQuery = None) -> m.MemoryUpdated:  # type: ignore[valid-type]
     """Only the fields present in the body change; ``metadata`` replaces the stored object."""
-    changes = body.model_dump(exclude_unset=True)  # type: ignore[attr-defined]
+    changes = body.model_dump(exclude_unset=True, by_alias=False)  # type: ignore[attr-defined]
     if "session_id" in changes and changes["session_id"] == "":
         changes["session_id"] = None
     if not changes:

@@ -101,8 +101,9 @@ def storage_search(
     now: datetime | None = None,
 ) -> list[BackendHit]:
     search = SearchQuery(api_key_id=api_key_id, text=query, strategy=strategy, limit=limit,
-                         session_id=session_id or None, retention_days=retention_days,
-                         **({"now": now} if now is not None else {}))
+                         session_id=session_id or None, retention_days=retention_days)
+    if now is not None:
+        search = attrs.evolve(search, now=now)
     hits: list[BackendHit] = _storage(request).search(search, _tenant(principal))
     return hits
 

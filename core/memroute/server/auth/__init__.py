@@ -3,6 +3,8 @@
 - :func:`authenticate` turns a presented secret into a :class:`Principal` (or raises
   :class:`~memroute.errors.AuthenticationError`): MCP's token verifier and the proxy call it directly.
 - :func:`token_from_headers` reads ``Authorization: Bearer mr_…`` (or Anthropic-style ``x-api-key``).
+- :func:`principal_for_request` accepts that key, or a dashboard session cookie
+  (:mod:`memroute.server.auth.sessions`: admin keys only, CSRF token on every state-changing request);
 - :func:`require` is the FastAPI dependency that checks a scope; :class:`ScopedRouter` makes declaring one
   mandatory: its route decorators take a keyword-only ``scope`` with no default, so a route without a scope
   does not even import (``scope=PUBLIC`` is the explicit, reviewed exception, used by ``/healthz`` only).
@@ -19,6 +21,7 @@ from fastapi import APIRouter, Depends, Request
 
 from memroute.errors import AuthenticationError, PermissionDeniedError, ValidationError
 from memroute.keys import SCOPES
+from memroute.server.auth.sessions import COOKIE_NAME, CSRF_HEADER, check_csrf, resolve_session
 
 if TYPE_CHECKING:
     from memroute.keys import ApiKey
@@ -32,6 +35,7 @@ __all__ = [
     "authenticate",
     "current_principal",
     "iter_routes",
+    "principal_for_request",
     "require",
     "token_from_headers",
 ]
@@ -101,6 +105,22 @@ def _service(request: Request) -> Any:
     return request.app.state.memroute
 
 
+def principal_for_request(request: Request) -> Principal:
+    """Who sent ``request``: the key in its headers, else the dashboard session in its cookie (admin keys
+    only; state-changing requests must carry the session's CSRF token). 401 when neither is valid."""
+    mem = _service(request)
+    token = token_from_headers(request.headers)
+    cookie = request.cookies.get(COOKIE_NAME)
+    if token is None and cookie:
+        session = resolve_session(mem, cookie)
+        key = mem.keys.get(session.key_id)
+        if key is None or key.revoked or not key.is_admin:
+            raise AuthenticationError("the key this dashboard session was made with is revoked: sign in again")
+        check_csrf(session, request.method, request.headers.get(CSRF_HEADER))
+        return Principal.of(key)
+    return authenticate(mem, token)
+
+
 @cache
 def require(scope: str) -> Callable[..., Principal]:
     """The FastAPI dependency checking ``scope`` (``read``, ``write``, ``admin``): authenticates the request
@@ -109,7 +129,7 @@ def require(scope: str) -> Callable[..., Principal]:
         raise ValueError(f"unknown scope {scope!r} (known: {', '.join(SCOPES)})")
 
     def dependency(request: Request) -> Principal:
-        principal = authenticate(_service(request), token_from_headers(request.headers))
+        principal = principal_for_request(request)
         principal.check(scope)
         request.state.principal = principal
         return principal

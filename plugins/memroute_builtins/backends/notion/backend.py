@@ -38,6 +38,7 @@ from memroute.models import (
     MemoryPatch,
     NewMemory,
     SearchQuery,
+    require_id,
 )
 from memroute.specs import BackendSpec
 from memroute_builtins.backends.notion import schema as ns
@@ -124,6 +125,9 @@ class NotionSettings:
     """Longest wait between retries, in seconds (a longer ``Retry-After`` is capped to it)."""
     requests_per_second: float = attrs.field(default=3.0, validator=_not_negative)
     """Client-side pacing (average, bursts of 10 allowed) per backend instance; 0 turns it off."""
+    allow_private: bool = False
+    """Let the SSRF guard admit loopback and private addresses in ``base_url`` (a proxy or test server on
+    the LAN). Cloud metadata and link-local addresses are refused either way."""
 
 
 # --- the backend -----------------------------------------------------------------------------------------
@@ -524,7 +528,13 @@ def check_database(settings: NotionSettings) -> dict[str, Any]:
 # --- helpers ---------------------------------------------------------------------------------------------
 
 def _plausible_id(memory_id: object) -> bool:
-    return isinstance(memory_id, str) and 0 < len(memory_id) <= 256 and "\x00" not in memory_id
+    """Whether an id could name a stored memory: a string that every stored id's rules admit (no NUL, no lone
+    surrogate: those cannot even be sent as JSON). Anything else is simply not found."""
+    try:
+        require_id(memory_id)
+    except ValidationError:
+        return False
+    return True
 
 
 def _newest_first(rows: builtins.list[tuple[dict[str, Any], Memory]]) -> builtins.list[tuple[dict[str, Any], Memory]]:

@@ -24,6 +24,8 @@ _DEFAULT_BASE_URL = "https://api.notion.com"
 _TOKEN_HELP = "The integration secret (default: the configured notion backend's token, else $NOTION_TOKEN)."
 _BASE_HELP = f"API root without /v1 (default: the configured notion backend's base_url, else {_DEFAULT_BASE_URL})."
 _BACKEND_HELP = "Which configured notion backend to read when there are several ([backends.NAME])."
+_PRIVATE_HELP = ("Let the base URL be a loopback or private address (a proxy or test server); the SSRF guard "
+                 "refuses them otherwise (default: the configured backend's allow_private).")
 
 
 def _configured(ctx: click.Context, backend: str | None) -> tuple[str, dict[str, Any]]:
@@ -45,9 +47,11 @@ def _configured(ctx: click.Context, backend: str | None) -> tuple[str, dict[str,
 
 
 def _settings(ctx: click.Context, backend: str | None, *, token: str | None, base_url: str | None,
-              database_id: str | None) -> tuple[str, NotionSettings]:
+              database_id: str | None, allow_private: bool = False) -> tuple[str, NotionSettings]:
     name, options = _configured(ctx, backend)
     merged = dict(options)
+    if allow_private:
+        merged["allow_private"] = True
     if token:
         merged["token"] = token
     elif not merged.get("token"):
@@ -83,14 +87,16 @@ def notion_group() -> None:
 @click.option("--title", default="memroute memories", show_default=True, help="The database's title.")
 @click.option("--token", default=None, help=_TOKEN_HELP)
 @click.option("--base-url", default=None, help=_BASE_HELP)
+@click.option("--allow-private", is_flag=True, help=_PRIVATE_HELP)
 @click.option("--backend", default=None, help=_BACKEND_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
 def init_command(ctx: click.Context, parent: str, title: str, token: str | None, base_url: str | None,
-                 backend: str | None, as_json: bool) -> None:
+                 allow_private: bool, backend: str | None, as_json: bool) -> None:
     """Create a database with memroute's schema under the --parent page; print its id and the config to use."""
     # The new database is under --parent; a configured database_id is not needed (or used) here.
-    name, settings = _settings(ctx, backend, token=token, base_url=base_url, database_id=parent)
+    name, settings = _settings(ctx, backend, token=token, base_url=base_url, database_id=parent,
+                               allow_private=allow_private)
     created = create_database(settings, parent, title)
     snippet = _snippet(name, created["database_id"])
     if as_json:
@@ -108,13 +114,15 @@ def init_command(ctx: click.Context, parent: str, title: str, token: str | None,
               help="The database id or URL (default: the configured notion backend's database_id).")
 @click.option("--token", default=None, help=_TOKEN_HELP)
 @click.option("--base-url", default=None, help=_BASE_HELP)
+@click.option("--allow-private", is_flag=True, help=_PRIVATE_HELP)
 @click.option("--backend", default=None, help=_BACKEND_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
 def check_command(ctx: click.Context, database_id: str | None, token: str | None, base_url: str | None,
-                  backend: str | None, as_json: bool) -> None:
+                  allow_private: bool, backend: str | None, as_json: bool) -> None:
     """Check that a database has memroute's schema; say what to fix when it does not."""
-    _, settings = _settings(ctx, backend, token=token, base_url=base_url, database_id=database_id)
+    _, settings = _settings(ctx, backend, token=token, base_url=base_url, database_id=database_id,
+                            allow_private=allow_private)
     described = check_database(settings)
     if as_json:
         echo_json({"ok": True, **described})

@@ -38,7 +38,17 @@ def make_client(settings: NotionSettings) -> Any:
         import notion_client
     except ImportError as exc:
         raise PluginError(f"the Notion backend needs notion-client 3.x: {INSTALL_HINT}") from exc
+    import httpx
+
+    from memroute.netguard import check_configured_url, guarded_httpx_transport
+
+    check_configured_url(settings.base_url, "base_url", allow_private=settings.allow_private)
+    # The bearer token only ever goes where the SSRF guard approved: every request checked and pinned, no
+    # redirects, no environment proxies.
+    http = httpx.Client(transport=guarded_httpx_transport(allow_private=settings.allow_private),
+                        follow_redirects=False, trust_env=False)
     return notion_client.Client(
+        client=http,
         auth=settings.token,
         base_url=settings.base_url,
         timeout_ms=int(settings.timeout * 1000),
@@ -142,7 +152,11 @@ class NotionCaller:
         import httpx
         from notion_client.errors import HTTPResponseError, InvalidPathParameterError, RequestTimeoutError
 
+        from memroute.netguard import BlockedUrlError
+
         where = f"Notion backend {self.name!r} ({what})"
+        if isinstance(exc, BlockedUrlError):  # the configuration's fault, not the caller's: a backend failure
+            return BackendUnavailableError(f"{where}: base_url: {exc}", backend=self.name)
         if isinstance(exc, MemrouteError):
             return exc
         if isinstance(exc, RequestTimeoutError):

@@ -104,6 +104,9 @@ class ObsidianSettings:
     """Plugin 5.x only: move deleted notes to Obsidian's trash instead of deleting them for good."""
     workers: int = 4
     """Notes read at once when a folder's notes are (re)loaded."""
+    allow_private: bool = True
+    """The SSRF guard admits loopback and private (LAN) addresses, where the Local REST API runs; false admits
+    only public ones. Cloud metadata and link-local addresses are refused either way."""
 
 
 OWN_WRITE_WINDOW_MS: Final = 5000
@@ -150,6 +153,9 @@ class ObsidianBackend(MemoryBackend):
             raise ConfigError(
                 f"base_url: expected http(s)://host:port, got {settings.base_url!r}", [("base_url", "invalid")]
             )
+        from memroute.netguard import check_configured_url
+
+        check_configured_url(settings.base_url, "base_url", allow_private=settings.allow_private)
         if not settings.timeout > 0:
             raise ConfigError("timeout: must be a positive number of seconds", [("timeout", "range")])
         if not 1 <= settings.workers <= 32:
@@ -207,10 +213,13 @@ class ObsidianBackend(MemoryBackend):
         # requests.Session is not documented as thread-safe: one per thread.
         session = getattr(self._local, "session", None)
         if session is None:
-            session = self._requests.Session()
+            from memroute.netguard import GuardedSession
+
+            # Every request is checked by the SSRF guard and pinned to the checked address; no proxies from
+            # the environment (GuardedSession turns trust_env off), no redirects followed.
+            session = GuardedSession(allow_private=self.settings.allow_private)
             session.headers["Authorization"] = f"Bearer {self.settings.api_key}"
             session.verify = self.settings.verify
-            session.trust_env = False  # a loopback service: never route it through an HTTP(S)_PROXY
             self._local.session = session
             with self._lock:
                 self._sessions.append(session)
@@ -224,9 +233,15 @@ class ObsidianBackend(MemoryBackend):
     def _call(self, method: str, url: str, *, expect: tuple[int, ...] = (200,), missing_ok: bool = False,
               **kwargs: Any) -> Any:
         """One request; maps every failure to a memroute error. Returns ``None`` for a tolerated 404."""
+        from memroute.netguard import BlockedUrlError
+
         requests = self._requests
         try:
             response = self._session().request(method, url, timeout=self.settings.timeout, **kwargs)
+        except BlockedUrlError as exc:
+            # The configuration's fault, not the caller's: a backend failure (it counts against the breaker).
+            raise BackendUnavailableError(f"Obsidian backend {self.name!r}: base_url: {exc}",
+                                          backend=self.name) from None
         except requests.exceptions.SSLError as exc:
             raise BackendUnavailableError(
                 f"TLS verification failed for {self._base} ({_short(exc)}). The plugin uses a self-signed "

@@ -40,6 +40,7 @@ from memroute.models import (
     MemoryPatch,
     NewMemory,
     SearchQuery,
+    require_id,
     utcnow,
 )
 from memroute.specs import BackendSpec
@@ -203,6 +204,7 @@ class PostgresBackend(MemoryBackend):
         return len(batch)
 
     def get(self, memory_id: str) -> Memory | None:
+        require_id(memory_id)  # NUL or a lone surrogate: a ValidationError, not a psycopg DataError
         with self.db.transaction("read a memory", tenant=ALL_TENANTS) as conn:
             row = conn.execute(self.sql.get, (memory_id,)).fetchone()
         return None if row is None else to_memory(row)
@@ -211,11 +213,14 @@ class PostgresBackend(MemoryBackend):
         """The memories among ``memory_ids`` that exist, in one query."""
         if not memory_ids:
             return {}
+        for memory_id in memory_ids:
+            require_id(memory_id)
         with self.db.transaction("read memories", tenant=ALL_TENANTS) as conn:
             rows = conn.execute(self.sql.get_many, (list(memory_ids),)).fetchall()
         return {m.id: m for m in map(to_memory, rows)}
 
     def update(self, memory_id: str, patch: MemoryPatch) -> Memory | None:
+        require_id(memory_id)
         with self.db.transaction("update a memory", tenant=ALL_TENANTS) as conn:
             row = conn.execute(self.sql.get_for_update, (memory_id,)).fetchone()
             if row is None:
@@ -237,6 +242,7 @@ class PostgresBackend(MemoryBackend):
         return memory
 
     def delete(self, memory_id: str) -> bool:
+        require_id(memory_id)
         with self.db.transaction("delete a memory", tenant=ALL_TENANTS) as conn:
             return conn.execute(self.sql.delete, (memory_id,)).fetchone() is not None
 

@@ -61,6 +61,7 @@ from memroute.models import (
     MemoryPatch,
     NewMemory,
     SearchQuery,
+    require_id,
 )
 from memroute.specs import BackendSpec
 from memroute_builtins.backends.sqlite.schema import (
@@ -358,6 +359,7 @@ class SqliteBackend(MemoryBackend):
         return evicted
 
     def get(self, memory_id: str) -> Memory | None:
+        require_id(memory_id)
         cached = self._cache.get(memory_id)
         if cached is not MISSING:
             return cached
@@ -371,14 +373,22 @@ class SqliteBackend(MemoryBackend):
                 self._cache.set(memory_id, memory)
         return memory
 
+    def get_by_key(self, api_key_id: str, key: str) -> Memory | None:
+        """The memory with this ``(api_key_id, key)``: one lookup on the unique index the upsert uses."""
+        rows = self._read(_SQL_GET_BY_KEY, (api_key_id, key), "read a memory by key")
+        return _to_memory(rows[0]) if rows else None
+
     def get_many(self, memory_ids: Sequence[str]) -> dict[str, Memory]:
         """The memories among ``memory_ids`` that exist, in one query."""
         if not memory_ids:
             return {}
+        for memory_id in memory_ids:
+            require_id(memory_id)
         rows = self._read(_SQL_GET_MANY, (json.dumps(list(memory_ids)),), "read memories")
         return {m.id: m for m in map(_to_memory, rows)}
 
     def update(self, memory_id: str, patch: MemoryPatch) -> Memory | None:
+        require_id(memory_id)
         with self._write("update a memory") as connection:
             row = connection.execute(_SQL_GET, (memory_id,)).fetchone()
             if row is None:
@@ -400,6 +410,7 @@ class SqliteBackend(MemoryBackend):
         return memory
 
     def delete(self, memory_id: str) -> bool:
+        require_id(memory_id)
         with self._write("delete a memory") as connection:
             deleted = connection.execute("DELETE FROM memories WHERE id = ? RETURNING id", (memory_id,)).fetchall()
         self._invalidate((memory_id,))
@@ -437,6 +448,10 @@ class SqliteBackend(MemoryBackend):
                     [*params, filter.limit, filter.offset]).fetchall()
         by_type: dict[str, int] = {str(mtype): count for mtype, count in counts}  # type: ignore[misc]
         return ListPage(data=tuple(map(_to_memory, rows)), total=sum(by_type.values()), by_type=by_type)
+
+    def tenants(self) -> builtins.list[str]:
+        rows = self._read("SELECT DISTINCT api_key_id FROM memories ORDER BY api_key_id", action="list tenants")
+        return [row[0] for row in rows]
 
     def iter_all(self, api_key_id: str | None = None, batch: int = 500) -> Iterable[Memory]:
         """Every memory (of one tenant, or all), oldest first: the id order is read once, rows in batches."""

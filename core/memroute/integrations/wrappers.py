@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = ["wrap_anthropic", "wrap_create", "wrap_openai"]
 
-log = logging.getLogger("memroute.pipeline")
+log = logging.getLogger("memroute.integrations")
 
 _TRANSPORT_OPTIONS = frozenset({"extra_headers", "extra_query", "extra_body", "timeout"})
 _WRAPPED = "__memroute_wrapped__"

@@ -85,16 +85,15 @@ def run_demo(*, config_path: str | None = None, db_path: Path | None = None,
                                                       {"role": "user", "content": DEMO_QUESTION}]}
         echo(f"user: {DEMO_QUESTION}")
         info = mem.explain_augment(request, api_key_id=DEMO_API_KEY)
-        result = info.result
-        if result is not None:
-            p = result.provenance
-            echo(f"retrieval: strategy {p.strategy_requested} -> {p.strategy_used} via {'+'.join(p.legs) or 'none'}"
-                 f" on backend {p.backend}" + (f" (degraded: {p.reason})" if p.degraded else ""))
+        preview = info.preview
+        if preview is not None:
+            r = preview.resolution
+            echo(f"retrieval: strategy {r.strategy_requested} -> {r.strategy_used} via {'+'.join(r.legs) or 'none'}"
+                 f" on backend {r.backend}" + (f" (degraded: {r.fallback_reason})" if r.degraded else ""))
             echo(f"{'score':>8}  {'tier':<8} {'ranks':<22} memory")
-            for hit in result.hits:
+            for hit in preview.memories:
                 ranks = ", ".join(f"{leg}#{rank}" for leg, rank in hit.ranks.items())
-                echo(f"{hit.score:>8.4f}  {hit.tier:<8} {ranks:<22} [{hit.memory.metadata.get('category')}] "
-                     f"{hit.memory.content}")
+                echo(f"{hit.score:>8.4f}  {hit.tier:<8} {ranks:<22} [{hit.metadata.get('category')}] {hit.content}")
         if info.skipped:
             echo(f"nothing injected: {info.skipped}")
 

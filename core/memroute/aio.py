@@ -1,0 +1,220 @@
+"""The async Python API: ``await memroute.open_async()`` returns an :class:`AsyncMemroute`.
+
+One implementation of the logic: every method runs the matching method of the sync
+:class:`~memroute.service.Memroute` in a bounded, dedicated thread pool, so results, validation and typed errors
+are exactly the sync ones. The methods are forwarded systematically (:func:`_forward`), never re-implemented.
+
+Cancellation and timeouts (``task.cancel()``, ``asyncio.timeout``, ``asyncio.wait_for``) stop the *await*
+at once, not the work: a call that already started in its thread runs to completion there (every write is
+atomic in the backend, so a memory is stored completely or not at all, never half); a call still queued
+behind a full pool is dropped before it starts. ``await mem.settle()`` waits until every call started so far
+has finished, so after it the outcome of a cancelled write is decided and visible.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import concurrent.futures
+import contextvars
+import functools
+import threading
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from typing import Any, Concatenate, ParamSpec, TypeVar
+
+from memroute.errors import BackendUnavailableError, ValidationError
+from memroute.models import Memory
+from memroute.service import Memroute
+
+__all__ = ["AsyncMemroute", "open_async"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+DEFAULT_MAX_WORKERS = 8
+_EXPORT_CHUNK = 500
+
+
+def _forward(
+    method: Callable[Concatenate[Memroute, P], R],
+) -> Callable[Concatenate[AsyncMemroute, P], Coroutine[Any, Any, R]]:
+    """An ``async`` method that runs the sync ``method`` of the wrapped service in the pool: same signature,
+    same docstring, same result and exceptions."""
+
+    @functools.wraps(method)
+    async def forwarded(self: AsyncMemroute, *args: P.args, **kwargs: P.kwargs) -> R:
+        return await self._run(method, self._sync, *args, **kwargs)
+
+    return forwarded
+
+
+class AsyncMemroute:
+    """memroute's async Python API: the sync service's methods as coroutines, run in a bounded thread pool.
+
+    Use ``async with await memroute.open_async(...) as mem:`` (or ``async with memroute.open_async(...)``),
+    or call :meth:`aclose`. Build it with :func:`open_async`; ``AsyncMemroute(service)`` wraps a service you
+    opened yourself (it is closed with this object)."""
+
+    def __init__(self, service: Memroute, *, max_workers: int = DEFAULT_MAX_WORKERS,
+                 executor: concurrent.futures.ThreadPoolExecutor | None = None) -> None:
+        if isinstance(max_workers, bool) or not isinstance(max_workers, int) or not 1 <= max_workers <= 256:
+            raise ValidationError("max_workers: must be an integer in [1, 256]", [("max_workers", "range")])
+        self._sync = service
+        self._executor = executor or concurrent.futures.ThreadPoolExecutor(
+            max_workers=max_workers, thread_name_prefix="memroute-aio")
+        self.max_workers = max_workers
+        self._inflight: set[concurrent.futures.Future[Any]] = set()
+        self._inflight_lock = threading.Lock()
+        self._closing = False
+
+    @property
+    def sync(self) -> Memroute:
+        """The wrapped sync service (for code that runs in a thread of its own)."""
+        return self._sync
+
+    @property
+    def settings(self) -> Any:
+        return self._sync.settings
+
+    async def _run(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
+        if self._closing:
+            raise BackendUnavailableError("this AsyncMemroute is closed")
+        # What loop.run_in_executor does (submit, then wrap_future), keeping the concurrent future so that
+        # settle() / aclose() can wait for calls that were cancelled on the loop but still run in a thread.
+        # The caller's context variables go with the call, as with asyncio.to_thread.
+        context = contextvars.copy_context()
+        future = self._executor.submit(context.run, functools.partial(fn, *args, **kwargs))
+        with self._inflight_lock:
+            self._inflight.add(future)
+        future.add_done_callback(self._done)
+        try:
+            return await asyncio.wrap_future(future)
+        except asyncio.CancelledError:
+            future.cancel()  # now, not in a later callback: a queued call is dropped before a worker takes it
+            raise
+
+    def _done(self, future: concurrent.futures.Future[Any]) -> None:
+        with self._inflight_lock:
+            self._inflight.discard(future)
+
+    async def settle(self) -> None:
+        """Wait until every call started so far has finished in its thread (cancelled ones included)."""
+        with self._inflight_lock:
+            pending = [asyncio.wrap_future(f) for f in self._inflight]
+        if pending:
+            await asyncio.wait(pending)  # asyncio.wait never cancels what it waits for
+
+    # --- lifecycle -----------------------------------------------------------------------------------
+    async def __aenter__(self) -> AsyncMemroute:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Refuse new calls, wait for those in flight, close the service (off the loop), stop the pool."""
+        if self._closing:
+            return
+        self._closing = True
+        await self.settle()
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(self._executor, self._sync.close)
+        finally:
+            self._executor.shutdown(wait=False)
+
+    # --- forwarded: CRUD, search, maintenance, operations, conversation pipeline ---------------------
+    add = _forward(Memroute.add)
+    get = _forward(Memroute.get)
+    update = _forward(Memroute.update)
+    delete = _forward(Memroute.delete)
+    list = _forward(Memroute.list)
+    search = _forward(Memroute.search)
+    clear = _forward(Memroute.clear)
+    stats = _forward(Memroute.stats)
+    augment = _forward(Memroute.augment)
+    explain_augment = _forward(Memroute.explain_augment)
+    observe = _forward(Memroute.observe)
+    extract = _forward(Memroute.extract)
+    summarize = _forward(Memroute.summarize)
+    compact = _forward(Memroute.compact)
+    prune = _forward(Memroute.prune)
+    prune_all = _forward(Memroute.prune_all)
+    flush = _forward(Memroute.flush)
+    status = _forward(Memroute.status)
+    health = _forward(Memroute.health)
+    reindex = _forward(Memroute.reindex)
+    import_jsonl = _forward(Memroute.import_jsonl)
+    import_memories = _forward(Memroute.import_memories)
+    memory_settings = _forward(Memroute.memory_settings)
+    update_memory_settings = _forward(Memroute.update_memory_settings)
+
+    # --- export: async iterators ---------------------------------------------------------------------
+    def export(self, api_key_id: str) -> AsyncIterator[Memory]:
+        """Every memory of ``api_key_id``, oldest first, as an async iterator (read in chunks off the loop).
+        Validation errors are raised on the first ``__anext__``."""
+        return self._aiter(functools.partial(self._sync.export, api_key_id))
+
+    def export_all(self) -> AsyncIterator[Memory]:
+        """Every memory of **every** tenant (an operator's backup), as an async iterator."""
+        return self._aiter(self._sync.export_all)
+
+    async def _aiter(self, start: Callable[[], Iterator[Memory]]) -> AsyncIterator[Memory]:
+        iterator = await self._run(start)
+        while True:
+            chunk = await self._run(_take, iterator, _EXPORT_CHUNK)
+            for memory in chunk:
+                yield memory
+            if len(chunk) < _EXPORT_CHUNK:
+                return
+
+
+def _take(iterator: Iterator[Memory], count: int) -> builtins.list[Memory]:
+    chunk: builtins.list[Memory] = []
+    for memory in iterator:
+        chunk.append(memory)
+        if len(chunk) == count:
+            break
+    return chunk
+
+
+
+class _Opening:
+    """What :func:`open_async` returns: awaitable (``mem = await memroute.open_async()``) and an async context
+    manager (``async with memroute.open_async() as mem:``)."""
+
+    def __init__(self, config: Any, max_workers: int, overrides: dict[str, Any]) -> None:
+        self._args = (config, max_workers, overrides)
+        self._opened: AsyncMemroute | None = None
+
+    def __await__(self) -> Any:
+        return self._open().__await__()
+
+    async def _open(self) -> AsyncMemroute:
+        config, max_workers, overrides = self._args
+        if isinstance(max_workers, bool) or not isinstance(max_workers, int) or not 1 <= max_workers <= 256:
+            raise ValidationError("max_workers: must be an integer in [1, 256]", [("max_workers", "range")])
+        executor = concurrent.futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="memroute-aio")
+        loop = asyncio.get_running_loop()
+        try:
+            # Opening reads config, opens databases and may build an embedder: all of it off the loop.
+            service = await loop.run_in_executor(executor, functools.partial(Memroute.open, config, **overrides))
+        except BaseException:
+            executor.shutdown(wait=False)
+            raise
+        return AsyncMemroute(service, max_workers=max_workers, executor=executor)
+
+    async def __aenter__(self) -> AsyncMemroute:
+        self._opened = await self._open()
+        return self._opened
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._opened is not None:
+            await self._opened.aclose()
+
+
+def open_async(config: Any = None, *, max_workers: int = DEFAULT_MAX_WORKERS, **overrides: Any) -> _Opening:
+    """Open memroute for asyncio: the arguments of :func:`memroute.open`, plus ``max_workers`` (the size of
+    the dedicated thread pool, 1..256; at most that many memroute calls run at once, the rest queue).
+    ``await`` it for an :class:`AsyncMemroute`, or use it directly in ``async with``."""
+    return _Opening(config, max_workers, overrides)

@@ -1,0 +1,58 @@
+"""The narrow port the conversation pipeline works against: the service operations it needs, nothing more.
+
+:class:`memroute.service.Memroute` satisfies it; the service builds the pipeline (its composition root) and
+hands itself in, so the pipeline never imports the service and there is no import cycle between them.
+Everything the pipeline writes goes through these calls, so it is validated, indexed for vector search and
+replicated to fallbacks like any other write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from datetime import datetime
+from typing import Any, Protocol
+
+from memroute.models import Memory, MemoryType, SearchResult
+
+__all__ = ["MemoryStore"]
+
+
+class MemoryStore(Protocol):
+    """The tenant-scoped memory operations the pipeline uses (see :class:`memroute.service.Memroute`)."""
+
+    def add(
+        self,
+        *,
+        api_key_id: str,
+        content: str,
+        key: str | None = None,
+        type: MemoryType | str = MemoryType.FACTUAL,
+        session_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        expires_at: datetime | str | None = None,
+    ) -> Memory:
+        """Upsert on ``(api_key_id, key)``."""
+
+    def delete(self, memory_id: str, *, api_key_id: str) -> bool:
+        """Delete one memory of ``api_key_id``; False when it has no such memory."""
+
+    def get_by_key(self, key: str, *, api_key_id: str) -> Memory | None:
+        """The memory of ``api_key_id`` with exactly this key, or ``None``."""
+
+    def search(
+        self,
+        query: str,
+        *,
+        api_key_id: str,
+        strategy: str | None = None,
+        limit: int | None = None,
+        max_tokens: int | None = None,
+        session_id: str | None = None,
+    ) -> SearchResult:
+        """Ranked memories of ``api_key_id`` for ``query``."""
+
+    def export(self, api_key_id: str) -> Iterator[Memory]:
+        """Every memory of ``api_key_id``, oldest first."""
+
+    def export_all(self) -> Iterator[Memory]:
+        """Every memory of every tenant, oldest first (``prune_all``)."""

@@ -1,0 +1,132 @@
+"""Import: JSONL (as ``memroute export`` writes) into the store, validated whole before the first write.
+
+What an import guarantees (docs/manager.md, "Import"):
+
+* **Nothing is written unless every line is valid.** Each line is parsed, checked against the model and the
+  ``[limits]``, its id must be a canonical UUID (a non-UUID id used to stall the vector indexer for every
+  tenant), and ids may not repeat with different owners. The first problem is a ``ValidationError`` naming
+  the line.
+* **An id never changes owner.** An id that already exists under another tenant is refused (a copied id
+  with ``api_key_id: "A"`` used to replace B's memory: the replicated ``put`` replaces by id).
+* **With ``api_key_id``** (a tenant's import), every line must belong to that tenant or name none (it is
+  then filled in).
+* **One write.** The memories go to the serving backend in one ``put_many`` call: one transaction on SQLite
+  and PostgreSQL, so a failure or a ``kill -9`` leaves all or nothing there. Backends without transactions
+  (Obsidian, Notion, HTTP) may keep a prefix after a failure; the import is then **resumable**: ids and
+  timestamps are kept, so running the same file again writes the same memories, never duplicates.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from memroute.errors import MemrouteError, ValidationError
+from memroute.limits import InputLimits
+from memroute.models import Memory, is_memory_id, require_tenant
+from memroute.serialization import memory_from_dict
+
+if TYPE_CHECKING:
+    from memroute.manager import MemoryManager
+
+__all__ = ["ImportReport", "import_memories", "parse_jsonl"]
+
+_LOOKUP_BATCH = 500
+
+
+@attrs.frozen(kw_only=True)
+class ImportReport:
+    """What an import did. ``imported`` memories were written in one call to the serving backend."""
+
+    imported: int
+    lines: int
+    """Non-blank lines read (one memory each)."""
+    api_key_id: str | None
+    """The tenant every line belonged to (a tenant's import), or ``None`` (an operator's, any tenants)."""
+    tenants: int
+    """How many distinct tenants the memories belong to."""
+
+    @property
+    def count(self) -> int:
+        return self.imported
+
+
+def _line_error(number: int, message: str) -> ValidationError:
+    return ValidationError(f"line {number}: {message}", [(f"line {number}", message)])
+
+
+def parse_jsonl(lines: Iterable[str], *, api_key_id: str | None = None,
+                limits: InputLimits | None = None) -> list[tuple[int, Memory]]:
+    """Every memory of ``lines`` with its line number, or the first problem as a ``ValidationError`` naming
+    its line. Nothing is written."""
+    tenant = None if api_key_id is None else require_tenant(api_key_id)
+    limits = limits or InputLimits()
+    parsed: list[tuple[int, Memory]] = []
+    owners: dict[str, str] = {}
+    for number, line in enumerate(lines, start=1):
+        if not isinstance(line, str):
+            raise _line_error(number, f"expected text, got {type(line).__name__}")
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise _line_error(number, f"not valid JSON ({exc.msg})") from None
+        except RecursionError:
+            raise _line_error(number, "JSON nested too deeply") from None
+        if not isinstance(data, dict):
+            raise _line_error(number, "expected a JSON object (one memory)")
+        if tenant is not None:
+            owner = data.get("api_key_id")
+            if owner is None or owner == "":
+                data["api_key_id"] = tenant
+            elif owner != tenant:
+                raise _line_error(number, "api_key_id: belongs to another tenant than the one importing")
+        if not is_memory_id(data.get("id")):
+            raise _line_error(number, f"id: expected a canonical UUID, got {data.get('id')!r:.60}")
+        try:
+            memory = memory_from_dict(data)
+            limits.check(content=memory.content, metadata=memory.metadata)
+        except MemrouteError as exc:
+            raise _line_error(number, str(exc)) from None
+        previous = owners.setdefault(memory.id, memory.api_key_id)
+        if previous != memory.api_key_id:
+            raise _line_error(number, f"id: {memory.id} appears earlier in the input with another api_key_id")
+        parsed.append((number, memory))
+    return parsed
+
+
+def _refuse_foreign_ids(manager: MemoryManager, parsed: Sequence[tuple[int, Memory]]) -> None:
+    """An id that exists under another tenant is refused: an import never moves a memory between tenants."""
+    for start in range(0, len(parsed), _LOOKUP_BATCH):
+        chunk = parsed[start:start + _LOOKUP_BATCH]
+        existing = manager.get_many([m.id for _, m in chunk])
+        for number, memory in chunk:
+            stored = existing.get(memory.id)
+            if stored is not None and stored.api_key_id != memory.api_key_id:
+                # Do not say whose: to a tenant, another tenant's id is just "taken".
+                raise _line_error(number, f"id: {memory.id} is already used by another memory (of another "
+                                          "tenant); an import never moves a memory between tenants")
+
+
+def import_memories(
+    manager: MemoryManager,
+    memories: Sequence[tuple[int, Memory]],
+    *,
+    api_key_id: str | None = None,
+    on_written: Callable[[list[Memory]], Any] | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> ImportReport:
+    """Write already-validated ``(line, memory)`` pairs: refuse foreign ids, then one ``put_many``."""
+    _refuse_foreign_ids(manager, memories)
+    batch = [memory for _, memory in memories]
+    count = manager.put_many(batch) if batch else 0
+    if progress is not None:
+        progress(len(batch))
+    if on_written is not None and batch:
+        on_written(batch)
+    return ImportReport(imported=int(count), lines=len(batch), api_key_id=api_key_id,
+                        tenants=len({m.api_key_id for m in batch}))
