@@ -60,6 +60,8 @@ def sign_in(page: Any, secret: str) -> None:
     page.get_by_label("Admin API key").fill(secret)
     page.get_by_role("button", name="Sign in").click()
     page.get_by_role("tab", name="Memories").wait_for()
+    # The tenant picker fills from /api/tenants after sign-in; wait for it, not for a fixed time.
+    expect(page.locator("#tenant option")).not_to_have_count(0)
 
 
 def pick_tenant(page: Any, tenant: str) -> None:
@@ -197,8 +199,8 @@ def test_tenants_are_never_mixed(ui: Any, server: MemrouteServer) -> None:
     seed(server, server.tenant_a, 1, "alpha-only")
     seed(server, server.tenant_b, 1, "beta-only")
     sign_in(ui, server.admin)
-    options = ui.locator("#tenant option").all_inner_texts()
-    assert TENANT_A in options and TENANT_B in options
+    expect(ui.locator("#tenant option", has_text=TENANT_A)).to_have_count(1)
+    expect(ui.locator("#tenant option", has_text=TENANT_B)).to_have_count(1)
     pick_tenant(ui, TENANT_A)
     rows(ui).filter(has_text="alpha-only").wait_for()
     assert rows(ui).filter(has_text="beta-only").count() == 0
