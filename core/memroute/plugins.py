@@ -9,7 +9,7 @@ import os
 import threading
 import warnings
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, overload
 
 import attrs
 import pluggy
@@ -40,9 +40,9 @@ if TYPE_CHECKING:
     import click
 
 ENTRY_POINT_GROUP: Final = "memroute"
-SpecT = TypeVar("SpecT", bound=ComponentSpec)
+SpecT = TypeVar("SpecT", bound=ComponentSpec[Any])
 
-_DISCOVERY_HOOKS: Final[dict[str, tuple[str, type[ComponentSpec]]]] = {
+_DISCOVERY_HOOKS: Final[dict[str, tuple[str, type[ComponentSpec[Any]]]]] = {
     "backend": ("memroute_backends", BackendSpec),
     "embedding": ("memroute_embedding_sources", EmbeddingSourceSpec),
     "vector-store": ("memroute_vector_stores", VectorStoreSpec),
@@ -98,7 +98,7 @@ class MemroutePluginManager(pluggy.PluginManager):
         self.disabled = _disabled_names() if disabled is None else frozenset(disabled)
         self._origins: dict[str, _Origin] = {}
         self._infos: list[PluginInfo] = []
-        self._specs: dict[str, dict[str, ComponentSpec]] = {kind: {} for kind in _DISCOVERY_HOOKS}
+        self._specs: dict[str, dict[str, ComponentSpec[Any]]] = {kind: {} for kind in _DISCOVERY_HOOKS}
         self._spec_origin: dict[tuple[str, str], _Origin] = {}
         self._collected = False
         self._lock = threading.RLock()
@@ -201,7 +201,7 @@ class MemroutePluginManager(pluggy.PluginManager):
         assert isinstance(results, list)
         return results
 
-    def _add_spec(self, kind: str, spec_type: type[ComponentSpec], spec: Any, origin: _Origin) -> None:
+    def _add_spec(self, kind: str, spec_type: type[ComponentSpec[Any]], spec: Any, origin: _Origin) -> None:
         name = getattr(spec, "name", repr(spec))
         if not isinstance(spec, spec_type):
             self._fail(origin, str(name), kind, f"yielded {type(spec).__name__}, expected {spec_type.__name__}", None)
@@ -250,8 +250,22 @@ class MemroutePluginManager(pluggy.PluginManager):
     def rerankers(self) -> dict[str, RerankerSpec]:
         return self._of_kind("reranker", RerankerSpec)
 
-    def component(self, kind: str, name: str) -> ComponentSpec:
-        """The spec of ``kind`` named ``name``, or :class:`UnknownComponentError` listing what exists."""
+    @overload
+    def component(self, kind: Literal["backend"], name: str) -> BackendSpec: ...
+    @overload
+    def component(self, kind: Literal["embedding"], name: str) -> EmbeddingSourceSpec: ...
+    @overload
+    def component(self, kind: Literal["vector-store"], name: str) -> VectorStoreSpec: ...
+    @overload
+    def component(self, kind: Literal["extractor"], name: str) -> ExtractorSpec: ...
+    @overload
+    def component(self, kind: Literal["reranker"], name: str) -> RerankerSpec: ...
+    @overload
+    def component(self, kind: str, name: str) -> ComponentSpec[Any]: ...
+
+    def component(self, kind: str, name: str) -> ComponentSpec[Any]:
+        """The spec of ``kind`` named ``name``, or :class:`UnknownComponentError` listing what exists.
+        Typed by ``kind``: ``component("backend", ...)`` is a :class:`BackendSpec`."""
         self._collect()
         specs = self._specs[kind]
         if name in specs:

@@ -39,8 +39,10 @@ __all__ = [
     "ManagerSettings",
     "MemorySettings",
     "MemrouteSettings",
+    "ProxySettings",
     "RerankSettings",
     "ServerSettings",
+    "UpstreamSettings",
     "VectorSettings",
     "default_data_dir",
     "find_config_file",
@@ -120,6 +122,10 @@ class ComponentConfig:
 
     type: str
     options: dict[str, Any] = attrs.field(factory=dict)
+    db_path: str | None = None
+    """The primary's database path from ``MEMROUTE_DB`` / ``load_settings(db_path=...)``. Building the backend
+    writes it into the option its spec names (``BackendSpec.path_option``); a backend without one refuses
+    it with a :class:`ConfigError`."""
 
 
 def _default_instances() -> dict[str, ComponentConfig]:
@@ -254,6 +260,48 @@ class ServerSettings:
     """On shutdown, seconds to let requests finish and background work flush."""
 
 
+def _upstream_url(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is None:
+        return
+    from memroute.netguard import BlockedUrlError, parse_url
+
+    try:
+        parse_url(value)
+    except BlockedUrlError as exc:
+        raise ConfigError(f"{attribute.name}: {exc}", [(attribute.name, "invalid URL")]) from None
+
+
+@attrs.frozen(kw_only=True)
+class UpstreamSettings:
+    """``[proxy.openai]`` / ``[proxy.anthropic]``: the model API the proxy forwards to, with memroute's own
+    credential (the caller's memroute key is never forwarded)."""
+
+    base_url: str | None = attrs.field(default=None, validator=_upstream_url)
+    """Where requests go (OpenAI-style: including ``/v1``; Anthropic-style: without). Unset: the routes answer 503."""
+    api_key: str | None = attrs.field(default=None, repr=False)
+    """memroute's credential for the upstream (``"${OPENAI_API_KEY}"``); unset sends none (a local server)."""
+    timeout: float = attrs.field(default=600.0, validator=_range(0.1, 86_400))
+    """Seconds to wait for the upstream's next bytes (the whole reply, when not streamed): then 504."""
+    connect_timeout: float = attrs.field(default=10.0, validator=_range(0.1, 3600))
+    """Seconds to wait for a connection to the upstream."""
+    allow_private: bool = False
+    """Allow loopback / private / CGNAT upstream addresses (a local Ollama, a vLLM on the LAN)."""
+    provider: str | None = None
+    """The provider id placement rules use (``glm``, ``o1``, ...); unset: the request's ``model``."""
+
+
+@attrs.frozen(kw_only=True)
+class ProxySettings:
+    """``[proxy]``: the OpenAI- and Anthropic-compatible memory proxy inside ``memroute serve``."""
+
+    openai: UpstreamSettings = attrs.field(factory=UpstreamSettings)
+    """Upstream of ``/v1/chat/completions``, ``/v1/responses`` and ``/v1/models``."""
+    anthropic: UpstreamSettings = attrs.field(factory=UpstreamSettings)
+    """Upstream of ``/v1/messages`` (and of ``/v1/models`` for Anthropic clients)."""
+    max_body_bytes: int = attrs.field(default=33_554_432, validator=_range(1024, 2**40))
+    """Largest request body the proxy routes accept (413 beyond it): chat requests carry images and long contexts."""
+
+
 @attrs.frozen(kw_only=True)
 class LimitsSettings:
     """``[limits]``: how large one memory may be. Checked by the service on add, update and import, before
@@ -282,6 +330,7 @@ class MemrouteSettings:
     manager: ManagerSettings = attrs.field(factory=ManagerSettings)
     server: ServerSettings = attrs.field(factory=ServerSettings)
     limits: LimitsSettings = attrs.field(factory=LimitsSettings)
+    proxy: ProxySettings = attrs.field(factory=ProxySettings)
 
     @property
     def data_path(self) -> Path:
@@ -419,7 +468,6 @@ def _normalise(raw: Mapping[str, Any]) -> dict[str, Any]:
     """From the TOML shape to the attrs shape: backend instance tables go under ``instances``; flat component
     options go under ``options[<selected name>]`` and sub-tables under ``options[<table name>]``."""
     data = dict(raw)
-    db_path = data.pop("_db_path", None)
     backends = data.get("backends")
     if backends is not None:
         if not isinstance(backends, Mapping):
@@ -439,21 +487,13 @@ def _normalise(raw: Mapping[str, Any]) -> dict[str, Any]:
             if not isinstance(table, Mapping) or "type" not in table:
                 raise ConfigError(f"backends.{name}.type: required (the backend plugin's name)",
                                   [(f"backends.{name}.type", "required")])
-            if "options" in table and set(table) == {"type", "options"}:
-                instances[name] = {"type": table["type"], "options": dict(table["options"])}
+            if "options" in table and set(table) <= {"type", "options", "db_path"}:
+                instances[name] = {**table, "options": dict(table["options"])}
             else:
                 instances[name] = {"type": table["type"], "options": {k: v for k, v in table.items() if k != "type"}}
         if instances:
             section["instances"] = instances
         data["backends"] = section
-    if db_path:
-        section = data.setdefault("backends", {})
-        primary = section.get("primary", "main")
-        instances = section.setdefault("instances", {})
-        inst = instances.get(primary) or {"type": "sqlite", "options": {}}
-        if isinstance(inst, Mapping) and inst.get("type") == "sqlite":
-            inst = {"type": "sqlite", "options": {**inst.get("options", {}), "path": db_path}}
-            instances[primary] = inst
     for section_name, reserved in _SECTION_RESERVED.items():
         component_section = data.get(section_name)
         if not isinstance(component_section, Mapping):
@@ -494,8 +534,9 @@ def load_settings(
 ) -> MemrouteSettings:
     """Build settings from a TOML path, a mapping or a settings object, then env, then ``overrides``.
 
-    ``overrides`` use the TOML shape (``memory={"enabled": True}``, ``backends={...}``); ``db_path=`` is a
-    shortcut for the primary SQLite backend's ``path``. Any problem raises :class:`ConfigError` naming the
+    ``overrides`` use the TOML shape (``memory={"enabled": True}``, ``backends={...}``); ``db_path=`` (like
+    ``MEMROUTE_DB``) is a shortcut for the primary backend's database path, whatever its type: the option
+    its spec names in ``path_option`` (sqlite: ``path``). Any problem raises :class:`ConfigError` naming the
     field.
     """
     try:
@@ -520,20 +561,48 @@ def _load_settings(config: Any, environ: Mapping[str, str] | None, use_env: bool
         path = find_config_file(config, environ)
         raw = _expand(read_toml(path), environ, "") if path is not None else {}
     merged = _normalise(raw)
+    db_path: str | None = None
     if use_env:
-        merged = _deep_merge(merged, _normalise(_env_layer(environ)))
+        env = _env_layer(environ)
+        db_path = env.pop("_db_path", None)
+        merged = _deep_merge(merged, _normalise(env))
     if overrides:
         layer = dict(overrides)
         if "db_path" in layer:
-            layer["_db_path"] = str(layer.pop("db_path"))
+            db_path = str(layer.pop("db_path"))
         merged = _deep_merge(merged, _normalise(layer))
+    if db_path:
+        merged = _with_primary_db_path(merged, db_path)
     return structure_config(merged, MemrouteSettings)
+
+
+def _with_primary_db_path(data: dict[str, Any], db_path: str) -> dict[str, Any]:
+    """Mark the primary instance (after every layer is merged, so a file's ``primary`` counts) with the
+    ``MEMROUTE_DB`` path; which option it sets is the backend plugin's business (``BackendSpec.path_option``)."""
+    backends = dict(data.get("backends") or {})
+    primary = backends.get("primary", "main")
+    instances = dict(backends.get("instances") or {})
+    if not instances:
+        instances = {n: {"type": c.type, "options": dict(c.options)} for n, c in _default_instances().items()}
+    table = instances.get(primary)
+    if isinstance(table, ComponentConfig):
+        instances[primary] = attrs.evolve(table, db_path=db_path)
+    elif isinstance(table, Mapping):
+        instances[primary] = {**table, "db_path": db_path}
+    # a primary without a table is reported by BackendsSettings, naming the tables that exist
+    backends["instances"] = instances
+    return {**data, "backends": backends}
 
 
 def _to_toml_shape(data: dict[str, Any]) -> dict[str, Any]:
     backends = data.get("backends", {})
     instances = backends.get("instances", {})
-    backends["instances"] = {n: {"type": c["type"], "options": c.get("options", {})} for n, c in instances.items()}
+    shaped = {}
+    for name, config in instances.items():
+        shaped[name] = {"type": config["type"], "options": config.get("options", {})}
+        if config.get("db_path"):
+            shaped[name]["db_path"] = config["db_path"]
+    backends["instances"] = shaped
     return data
 
 

@@ -43,7 +43,7 @@ def test_auto_falls_to_transformers_then_none(plugin_manager, monkeypatch):
     assert resolve(settings(static_enabled=False, transformers_enabled=True), plugin_manager).source == "transformers"
     none = resolve(settings(static_enabled=False), plugin_manager)
     assert none.source is None and "keyword" in none.reason
-    monkeypatch.setattr("memroute.embedding.selection._transformers_installed", lambda: False)
+    monkeypatch.setattr("memroute_builtins.embedding.transformers.missing_dependencies", lambda: ["onnxruntime"])
     missing = resolve(settings(static_enabled=False, transformers_enabled=True), plugin_manager)
     assert missing.source is None and "memroute[transformers]" in missing.reason
 

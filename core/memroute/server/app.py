@@ -47,6 +47,7 @@ def create_app(mem: Any, *, settings: ServerSettings | None = None, close_servic
             yield
         finally:
             maintenance.stop()
+            await app.state.proxy.aclose()
             try:
                 if not mem.flush(timeout=settings.graceful_timeout_s):
                     log.warning("shutdown: background work did not finish within %ss", settings.graceful_timeout_s)
@@ -68,7 +69,7 @@ def create_app(mem: Any, *, settings: ServerSettings | None = None, close_servic
         app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
                            allow_methods=["GET", "POST", "PUT", "DELETE"],
                            allow_headers=["authorization", "content-type", "x-api-key"], max_age=600)
-    app.add_middleware(GuardMiddleware, settings=settings)
+    app.add_middleware(GuardMiddleware, settings=settings, proxy_max_body_bytes=mem.settings.proxy.max_body_bytes)
     return app
 
 
@@ -83,3 +84,8 @@ def _include_rest(app: FastAPI) -> None:
 def _include_surfaces(app: FastAPI) -> None:
     """MCP (``memroute.server.mcp``), the proxy (``memroute.server.proxy``) and the dashboard
     (``memroute.server.dashboard``) include their routers here."""
+    from memroute.server.proxy import create_proxy_router
+
+    proxy = create_proxy_router(app.state.memroute)
+    app.state.proxy = proxy.proxy  # type: ignore[attr-defined]
+    app.include_router(proxy)

@@ -21,6 +21,7 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 IMPORT_PATH: Final = "/api/memory/import"
+PROXY_PREFIX: Final = "/v1/"
 _DOCS_PATHS: Final = ("/docs", "/redoc")
 _SECURITY_HEADERS: Final = (
     (b"x-content-type-options", b"nosniff"),
@@ -45,11 +46,14 @@ def _json_error(status: int, message: str) -> tuple[Message, Message]:
 
 
 class GuardMiddleware:
-    """Wraps the app; configured by :class:`~memroute.settings.ServerSettings`."""
+    """Wraps the app; configured by :class:`~memroute.settings.ServerSettings`. The memory proxy's routes
+    (``/v1/…``) take their body limit from ``proxy_max_body_bytes`` and have no time-to-first-byte limit: a model
+    may think for minutes before it answers, and the proxy bounds the wait itself (``[proxy.*] timeout``)."""
 
-    def __init__(self, app: ASGIApp, settings: ServerSettings) -> None:
+    def __init__(self, app: ASGIApp, settings: ServerSettings, proxy_max_body_bytes: int | None = None) -> None:
         self.app = app
         self.settings = settings
+        self.proxy_max_body_bytes = proxy_max_body_bytes or settings.max_body_bytes
         self.allowed_hosts = {h.lower() for h in settings.allowed_hosts}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -79,7 +83,9 @@ class GuardMiddleware:
             for message in _json_error(400, "Host header not allowed"):
                 await guarded_send(message)
             return
-        limit = self.settings.max_import_bytes if path == IMPORT_PATH else self.settings.max_body_bytes
+        proxied = path.startswith(PROXY_PREFIX)
+        limit = (self.settings.max_import_bytes if path == IMPORT_PATH
+                 else self.proxy_max_body_bytes if proxied else self.settings.max_body_bytes)
         declared = self._content_length(scope)
         if declared is not None and declared > limit:
             for message in _json_error(413, f"request body larger than {limit} bytes"):
@@ -99,7 +105,7 @@ class GuardMiddleware:
         task = asyncio.ensure_future(self.app(scope, limited_receive, guarded_send))
         waiter = asyncio.ensure_future(started.wait())
         try:
-            done, _ = await asyncio.wait({task, waiter}, timeout=self.settings.request_timeout_s,
+            done, _ = await asyncio.wait({task, waiter}, timeout=None if proxied else self.settings.request_timeout_s,
                                          return_when=asyncio.FIRST_COMPLETED)
             if not done:  # no response started in time: give up on the request
                 task.cancel()

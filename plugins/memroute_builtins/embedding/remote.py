@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -24,7 +24,7 @@ from memroute.embedding import fallback_vector, normalize_rows, validate_texts
 from memroute.errors import ConfigError, EmbeddingError
 from memroute.interfaces import ComponentContext, EmbeddingSource
 from memroute.netguard import BlockedUrlError, GuardedSession, HostResolutionError, Resolver, parse_url
-from memroute.specs import EmbeddingSourceSpec
+from memroute.specs import Availability, EmbeddingSourceSpec
 
 __all__ = ["RemoteEmbeddingSource", "RemoteSettings", "embeddings_endpoint"]
 
@@ -216,9 +216,24 @@ def _factory(settings: RemoteSettings, context: ComponentContext) -> RemoteEmbed
     return RemoteEmbeddingSource(settings)
 
 
+def endpoint_configured(options: Mapping[str, Any], section: Any = None) -> Availability:
+    """Ready when the options name an endpoint (``base_url`` and ``model``). Not configured at all is
+    quiet under ``auto``; half configured is worth saying."""
+    base_url = str(options.get("base_url") or "").strip()
+    model = str(options.get("model") or "").strip()
+    if base_url and model:
+        return Availability(ok=True, reason="remote endpoint configured")
+    if base_url or model:
+        missing = "model" if base_url else "base_url"
+        return Availability(ok=False, reason=f"no_key: remote embedding endpoint is incomplete (missing {missing})")
+    return Availability(ok=False, reason="no_key: no remote endpoint configured", mention=False)
+
+
 @memroute.hookimpl
 def memroute_embedding_sources() -> Any:
+    # auto prefers a configured endpoint over the bundled static model
     yield EmbeddingSourceSpec(
         name="remote", factory=_factory, settings_class=RemoteSettings,
         description="any OpenAI-compatible /embeddings endpoint (SSRF-guarded)",
+        auto_priority=300, ready=endpoint_configured,
     )

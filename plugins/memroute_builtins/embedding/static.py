@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ import memroute
 from memroute.embedding import LazyLoader, normalize_rows, validate_texts
 from memroute.errors import EmbeddingError
 from memroute.interfaces import ComponentContext, EmbeddingSource
-from memroute.specs import EmbeddingSourceSpec
+from memroute.specs import Availability, EmbeddingSourceSpec
 
 __all__ = ["BUNDLED_MODEL_DIR", "StaticEmbeddingSource", "StaticSettings"]
 
@@ -150,9 +150,16 @@ def _factory(settings: StaticSettings, context: ComponentContext) -> StaticEmbed
     return StaticEmbeddingSource(settings)
 
 
+def _enabled(options: Mapping[str, Any], section: Any) -> Availability:
+    if getattr(section, "static_enabled", True):
+        return Availability(ok=True, reason="static enabled (bundled potion-base-8M)")
+    return Availability(ok=False, reason="static_enabled = false", mention=False)
+
+
 @memroute.hookimpl
 def memroute_embedding_sources() -> Any:
     yield EmbeddingSourceSpec(
         name="static", factory=_factory, settings_class=StaticSettings,
         description="model2vec potion-base-8M static embeddings (256-d, bundled, offline)",
+        auto_priority=200, auto_check=_enabled,
     )

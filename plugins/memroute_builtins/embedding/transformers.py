@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ import memroute
 from memroute.embedding import LazyLoader, normalize_rows, validate_texts
 from memroute.errors import EmbeddingError
 from memroute.interfaces import ComponentContext, EmbeddingSource
-from memroute.specs import EmbeddingSourceSpec
+from memroute.specs import Availability, EmbeddingSourceSpec
 
 __all__ = ["BUNDLED_TOKENIZER", "TransformersEmbeddingSource", "TransformersSettings"]
 
@@ -201,9 +201,18 @@ def _factory(settings: TransformersSettings, context: ComponentContext) -> Trans
     return TransformersEmbeddingSource(settings)
 
 
+def _enabled_and_installed(options: Mapping[str, Any], section: Any) -> Availability:
+    if not getattr(section, "transformers_enabled", False):
+        return Availability(ok=False, reason="transformers_enabled = false", mention=False)
+    if missing_dependencies():
+        return Availability(ok=False, reason="enabled but not installed (pip install 'memroute[transformers]')")
+    return Availability(ok=True, reason="transformers enabled")
+
+
 @memroute.hookimpl
 def memroute_embedding_sources() -> Any:
     yield EmbeddingSourceSpec(
         name="transformers", factory=_factory, settings_class=TransformersSettings,
         description="all-MiniLM-L6-v2 (384-d) int8 ONNX on onnxruntime (extra: memroute[transformers])",
+        auto_priority=100, auto_check=_enabled_and_installed,
     )

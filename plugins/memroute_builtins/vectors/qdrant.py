@@ -408,4 +408,5 @@ def _factory(settings: QdrantSettings, context: ComponentContext) -> QdrantStore
 @memroute.hookimpl
 def memroute_vector_stores() -> Any:
     yield VectorStoreSpec(name="qdrant", factory=_factory, settings_class=QdrantSettings,
-                          description=f"Qdrant (local mode or a server/cluster); {INSTALL_HINT}")
+                          description=f"Qdrant (local mode or a server/cluster); {INSTALL_HINT}",
+                          quantizations=frozenset(_FROM_SIGNATURE) - {"none"})

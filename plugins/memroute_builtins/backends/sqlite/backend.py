@@ -607,4 +607,5 @@ def memroute_backends() -> Iterator[BackendSpec]:
     yield BackendSpec(
         name="sqlite", factory=SqliteBackend.from_settings, settings_class=SqliteSettings,
         description="Embedded SQLite file (apsw, FTS5 bm25 keyword search); memroute's default backend.",
+        path_option="path",
     )

@@ -92,8 +92,9 @@ class PgvectorSettings(DatabaseSettings):
     """A database of its own; unset: the ``postgres`` primary's database (and its connection pool)."""
     schema: str | None = attrs.field(default=None, validator=_optional_schema)
     """Unset: the primary's schema (or ``memroute`` with a dsn of its own)."""
-    quantization: str = attrs.field(default="float32", validator=_choice(*COLUMN_TYPES))
-    """``float32`` stores ``vector``; ``float16`` (and ``int8``, which pgvector has no type for) ``halfvec``."""
+    quantization: str | None = attrs.field(default=None, validator=_choice(None, *COLUMN_TYPES))
+    """``float32`` stores ``vector``; ``float16`` (and ``int8``, which pgvector has no type for) ``halfvec``.
+    Unset means the bound signature's (``[vectors] quantization``)."""
     hnsw_m: int = attrs.field(default=16, validator=_at_least(2))
     hnsw_ef_construction: int = attrs.field(default=64, validator=_at_least(4))
     ef_search: int = attrs.field(default=100, validator=_at_least(1))
@@ -219,7 +220,10 @@ class PgvectorStore(VectorStore):
     def bind(self, signature: EmbeddingSignature) -> bool:
         if not isinstance(signature, EmbeddingSignature):
             raise VectorStoreError(f"bind() takes an EmbeddingSignature, got {type(signature).__name__}")
-        column = COLUMN_TYPES[self.settings.quantization]
+        quantization = self.settings.quantization or signature.quantization
+        if quantization not in COLUMN_TYPES:
+            raise VectorStoreError(f"pgvector stores float32 or halfvec (float16, int8) vectors, not {quantization!r}")
+        column = COLUMN_TYPES[quantization]
         limit = MAX_DIMENSIONS * (2 if column == "halfvec" else 1)
         if not 1 <= signature.dimensions <= limit:
             raise VectorStoreError(f"pgvector's HNSW index holds {column} of 1 to {limit} dimensions, not "
@@ -400,4 +404,5 @@ def _factory(settings: PgvectorSettings, context: ComponentContext) -> PgvectorS
 @memroute.hookimpl
 def memroute_vector_stores() -> Any:
     yield VectorStoreSpec(name="pgvector", factory=_factory, settings_class=PgvectorSettings,
-                          description="pgvector in PostgreSQL (HNSW, iterative filtered scans), next to the memories")
+                          description="pgvector in PostgreSQL (HNSW, iterative filtered scans), next to the memories",
+                          quantizations=frozenset({"float32", "int8"}))

@@ -616,5 +616,7 @@ def _factory(settings: SqliteVecSettings, context: ComponentContext) -> SqliteVe
 
 @memroute.hookimpl
 def memroute_vector_stores() -> Any:
+    # auto's vector store: local, no service to run, shipped with memroute
     yield VectorStoreSpec(name="sqlite-vec", factory=_factory, settings_class=SqliteVecSettings,
-                          description="sqlite-vec (vec0) in a local SQLite file, partitioned by API key")
+                          description="sqlite-vec (vec0) in a local SQLite file, partitioned by API key",
+                          auto_priority=100, quantizations=frozenset(QUANTIZATIONS))

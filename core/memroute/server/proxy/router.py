@@ -1,0 +1,335 @@
+"""The memory proxy's routes: OpenAI Chat Completions, OpenAI Responses and Anthropic Messages, streamed and
+not, plus ``GET /v1/models`` passed through (see ``docs/proxy.md``).
+
+For every chat request: authenticate the caller's memroute key (its tenant owns the memories) → ``augment`` the
+body through the service (the pipeline's placement rules) → forward it with memroute's own upstream credential
+→ return the upstream's answer unchanged (streamed event by event) → queue ``observe`` once the turn is over,
+when the upstream answered 2xx. This module decides nothing about memory itself: it calls the public service.
+
+Memory never breaks a request: any failure while augmenting sends the body as it came, is logged, and counted
+in :class:`ProxyStats`. Upstream errors reach the client with their status, headers (``Retry-After``) and body;
+an upstream that cannot be reached is a 502, one that does not answer in time a 504.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Mapping
+from functools import partial
+from typing import Any, Final, Literal
+
+import anyio.to_thread
+import attrs
+import httpx
+from fastapi import Request
+from starlette.background import BackgroundTask
+from starlette.responses import JSONResponse, Response
+
+from memroute.errors import MemrouteError
+from memroute.netguard import BlockedUrlError
+from memroute.pipeline.gate import memory_enabled, opted_out
+from memroute.server.auth import Principal, ScopedRouter, current_principal
+from memroute.server.proxy.sse import Api, ReplyCollector, reply_from_events
+from memroute.server.proxy.stream import Outcome, RelayedStream
+from memroute.server.proxy.upstream import Upstream, response_headers
+from memroute.settings import ProxySettings
+
+__all__ = ["MEMORIES_HEADER", "MemoryProxy", "ProxyStats", "create_proxy_router"]
+
+log = logging.getLogger("memroute.proxy")
+
+MEMORIES_HEADER: Final = "x-memroute-memories"
+"""Response header: how many memories were injected into the request."""
+SKIPPED_HEADER: Final = "x-memroute-memory-skipped"
+"""Response header, when none were: why (``opted out by header``, ``no memories``, ``retrieval failed``, ...)."""
+LEARNING_HEADER: Final = "x-memroute-learning"
+"""Response header: ``on`` when the turn will be observed, else ``off (<why>)``."""
+
+Style = Literal["openai", "anthropic"]
+
+
+@attrs.define
+class ProxyStats:
+    """Counters since the server started (``to_dict`` is what status shows)."""
+
+    requests: int = 0
+    streamed: int = 0
+    injected: int = 0
+    """Requests that went out with memories."""
+    memories_injected: int = 0
+    memory_failures: int = 0
+    """Augment or observe calls that failed (the request went out without memory)."""
+    observed: int = 0
+    """Turns handed to ``observe`` (which stores what it extracts in the service's background worker)."""
+    upstream_errors: int = 0
+    """Upstream answers with a non-2xx status (passed through)."""
+    upstream_unreachable: int = 0
+    upstream_timeouts: int = 0
+    stream_failures: int = 0
+    """Streams the upstream broke off after it had started answering (the client got an error event)."""
+    client_disconnects: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return attrs.asdict(self)
+
+
+@attrs.frozen
+class _Route:
+    api: Api
+    style: Style
+    upstream: str
+    path: str
+    """The path on the upstream, relative to its ``base_url``."""
+
+
+_CHAT = _Route("openai-chat", "openai", "openai", "/chat/completions")
+_RESPONSES = _Route("responses", "openai", "openai", "/responses")
+_MESSAGES = _Route("anthropic", "anthropic", "anthropic", "/v1/messages")
+
+
+@attrs.frozen
+class _Augmented:
+    body: Any
+    count: int = 0
+    skipped: str | None = None
+    failed: bool = False
+
+
+def error_response(style: Style, status: int, message: str, kind: str,
+                   headers: Mapping[str, str] | None = None) -> JSONResponse:
+    """An error in the wire format of the caller's API, so its SDK shows the message."""
+    if style == "anthropic":
+        body: dict[str, Any] = {"type": "error", "error": {"type": kind, "message": message}}
+    else:
+        body = {"error": {"message": message, "type": kind, "param": None, "code": None}}
+    return JSONResponse(body, status_code=status, headers=dict(headers or {}))
+
+
+def _count_block(block: str) -> int:
+    return sum(1 for line in block.splitlines() if line.startswith("- "))
+
+
+class MemoryProxy:
+    """The proxy's state: the two upstreams and the counters. One per app."""
+
+    def __init__(self, mem: Any, settings: ProxySettings, *,
+                 transports: Mapping[str, httpx.AsyncBaseTransport] | None = None) -> None:
+        self.mem = mem
+        self.settings = settings
+        transports = transports or {}
+        self.upstreams = {
+            "openai": Upstream("openai", settings.openai, transport=transports.get("openai")),
+            "anthropic": Upstream("anthropic", settings.anthropic, transport=transports.get("anthropic")),
+        }
+        self.stats = ProxyStats()
+
+    async def aclose(self) -> None:
+        for upstream in self.upstreams.values():
+            await upstream.aclose()
+
+    # --- the steps ---------------------------------------------------------------------------------------
+    def _augment(self, body: Any, tenant: str, headers: Mapping[str, str], provider: str | None) -> _Augmented:
+        """Runs in a worker thread. Never raises: a failure sends the body as it came."""
+        try:
+            explain = getattr(self.mem, "explain_augment", None)
+            if explain is not None:
+                report = explain(body, api_key_id=tenant, provider=provider, headers=headers)
+            else:  # the service before the tenant-scoped contract landed
+                report = self.mem.conversation.explain_augment(body, tenant, provider=provider, headers=headers)
+        except Exception:
+            log.exception("memroute proxy: augment failed; the request goes out without memory")
+            return _Augmented(body, skipped="memory error", failed=True)
+        skipped = getattr(report, "skipped", None)
+        if report.request is body or skipped:
+            failed = isinstance(skipped, str) and "failed" in skipped
+            return _Augmented(body, skipped=skipped or "nothing injected", failed=failed)
+        return _Augmented(report.request, count=_count_block(getattr(report, "block", "") or ""))
+
+    def _observe(self, body: Any, reply: Any, tenant: str, headers: Mapping[str, str]) -> bool:
+        try:
+            self.mem.observe(body, reply, api_key_id=tenant, headers=headers)
+        except Exception:
+            self.stats.memory_failures += 1
+            log.exception("memroute proxy: observe failed; nothing learned from this turn")
+            return False
+        return True
+
+    async def _observe_later(self, body: Any, reply: Callable[[], Any], tenant: str,
+                             headers: Mapping[str, str]) -> None:
+        """After the response: read the reply (``reply()`` parses it) and hand the turn to ``observe``, which
+        queues the extraction in the service's background worker. Off the event loop."""
+        if await anyio.to_thread.run_sync(lambda: self._observe(body, reply(), tenant, headers)):
+            self.stats.observed += 1
+
+    # --- the handlers --------------------------------------------------------------------------------------
+    async def chat(self, request: Request) -> Response:
+        return await self._handle(request, _CHAT)
+
+    async def responses(self, request: Request) -> Response:
+        return await self._handle(request, _RESPONSES)
+
+    async def messages(self, request: Request) -> Response:
+        return await self._handle(request, _MESSAGES)
+
+    async def _handle(self, request: Request, route: _Route) -> Response:
+        self.stats.requests += 1
+        principal = current_principal(request)  # the route's scope dependency authenticated the memroute key
+        upstream = self.upstreams[route.upstream]
+        if not upstream.configured:
+            return error_response(route.style, 503, f"memroute: the proxy has no upstream for this API; set "
+                                  f"[proxy.{upstream.name}] base_url", "api_error")
+        raw = await request.body()
+        try:
+            body = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            return error_response(route.style, 400, f"memroute: the request body is not valid JSON ({exc})",
+                                  "invalid_request_error")
+        if not isinstance(body, dict):
+            return error_response(route.style, 400, "memroute: the request body must be a JSON object",
+                                  "invalid_request_error")
+        tenant = str(principal.tenant)
+        headers = dict(request.headers)
+        memory_headers: dict[str, str] = {}
+        if principal.allows("read"):
+            provider = "anthropic" if route.api == "anthropic" else (
+                upstream.settings.provider or (body.get("model") if isinstance(body.get("model"), str) else None))
+            augmented = await anyio.to_thread.run_sync(partial(self._augment, body, tenant, headers, provider))
+        else:
+            augmented = _Augmented(body, skipped="key lacks the read scope")
+        if augmented.failed:
+            self.stats.memory_failures += 1
+        if augmented.count:
+            self.stats.injected += 1
+            self.stats.memories_injected += augmented.count
+        memory_headers[MEMORIES_HEADER] = str(augmented.count)
+        if augmented.skipped:
+            memory_headers[SKIPPED_HEADER] = _header_text(augmented.skipped)
+        learning = self._learning(principal, headers)
+        memory_headers[LEARNING_HEADER] = "on" if learning is None else f"off ({learning})"
+        content = raw if augmented.body is body else json.dumps(augmented.body, ensure_ascii=False).encode("utf-8")
+        outgoing = upstream.build("POST", route.path, headers=request.headers.items(), content=content,
+                                  json_body=augmented.body is not body)
+        streamed = body.get("stream") is True
+        if streamed:
+            self.stats.streamed += 1
+        try:
+            answer = await upstream.client.send(outgoing, stream=streamed)
+        except (httpx.HTTPError, MemrouteError, OSError) as exc:
+            return self._unreachable(route, upstream, exc, memory_headers)
+        headers_out = {**response_headers(answer.headers), **memory_headers}
+        ok = 200 <= answer.status_code < 300
+        if not ok:
+            self.stats.upstream_errors += 1
+        if streamed and ok:
+            async def done(collector: ReplyCollector, outcome: Outcome) -> None:
+                if outcome == "disconnected":
+                    self.stats.client_disconnects += 1
+                elif outcome == "upstream-error":
+                    self.stats.stream_failures += 1
+                if learning is None:
+                    await self._observe_later(body, lambda: reply_from_events(route.api, collector.data()),
+                                              tenant, headers)
+
+            return RelayedStream(answer, headers=headers_out, style=route.style, on_done=done)
+        if streamed:
+            await answer.aread()
+            await answer.aclose()
+        background = None
+        if ok and learning is None:
+            data = answer.content
+            background = BackgroundTask(self._observe_later, body, partial(_json_or_none, data), tenant, headers)
+        return Response(answer.content, status_code=answer.status_code, headers=headers_out, background=background)
+
+    def _learning(self, principal: Principal, headers: Mapping[str, str]) -> str | None:
+        """Why this turn will not be observed, or None when it will."""
+        if not memory_enabled(self.mem.settings.memory):
+            return "memory disabled"
+        if opted_out(headers):
+            return "opted out by header"
+        if not principal.allows("write"):
+            return "key lacks the write scope"
+        return None
+
+    def _unreachable(self, route: _Route, upstream: Upstream, exc: Exception,
+                     memory_headers: Mapping[str, str]) -> Response:
+        if isinstance(exc, httpx.TimeoutException):
+            self.stats.upstream_timeouts += 1
+            kind = "connect" if isinstance(exc, httpx.ConnectTimeout) else "read"
+            limit = upstream.settings.connect_timeout if kind == "connect" else upstream.settings.timeout
+            return error_response(route.style, 504, f"memroute: the upstream did not answer in time ({kind} timeout "
+                                  f"of {limit:g} s, [proxy.{upstream.name}])", "timeout_error", memory_headers)
+        self.stats.upstream_unreachable += 1
+        if isinstance(exc, BlockedUrlError):
+            return error_response(route.style, 502, f"memroute: [proxy.{upstream.name}] base_url is refused: {exc}",
+                                  "api_error", memory_headers)
+        return error_response(route.style, 502, f"memroute: the upstream could not be reached "
+                              f"({type(exc).__name__}: {exc})", "api_error", memory_headers)
+
+    def status(self) -> dict[str, Any]:
+        """The counters since the server started, and which upstreams are configured (never their keys)."""
+        upstreams = {name: {"base_url": u.settings.base_url, "configured": u.configured,
+                            "credential": bool(u.settings.api_key), "allow_private": u.settings.allow_private}
+                     for name, u in self.upstreams.items()}
+        return {"counters": self.stats.to_dict(), "upstreams": upstreams}
+
+    async def models(self, request: Request, model_id: str | None = None) -> Response:
+        """``GET /v1/models`` (and ``/v1/models/{id}``), passed through: to the Anthropic upstream for Anthropic
+        clients (they send ``anthropic-version``), else to the OpenAI one. No memory is involved."""
+        anthropic = "anthropic-version" in request.headers and self.upstreams["anthropic"].configured
+        route = _MESSAGES if anthropic else _CHAT
+        self.stats.requests += 1
+        upstream = self.upstreams[route.upstream]
+        if not upstream.configured:
+            return error_response(route.style, 503, f"memroute: the proxy has no upstream for this API; set "
+                                  f"[proxy.{upstream.name}] base_url", "api_error")
+        path = ("/v1/models" if anthropic else "/models") + (f"/{model_id}" if model_id else "")
+        outgoing = upstream.build("GET", path, headers=request.headers.items(), params=dict(request.query_params))
+        try:
+            answer = await upstream.client.send(outgoing)
+        except (httpx.HTTPError, MemrouteError, OSError) as exc:
+            return self._unreachable(route, upstream, exc, {})
+        if answer.status_code >= 300:
+            self.stats.upstream_errors += 1
+        return Response(answer.content, status_code=answer.status_code, headers=response_headers(answer.headers))
+
+
+def _json_or_none(data: bytes) -> Any:
+    try:
+        return json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+
+
+def _header_text(text: str) -> str:
+    cleaned = " ".join(str(text).split())
+    return cleaned.encode("latin-1", errors="replace").decode("latin-1")[:200]
+
+
+_STATUS_EXAMPLE: Final = {
+    "counters": {**ProxyStats(requests=12, streamed=5, injected=9, memories_injected=31, observed=11).to_dict()},
+    "upstreams": {"openai": {"base_url": "https://api.openai.com/v1", "configured": True, "credential": True,
+                             "allow_private": False},
+                  "anthropic": {"base_url": None, "configured": False, "credential": False, "allow_private": False}},
+}
+
+
+def create_proxy_router(mem: Any, *, settings: ProxySettings | None = None,
+                        transports: Mapping[str, httpx.AsyncBaseTransport] | None = None) -> ScopedRouter:
+    """The proxy's routes for ``mem`` (``settings`` default to ``mem.settings.proxy``). Every chat route needs a
+    memroute key with the ``read`` scope (the server's scope dependency authenticates it: a missing or bad key
+    is a 401 before anything else happens); ``GET /api/proxy/status`` needs ``admin``. The router's ``proxy``
+    attribute is the :class:`MemoryProxy` (its counters, and ``aclose()`` for the app's shutdown)."""
+    proxy = MemoryProxy(mem, settings or mem.settings.proxy, transports=transports)
+    router = ScopedRouter()
+    hidden = {"include_in_schema": False}
+    router.add_api_route("/v1/chat/completions", proxy.chat, methods=["POST"], scope="read", **hidden)
+    router.add_api_route("/v1/responses", proxy.responses, methods=["POST"], scope="read", **hidden)
+    router.add_api_route("/v1/messages", proxy.messages, methods=["POST"], scope="read", **hidden)
+    router.add_api_route("/v1/models", proxy.models, methods=["GET"], scope="read", **hidden)
+    router.add_api_route("/v1/models/{model_id:path}", proxy.models, methods=["GET"], scope="read", **hidden)
+    router.add_api_route("/api/proxy/status", proxy.status, methods=["GET"], scope="admin", tags=["proxy"],
+                         summary="The memory proxy's counters and upstreams",
+                         responses={200: {"content": {"application/json": {"example": _STATUS_EXAMPLE}}}})
+    router.proxy = proxy  # type: ignore[attr-defined]
+    return router
