@@ -87,8 +87,8 @@ def test_processes_starting_together_migrate_once(postgres_server: PostgresServe
         assert not errors, errors
         with psycopg.connect(postgres_server.dsn()) as raw:
             versions = raw.execute(f'SELECT version FROM "{schema}".schema_migrations').fetchall()
-        assert versions == [(1,)]
-        assert backends[0].health().details["schema_version"] == 1
+        assert versions == [(1,), (2,)]
+        assert backends[0].health().details["schema_version"] == 2
     finally:
         for backend in backends:
             backend.close()

@@ -9,9 +9,9 @@ as the unprivileged ``nobody`` user: the data directory is created for it under 
 permissions of every parent directory.
 
 The fixture :func:`postgres_server` is session-scoped: under pytest-xdist every worker process starts its own
-server, so workers never share a database. The server is stopped when the session ends (and, should the test
-process exit without that, by an ``atexit`` hook). Tests isolate themselves further with one schema each
-(:func:`fresh_schema`).
+server, so workers never share a database. The server is stopped when the session ends, by an ``atexit`` hook
+should that not run, and by a watchdog process should the test process be killed outright. Tests isolate
+themselves further with one schema each (:func:`fresh_schema`).
 
 The database ``memroute`` is owned by the role ``memroute``, which is **not** a superuser: superusers bypass
 row-level security, and the tests must exercise it.
@@ -27,6 +27,7 @@ import pwd
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -37,6 +38,20 @@ from typing import Any
 import pytest
 
 __all__ = ["PostgresServer", "fresh_schema", "postgres_server"]
+
+_WATCHDOG = """
+import os, shutil, subprocess, sys, time
+parent, pg_ctl, data, root = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+ids = dict(user=int(sys.argv[5]), group=int(sys.argv[6]), extra_groups=[]) if len(sys.argv) > 6 else {}
+while True:
+    try:
+        os.kill(parent, 0)
+    except ProcessLookupError:
+        break
+    time.sleep(0.5)
+subprocess.run([pg_ctl, "-D", data, "-m", "immediate", "-w", "stop"], capture_output=True, timeout=60, **ids)
+shutil.rmtree(root, ignore_errors=True)
+"""
 
 ROLE = "memroute"
 DATABASE = "memroute"
@@ -67,6 +82,7 @@ class PostgresServer:
         self.log = self.root / "server.log"
         self.port = _free_port()
         self._running = False
+        self._watchdog: subprocess.Popen[bytes] | None = None
         if self.user is not None:
             os.chown(self.root, self.user.pw_uid, self.user.pw_gid)
         self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "--encoding=UTF8",
@@ -75,7 +91,7 @@ class PostgresServer:
         # still recovers from its WAL), small memory, loopback TCP only, no Unix socket.
         settings = {
             "listen_addresses": "'127.0.0.1'", "port": str(self.port), "unix_socket_directories": "''",
-            "fsync": "off", "full_page_writes": "off", "synchronous_commit": "off",
+            "fsync": "off", "full_page_writes": "off",
             "shared_buffers": "64MB", "max_connections": "200", "log_min_messages": "warning",
             "dynamic_shared_memory_type": "mmap", "max_wal_size": "1GB",
         }
@@ -99,6 +115,17 @@ class PostgresServer:
     def start(self) -> None:
         self._run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-w", "-t", "60", "start")
         self._running = True
+        if self._watchdog is None or self._watchdog.poll() is not None:
+            self._watchdog = self._start_watchdog()
+
+    def _start_watchdog(self) -> subprocess.Popen[bytes]:
+        """A tiny process that stops the server and removes its directory should this test process die without
+        cleaning up (killed, or an xdist worker lost): no server outlives its tests on a shared machine."""
+        user = [] if self.user is None else [str(self.user.pw_uid), str(self.user.pw_gid)]
+        return subprocess.Popen(
+            [sys.executable, "-c", _WATCHDOG, str(os.getpid()), str(self.bin / "pg_ctl"), str(self.data),
+             str(self.root), *user],
+            start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def stop(self, mode: str = "fast") -> None:
         """Stop the server (``fast``: roll back and disconnect clients; ``immediate``: a crash)."""
@@ -115,6 +142,10 @@ class PostgresServer:
     def cleanup(self) -> None:
         self.stop()
         shutil.rmtree(self.root, ignore_errors=True)
+        if self._watchdog is not None:
+            self._watchdog.kill()
+            self._watchdog.wait(5)
+            self._watchdog = None
 
     # --- connections -----------------------------------------------------------------------------------
 

@@ -456,3 +456,15 @@ def memroute_backends() -> Iterator[BackendSpec]:
 
 def _factory(settings: PostgresSettings, context: ComponentContext) -> PostgresBackend:
     return PostgresBackend.from_settings(settings, context)
+
+
+@memroute.hookimpl
+def memroute_state_store(primary: Any, context: Any) -> Any:
+    """With a ``postgres`` primary, the deployment's keys, runtime settings and leases live in its database, so
+    every server process on it shares them (see :mod:`memroute_builtins.backends.postgres.state`)."""
+    del context
+    if not isinstance(primary, PostgresBackend):
+        return None
+    from memroute_builtins.backends.postgres.state import PostgresStateStore
+
+    return PostgresStateStore(primary.db, primary.schema)

@@ -16,7 +16,7 @@ from memroute.models import Memory, MemoryType
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Sql", "keyword_terms", "row_values", "to_memory"]
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 MAX_QUERY_CHARS: Final = 4096
 MAX_QUERY_TERMS: Final = 32
 INDEXED_PREFIX_CHARS: Final = 262_144
@@ -35,7 +35,11 @@ _POLICY = ("(current_setting('memroute.all_tenants', true) = 'on' "
 
 
 def migrations(schema: str) -> dict[int, str]:
-    """Version → DDL. Applied in order inside one transaction under an advisory lock (see the backend)."""
+    """Version → DDL. Applied in order inside one transaction under an advisory lock (see the backend).
+
+    1: memories (+ settings). 2: the deployment's state: API keys, state values, leases (``state``)."""
+    from memroute_builtins.backends.postgres.state import state_migration
+
     s = f'"{schema}"'
     return {
         1: f"""
@@ -82,6 +86,7 @@ def migrations(schema: str) -> dict[int, str]:
                 value text NOT NULL
             );
         """,
+        2: state_migration(schema),
     }
 
 
