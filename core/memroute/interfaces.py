@@ -8,7 +8,7 @@ import builtins
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
 
@@ -37,6 +37,7 @@ __all__ = [
     "ExtractedFact",
     "Extractor",
     "MemoryBackend",
+    "ReindexMarkers",
     "VectorHit",
     "VectorItem",
     "VectorStore",
@@ -77,6 +78,10 @@ class BackendCapabilities:
     bounded_latency: bool = False
     """Every call returns within a bound the backend enforces itself (a local file with a busy timeout), so
     the manager may call it on the caller's thread instead of a worker thread with a timeout."""
+    reindex_markers: bool = False
+    """The backend implements :class:`ReindexMarkers` (a ``needs_reindex`` flag set in the write's own
+    transaction). As the primary, the indexer then reads its work queue from those flags, through the
+    manager (:meth:`~memroute.manager.MemoryManager.reindex_markers`)."""
 
 
 class MemoryBackend(abc.ABC):
@@ -175,6 +180,21 @@ class MemoryBackend(abc.ABC):
         keeps the vector index and the outbox of a primary in a state directory derived from it, so two
         databases never share an index. No secrets."""
         return f"{self.type_name}:{self.name}"
+
+
+@runtime_checkable
+class ReindexMarkers(Protocol):
+    """What a backend declaring ``capabilities.reindex_markers`` implements: it flags rows needing a vector
+    **in the same transaction as the write** (the SQLite backend's ``needs_reindex`` column). With it the
+    indexer needs no separate enqueue on the write path, and no crash can separate a write from its flag."""
+
+    def pending_reindex(self, limit: int = 100, api_key_id: str | None = None) -> builtins.list[Memory]: ...
+
+    def count_pending_reindex(self, api_key_id: str | None = None) -> int: ...
+
+    def mark_indexed(self, memories: Iterable[Memory | str]) -> int: ...
+
+    def mark_all_for_reindex(self) -> int: ...
 
 
 # --- embedding -----------------------------------------------------------------------------------------

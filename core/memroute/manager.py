@@ -17,7 +17,7 @@ import builtins
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -25,9 +25,9 @@ import attrs
 
 from memroute.breaker import CircuitBreaker
 from memroute.calls import CLIENT_ERRORS, BackendCall, BackendCaller, CircuitOpenError
-from memroute.errors import BackendUnavailableError, ConfigError, ValidationError
+from memroute.errors import BackendUnavailableError, ConfigError, PluginError, ValidationError
 from memroute.health import HealthMonitor
-from memroute.interfaces import MemoryBackend
+from memroute.interfaces import MemoryBackend, ReindexMarkers
 from memroute.models import (
     BackendHit,
     HealthResult,
@@ -409,6 +409,20 @@ class MemoryManager:
                                  error=self._skip_reason(errors))
         raise AssertionError("unreachable: _answers raises when no backend answers")
 
+    # --- capabilities ---------------------------------------------------------------------------------
+    def reindex_markers(self) -> ReindexMarkers | None:
+        """The primary's reindex markers (when it declares ``capabilities.reindex_markers``), called through
+        the manager like every other backend call: breaker, operation timeout, worker thread. ``None`` when
+        the primary keeps no markers (the indexer then keeps its own queue)."""
+        primary = self.primary
+        if not primary.capabilities.reindex_markers:
+            return None
+        if not isinstance(primary, ReindexMarkers):
+            raise PluginError(f"backend {primary.name!r} ({primary.type_name}) declares reindex_markers but does "
+                              "not implement pending_reindex / count_pending_reindex / mark_indexed / "
+                              "mark_all_for_reindex")
+        return _ManagedMarkers(self, primary)
+
     # --- the outbox replay ----------------------------------------------------------------------------
     def flush(self, timeout: float | None = None) -> bool:
         """Drive the replay now until the outbox is empty or ``timeout`` seconds pass (``None``: 30 s;
@@ -432,3 +446,33 @@ class MemoryManager:
             raise BackendUnavailableError("the memory manager is closed")
         return self._monitor.report(self.primary)
 
+
+class _ManagedMarkers:
+    """:class:`ReindexMarkers` of the primary, each call through the manager's breaker, timeout and runner.
+    The flags live in the primary's own rows, so there is no failover: a primary that is down raises."""
+
+    def __init__(self, manager: MemoryManager, primary: MemoryBackend) -> None:
+        self._manager = manager
+        self._primary = primary
+
+    def _call(self, op: str, run: Callable[[ReindexMarkers], T]) -> T:
+        self._manager._ensure_open()
+        return self._manager._caller.call(self._primary, BackendCall(op, lambda b: run(_as_markers(b))))
+
+    def pending_reindex(self, limit: int = 100, api_key_id: str | None = None) -> builtins.list[Memory]:
+        return self._call("pending_reindex", lambda m: m.pending_reindex(limit, api_key_id))
+
+    def count_pending_reindex(self, api_key_id: str | None = None) -> int:
+        return self._call("count_pending_reindex", lambda m: m.count_pending_reindex(api_key_id))
+
+    def mark_indexed(self, memories: Iterable[Memory | str]) -> int:
+        batch = builtins.list(memories)
+        return self._call("mark_indexed", lambda m: m.mark_indexed(batch))
+
+    def mark_all_for_reindex(self) -> int:
+        return self._call("mark_all_for_reindex", lambda m: m.mark_all_for_reindex())
+
+
+def _as_markers(backend: MemoryBackend) -> ReindexMarkers:
+    assert isinstance(backend, ReindexMarkers)  # checked by MemoryManager.reindex_markers
+    return backend

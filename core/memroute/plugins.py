@@ -40,6 +40,8 @@ if TYPE_CHECKING:
     import click
 
 ENTRY_POINT_GROUP: Final = "memroute"
+BUILTIN_DISTRIBUTION: Final = "memroute"
+"""The distribution whose components win a name clash (docs/plugins/installing.md, "Duplicate names")."""
 SpecT = TypeVar("SpecT", bound=ComponentSpec[Any])
 
 _DISCOVERY_HOOKS: Final[dict[str, tuple[str, type[ComponentSpec[Any]]]]] = {
@@ -64,7 +66,7 @@ class PluginInfo:
     plugin: str
     distribution: str | None
     version: str | None
-    status: str  # "ok" | "failed" | "disabled"
+    status: str  # "ok" | "failed" | "disabled" | "shadowed" (a built-in has the name) | "conflict"
     error: str | None = None
     description: str = ""
 
@@ -100,25 +102,39 @@ class MemroutePluginManager(pluggy.PluginManager):
         self._infos: list[PluginInfo] = []
         self._specs: dict[str, dict[str, ComponentSpec[Any]]] = {kind: {} for kind in _DISCOVERY_HOOKS}
         self._spec_origin: dict[tuple[str, str], _Origin] = {}
+        self._conflicts: dict[tuple[str, str], str] = {}
         self._collected = False
         self._lock = threading.RLock()
 
     # --- registration --------------------------------------------------------------------------------
     def load_entrypoints(self) -> None:
-        """Load every ``memroute`` entry point, one at a time, recording failures."""
-        seen: set[str] = set()
-        for ep in sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
-            if ep.name in seen:
-                continue
-            seen.add(ep.name)
+        """Load every ``memroute`` entry point, one at a time, recording failures.
+
+        memroute's own entry points load first, then the others by name. An entry point whose name another
+        distribution already uses is loaded too, registered as ``"<name> (<distribution>)"``: it is listed
+        and its components take part in the duplicate-name rules, never dropped silently. (The same entry
+        point seen twice - one distribution found on two paths - is one plugin.)"""
+        seen: set[tuple[str, str | None, str]] = set()
+        registered: set[str] = set()
+
+        def order(ep: importlib.metadata.EntryPoint) -> tuple[bool, str, str]:
+            return (_dist_name(ep) != BUILTIN_DISTRIBUTION, ep.name, _dist_name(ep) or "")
+
+        for ep in sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP), key=order):
             dist = getattr(ep, "dist", None)
+            key = (ep.name, _dist_name(ep), ep.value)
+            if key in seen:
+                continue
+            seen.add(key)
+            name = ep.name if ep.name not in registered else f"{ep.name} ({_dist_name(ep) or ep.value})"
+            registered.add(name)
             origin = _Origin(ep.name, dist.name if dist else None, dist.version if dist else None)
             if ep.name in self.disabled:
                 self._record(origin, ep.name, "plugin", "disabled", "blocked by MEMROUTE_DISABLE_PLUGINS")
                 continue
             try:
                 module = ep.load()
-                self.add_plugin(module, name=ep.name, origin=origin)
+                self.add_plugin(module, name=name, origin=origin)
             except Exception as exc:
                 self._fail(origin, ep.name, "plugin", f"failed to load: {type(exc).__name__}: {exc}", exc)
 
@@ -173,6 +189,7 @@ class MemroutePluginManager(pluggy.PluginManager):
             self._infos = [info for info in self._infos if info.kind in ("plugin", "command")]
             self._specs = {kind: {} for kind in _DISCOVERY_HOOKS}
             self._spec_origin = {}
+            self._conflicts = {}
             for kind, (hook_name, spec_type) in _DISCOVERY_HOOKS.items():
                 caller = getattr(self.hook, hook_name)
                 for impl in caller.get_hookimpls():
@@ -215,20 +232,52 @@ class MemroutePluginManager(pluggy.PluginManager):
                        f"{kind} {spec.name!r} targets plugin API version {spec.api_version}; "
                        f"this memroute supports {supported}", None)
             return
-        existing = self._spec_origin.get((kind, spec.name))
+        key = (kind, spec.name)
+        existing = self._spec_origin.get(key)
+        if key in self._conflicts:
+            self._conflicts[key] += f" and by {_describe(origin)}"
+            self._record(origin, spec.name, kind, "conflict", self._conflicts[key], spec.description)
+            self._duplicate(self._conflicts[key])
+            return
         if existing is not None:
-            message = (
-                f"duplicate {kind} name {spec.name!r}: provided by {_describe(existing)} "
-                f"and by {_describe(origin)}"
-            )
-            self._record(origin, spec.name, kind, "failed", message, spec.description)
-            if self.strict:
-                raise DuplicatePluginError(message)
-            warnings.warn(f"memroute plugin skipped: {message}", PluginWarning, stacklevel=3)
+            message = (f"duplicate {kind} name {spec.name!r}: provided by {_describe(existing)} "
+                       f"and by {_describe(origin)}")
+            if _builtin(existing) != _builtin(origin):
+                # the documented precedence: memroute's own component keeps its name
+                loser = origin if _builtin(existing) else existing
+                message += f"; the built-in wins, {_describe(loser)} is shadowed"
+                if loser is existing:
+                    self._restatus(kind, spec.name, existing, "shadowed", message)
+                    self._specs[kind][spec.name] = spec
+                    self._spec_origin[key] = origin
+                    self._record(origin, spec.name, kind, "ok", None, spec.description)
+                else:
+                    self._record(origin, spec.name, kind, "shadowed", message, spec.description)
+            else:
+                # two third parties (or two built-ins): no silent winner; using the name is an error
+                message += "; neither is used until one is uninstalled or disabled (MEMROUTE_DISABLE_PLUGINS)"
+                self._conflicts[key] = message
+                del self._specs[kind][spec.name]
+                self._restatus(kind, spec.name, existing, "conflict", message)
+                self._record(origin, spec.name, kind, "conflict", message, spec.description)
+            self._duplicate(message)
             return
         self._specs[kind][spec.name] = spec
-        self._spec_origin[(kind, spec.name)] = origin
+        self._spec_origin[key] = origin
         self._record(origin, spec.name, kind, "ok", None, spec.description)
+
+    def _restatus(self, kind: str, name: str, origin: _Origin, status: str, error: str) -> None:
+        target = (kind, name, origin.plugin, origin.distribution)
+        self._infos = [
+            attrs.evolve(info, status=status, error=error)
+            if (info.kind, info.name, info.plugin, info.distribution) == target else info
+            for info in self._infos
+        ]
+
+    def _duplicate(self, message: str) -> None:
+        if self.strict:
+            raise DuplicatePluginError(message)
+        warnings.warn(f"memroute plugin name clash: {message}", PluginWarning, stacklevel=4)
 
     # --- typed accessors -------------------------------------------------------------------------------
     def _of_kind(self, kind: str, spec_type: type[SpecT]) -> dict[str, SpecT]:
@@ -270,6 +319,8 @@ class MemroutePluginManager(pluggy.PluginManager):
         specs = self._specs[kind]
         if name in specs:
             return specs[name]
+        if (kind, name) in self._conflicts:
+            raise DuplicatePluginError(self._conflicts[(kind, name)])
         failed = [i for i in self._infos if i.name == name and i.status != "ok"]
         hint = f" ({failed[0].status}: {failed[0].error})" if failed else ""
         known = ", ".join(sorted(specs)) or "none"
@@ -317,6 +368,15 @@ class MemroutePluginManager(pluggy.PluginManager):
     def prepare_connection(self, connection: Any) -> None:
         """Run every ``memroute_prepare_connection`` hook on ``connection``."""
         self.hook.memroute_prepare_connection(connection=connection)
+
+
+def _dist_name(ep: importlib.metadata.EntryPoint) -> str | None:
+    dist = getattr(ep, "dist", None)
+    return dist.name if dist else None
+
+
+def _builtin(origin: _Origin) -> bool:
+    return origin.distribution == BUILTIN_DISTRIBUTION
 
 
 def _describe(origin: _Origin) -> str:

@@ -119,10 +119,67 @@ def test_duplicate_names_name_both_distributions(site, monkeypatch):
         pm = make_plugin_manager()
     message = " ".join(str(w.message) for w in caught)
     assert "mr-test-dup-a" in message and "mr-test-dup-b" in message
-    assert "twin" in pm.backends()  # the first one wins, the second is reported
+    # two third parties: no silent winner (entry-point order used to decide); using the name says why
+    assert "twin" not in pm.backends()
+    with pytest.raises(DuplicatePluginError, match=r"mr-test-dup-a.*mr-test-dup-b.*neither is used"):
+        pm.component("backend", "twin")
+    rows = {i.distribution: i.status for i in pm.infos() if i.name == "twin"}
+    assert rows == {"mr-test-dup-a": "conflict", "mr-test-dup-b": "conflict"}
+    monkeypatch.setenv("MEMROUTE_DISABLE_PLUGINS", "mr-test-dup-b")  # the way out the message names
+    assert "twin" in make_plugin_manager().backends()
+    monkeypatch.delenv("MEMROUTE_DISABLE_PLUGINS")
     monkeypatch.setenv("MEMROUTE_STRICT_PLUGINS", "1")
     with pytest.raises(DuplicatePluginError, match=r"mr-test-dup-a.*mr-test-dup-b"):
         make_plugin_manager().backends()
+
+
+SQLITE_IMPOSTOR = """
+import memroute
+from memroute.specs import BackendSpec
+
+@memroute.hookimpl
+def memroute_backends():
+    yield BackendSpec(name="sqlite", factory=lambda settings, context: None, description="not the real one")
+"""
+
+
+@pytest.mark.parametrize("entry_name", ["aaa-first", "sqlite"])
+def test_a_builtin_name_stays_the_builtin_whatever_the_entry_point_order(site, entry_name):
+    # "aaa-first" sorts before "sqlite" (it used to take the name over); "sqlite" reuses the built-in's
+    # entry-point name from another distribution (it used to be dropped without a word)
+    _fake_distribution(site, "mr-test-impostor", "mr_test_impostor", SQLITE_IMPOSTOR, entry_name=entry_name)
+    with pytest.warns(PluginWarning, match=r"the built-in wins.*mr-test-impostor.*shadowed"):
+        pm = make_plugin_manager()
+    from memroute_builtins.backends.sqlite.backend import SqliteBackend
+
+    assert pm.backends()["sqlite"].factory == SqliteBackend.from_settings
+    rows = {i.distribution: (i.status, i.plugin) for i in pm.infos() if i.kind == "backend" and i.name == "sqlite"}
+    assert rows == {"memroute": ("ok", "sqlite"), "mr-test-impostor": ("shadowed", entry_name)}
+
+
+def test_memroute_plugins_shows_the_shadowed_one_with_its_distribution(site):
+    _fake_distribution(site, "mr-test-impostor", "mr_test_impostor", SQLITE_IMPOSTOR, entry_name="sqlite")
+    result = _run_cli(["plugins", "--json"], {"PYTHONPATH": str(site)})
+    assert result.returncode == 0, result.stderr
+    rows = [r for r in json.loads(result.stdout) if r["kind"] == "backend" and r["name"] == "sqlite"]
+    by_dist = {r["distribution"]: r for r in rows}
+    assert by_dist["memroute"]["status"] == "ok"
+    assert by_dist["mr-test-impostor"]["status"] == "shadowed"
+    assert "distribution memroute" in by_dist["mr-test-impostor"]["error"]
+    strict = _run_cli(["plugins", "--json"], {"PYTHONPATH": str(site), "MEMROUTE_STRICT_PLUGINS": "1"})
+    assert strict.returncode != 0 and "mr-test-impostor" in strict.stderr and "Traceback" not in strict.stderr
+
+
+def test_a_registered_plugin_cannot_take_a_builtin_name(register_plugin, plugin_manager):
+    class Plugin:
+        @memroute.hookimpl
+        def memroute_backends(self):
+            yield BackendSpec(name="sqlite", factory=lambda s, c: None)
+
+    with pytest.warns(PluginWarning, match="the built-in wins"):
+        register_plugin(Plugin(), name="test-impostor")
+        spec = plugin_manager.backends()["sqlite"]
+    assert spec.description.startswith("Embedded SQLite")
 
 
 def test_disable_plugins_blocks_by_entry_point_or_component_name(site, monkeypatch):

@@ -22,7 +22,7 @@ from memroute.manager import ManagedSearch, MemoryManager
 from memroute.models import Memory, Provenance, SearchHit, SearchQuery, SearchResult
 from memroute.retrieval.budget import fit_budget
 from memroute.retrieval.fusion import DEFAULT_KEYWORD_WEIGHT, fuse, fuse_scores, keyword_query
-from memroute.retrieval.indexer import Indexer, IndexQueue, ReindexMarkers
+from memroute.retrieval.indexer import Indexer, IndexQueue
 from memroute.retrieval.ordering import order_hits, order_pairs, recency_key
 from memroute.settings import MemorySettings
 
@@ -85,7 +85,7 @@ class RetrievalEngine:
                     embedder=embedder,
                     store=vector_store,
                     queue=IndexQueue(index_path, prepare=prepare),
-                    markers=manager.primary if isinstance(manager.primary, ReindexMarkers) else None,
+                    markers=manager.reindex_markers(),
                     quantization=quantization,
                     background=background,
                 )

@@ -16,12 +16,12 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import apsw
 
 from memroute.db import open_connection
-from memroute.interfaces import EmbeddingSource, VectorItem, VectorStore
+from memroute.interfaces import EmbeddingSource, ReindexMarkers, VectorItem, VectorStore
 from memroute.models import Memory
 
 __all__ = ["IndexQueue", "Indexer", "ReindexMarkers"]
@@ -139,21 +139,6 @@ class IndexQueue:
     def close(self) -> None:
         with self._lock:
             self._conn.close()
-
-
-@runtime_checkable
-class ReindexMarkers(Protocol):
-    """A backend that flags rows needing a vector **in the same transaction as the write** (the SQLite
-    backend's ``needs_reindex`` column). With it the indexer needs no separate enqueue on the write path, and
-    no crash can separate a write from its flag."""
-
-    def pending_reindex(self, limit: int = 100, api_key_id: str | None = None) -> list[Memory]: ...
-
-    def count_pending_reindex(self, api_key_id: str | None = None) -> int: ...
-
-    def mark_indexed(self, memories: Iterable[Memory | str]) -> int: ...
-
-    def mark_all_for_reindex(self) -> int: ...
 
 
 def embedding_text(memory: Memory) -> str:

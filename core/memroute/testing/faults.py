@@ -44,7 +44,7 @@ class FaultyBackend(MemoryBackend):
         self.inner = inner
         self.type_name = inner.type_name
         # A fault injector can hang on command, so it never claims the inner backend's bounded latency.
-        self.capabilities = attrs.evolve(inner.capabilities, bounded_latency=False)
+        self.capabilities = attrs.evolve(inner.capabilities, bounded_latency=False, reindex_markers=False)
         self.hang_timeout_s = hang_timeout_s
         self.calls: Counter[str] = Counter()
         self._lock = threading.Lock()

@@ -84,7 +84,7 @@ class PostgresBackend(MemoryBackend):
     """memroute's backend for a shared PostgreSQL. Thread-safe: each call borrows a pooled connection for one
     transaction."""
 
-    capabilities = BackendCapabilities()
+    capabilities = BackendCapabilities(reindex_markers=True)
     type_name = "postgres"
 
     def __init__(self, name: str, settings: PostgresSettings) -> None:

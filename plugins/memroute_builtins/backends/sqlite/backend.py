@@ -140,7 +140,7 @@ class SqliteBackend(MemoryBackend):
     """memroute's embedded default backend. Thread-safe: one apsw connection per thread, every write in a
     ``BEGIN IMMEDIATE`` transaction (so a read-then-write upsert never races another writer)."""
 
-    capabilities = BackendCapabilities(bounded_latency=True)
+    capabilities = BackendCapabilities(bounded_latency=True, reindex_markers=True)
     type_name = "sqlite"
 
     def __init__(self, name: str, path: str | Path, *, settings: SqliteSettings | None = None,
