@@ -300,6 +300,8 @@ class ProxySettings:
     """Upstream of ``/v1/messages`` (and of ``/v1/models`` for Anthropic clients)."""
     max_body_bytes: int = attrs.field(default=33_554_432, validator=_range(1024, 2**40))
     """Largest request body the proxy routes accept (413 beyond it): chat requests carry images and long contexts."""
+    memory_timeout_s: float = attrs.field(default=5.0, validator=_range(0.01, 3600))
+    """Longest a request waits for its memories (retrieval + injection); then it goes out without them."""
 
 
 @attrs.frozen(kw_only=True)

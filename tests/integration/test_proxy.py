@@ -439,3 +439,23 @@ def test_large_chat_bodies_pass_up_to_the_proxy_limit(tmp_path):
         with pytest.raises(openai.APIStatusError) as caught:
             oai(stack).chat.completions.create(model="gpt-4o", messages=messages)
         assert caught.value.status_code == 413
+
+
+def test_a_hung_memory_store_delays_the_request_only_up_to_memory_timeout(tmp_path):
+    faults = FaultySqlitePlugin()
+    get_plugin_manager().add_plugin(faults, name="faulty-sqlite-test")
+    backends = {"primary": "main", "main": {"type": "faulty-sqlite"}}
+    with proxy_stack(tmp_path, backends=backends, proxy={"memory_timeout_s": 0.3}) as stack:
+        remember(stack, "alice")
+        faults.instances["main"].hang("search")  # retrieval blocks until released
+        try:
+            started = time.monotonic()
+            raw = oai(stack).chat.completions.with_raw_response.create(
+                model="gpt-4o", messages=[{"role": "user", "content": QUESTION}])
+            assert time.monotonic() - started < 5  # not the manager's 30 s operation timeout
+            assert raw.parse().choices[0].message.content == "OK."
+            assert raw.headers["x-memroute-memory-skipped"] == "memory timed out"
+            assert stack.upstream.last["body"]["messages"] == [{"role": "user", "content": QUESTION}]
+            assert stack.proxy.stats.memory_failures == 1
+        finally:
+            faults.instances["main"].recover()

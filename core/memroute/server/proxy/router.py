@@ -129,14 +129,11 @@ class MemoryProxy:
             await upstream.aclose()
 
     # --- the steps ---------------------------------------------------------------------------------------
-    def _augment(self, body: Any, tenant: str, headers: Mapping[str, str], provider: str | None) -> _Augmented:
+    def _augment(self, body: Any, api: Api, tenant: str, headers: Mapping[str, str],
+                 provider: str | None) -> _Augmented:
         """Runs in a worker thread. Never raises: a failure sends the body as it came."""
         try:
-            explain = getattr(self.mem, "explain_augment", None)
-            if explain is not None:
-                report = explain(body, api_key_id=tenant, provider=provider, headers=headers)
-            else:  # the service before the tenant-scoped contract landed
-                report = self.mem.conversation.explain_augment(body, tenant, provider=provider, headers=headers)
+            report = self.mem.explain_augment(body, api_key_id=tenant, provider=provider, headers=headers, api=api)
         except Exception:
             log.exception("memroute proxy: augment failed; the request goes out without memory")
             return _Augmented(body, skipped="memory error", failed=True)
@@ -145,6 +142,18 @@ class MemoryProxy:
             failed = isinstance(skipped, str) and "failed" in skipped
             return _Augmented(body, skipped=skipped or "nothing injected", failed=failed)
         return _Augmented(report.request, count=_count_block(getattr(report, "block", "") or ""))
+
+    async def _augment_in_time(self, body: Any, api: Api, tenant: str, headers: Mapping[str, str],
+                               provider: str | None) -> _Augmented:
+        """:meth:`_augment` off the event loop, given at most ``[proxy] memory_timeout_s``: a slow or hung memory
+        store delays no request for longer (the abandoned call finishes, or times out, in its thread)."""
+        limit = self.settings.memory_timeout_s
+        with anyio.move_on_after(limit):
+            return await anyio.to_thread.run_sync(partial(self._augment, body, api, tenant, headers, provider),
+                                                  abandon_on_cancel=True)
+        log.warning("memroute proxy: memories took longer than %gs ([proxy] memory_timeout_s); the request goes "
+                    "out without them", limit)
+        return _Augmented(body, skipped="memory timed out", failed=True)
 
     def _observe(self, body: Any, reply: Any, tenant: str, headers: Mapping[str, str]) -> bool:
         try:
@@ -191,12 +200,9 @@ class MemoryProxy:
         tenant = str(principal.tenant)
         headers = dict(request.headers)
         memory_headers: dict[str, str] = {}
-        if principal.allows("read"):
-            provider = "anthropic" if route.api == "anthropic" else (
-                upstream.settings.provider or (body.get("model") if isinstance(body.get("model"), str) else None))
-            augmented = await anyio.to_thread.run_sync(partial(self._augment, body, tenant, headers, provider))
-        else:
-            augmented = _Augmented(body, skipped="key lacks the read scope")
+        model = body.get("model")
+        provider = upstream.settings.provider or (model if isinstance(model, str) else None)
+        augmented = await self._augment_in_time(body, route.api, tenant, headers, provider)
         if augmented.failed:
             self.stats.memory_failures += 1
         if augmented.count:
