@@ -15,7 +15,6 @@ import json
 import logging
 import re
 import threading
-import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timedelta, timezone
@@ -27,7 +26,6 @@ import memroute
 from memroute.errors import (
     ConfigError,
     ConflictError,
-    MemrouteError,
     ValidationError,
 )
 from memroute.interfaces import BackendCapabilities, ComponentContext, MemoryBackend
@@ -183,15 +181,13 @@ class NotionBackend(MemoryBackend):
                 "max_content_units": self.max_content_units}
 
     def health(self) -> HealthResult:
-        started = time.perf_counter()
-        try:
+        def probe() -> dict[str, Any]:
             source = self._source()
             self._call("reading the data source", lambda: self._client.data_sources.retrieve(data_source_id=source),
                        get=True)
-        except MemrouteError as exc:
-            return HealthResult(ok=False, latency_ms=(time.perf_counter() - started) * 1000, error=str(exc))
-        return HealthResult(ok=True, latency_ms=(time.perf_counter() - started) * 1000,
-                            details={"data_source_id": source})
+            return {"data_source_id": source}
+
+        return HealthResult.timed(probe)
 
     def _source(self) -> str:
         if self._data_source_id is None:

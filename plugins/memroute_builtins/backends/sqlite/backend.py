@@ -50,7 +50,6 @@ from memroute.errors import (
     BackendUnavailableError,
     ConfigError,
     ConflictError,
-    MemrouteError,
 )
 from memroute.interfaces import BackendCapabilities, ComponentContext, MemoryBackend
 from memroute.models import (
@@ -581,16 +580,14 @@ class SqliteBackend(MemoryBackend):
 
     def health(self) -> HealthResult:
         """A real query against the file every time: the memory count and the schema version."""
-        started = time.perf_counter()
-        try:
+        def probe() -> dict[str, Any]:
             with self._errors("check health"):
                 connection = self._connection()
                 count = connection.execute("SELECT count(*) FROM memories").fetchall()[0][0]
                 version = connection.pragma("user_version")
-        except MemrouteError as exc:
-            return HealthResult(ok=False, latency_ms=(time.perf_counter() - started) * 1000, error=str(exc))
-        return HealthResult(ok=True, latency_ms=(time.perf_counter() - started) * 1000,
-                            details={"memories": count, "schema_version": version, "path": self.path})
+            return {"memories": count, "schema_version": version, "path": self.path}
+
+        return HealthResult.timed(probe)
 
     def identity(self) -> str:
         """The database file's absolute path: the vector index and outbox of this primary live in a state
