@@ -67,3 +67,15 @@ def test_cli_refuses_a_negative_distractor_count(bad, tmp_path):
 
     result = CliRunner().invoke(cli, ["bench", "--quality", "--distractors", str(bad)])
     assert result.exit_code == 2 and "--distractors" in result.output
+
+
+def test_the_naive_recipe_finds_what_it_indexed():
+    from memroute.bench_speed import NaiveRecipe, chat_turns
+    from memroute.testing.fakes import HashingEmbeddingSource
+
+    turns = chat_turns(300)
+    embedder = HashingEmbeddingSource(64)
+    naive = NaiveRecipe(turns, embedder.embed_batch(turns), embedder.embed)
+    assert naive.search(turns[17])[0] == turns[17]
+    assert naive.vector_top(turns[42])[0] == 42
+    assert naive.match('what is "this"?') == '"what" OR "is" OR "this"'

@@ -57,14 +57,21 @@ def reindex(ctx: click.Context, force: bool, as_json: bool) -> None:
               help="With --quality: real chat turns per tenant.")
 @click.option("--http", "http", is_flag=True,
               help="Also benchmark memroute serve: search and add over HTTP vs in-process, 1 vs 8 writers.")
+@click.option("--naive", is_flag=True,
+              help="Compare hybrid search with a naive FTS5 + numpy + RRF recipe and indexing with the embedding "
+                   "source's own batch rate, on real chat turns (--sizes; needs memroute[bench]).")
 @click.pass_context
 def bench(ctx: click.Context, sizes: str, single_adds: int, tenants: int, per_tenant: int, queries: int,
-          quick: bool, output: str | None, quality: bool, models: str, distractors: int, http: bool) -> None:
+          quick: bool, output: str | None, quality: bool, models: str, distractors: int, http: bool,
+          naive: bool) -> None:
     """Benchmark the configured engine on synthetic data in a temporary directory (your data is untouched);
     with --quality, measure retrieval quality on the held-out set (docs/retrieval.md); with --http, also
-    the server against in-process calls (docs/performance.md)."""
+    the server against in-process calls; with --naive, hybrid against a naive recipe (docs/performance.md)."""
     if quality:
         _bench_quality(ctx, [m.strip() for m in models.split(",") if m.strip()], distractors, output)
+        return
+    if naive:
+        _bench_naive(ctx, "1000" if quick else sizes, output)
         return
     from memroute.bench import run_bench
     from memroute.service import Memroute
@@ -131,6 +138,41 @@ def _bench_quality(ctx: click.Context, models: list[str], distractors: int, outp
                              progress=lambda m: click.echo(f"... {m}", err=True))
     click.echo(tables(report, "test"))
     click.echo("\n" + summary(report, "test"))
+    if output:
+        Path(output).write_text(json.dumps(report, indent=2, default=str), encoding="utf-8")
+
+
+def _bench_naive(ctx: click.Context, sizes: str, output: str | None) -> None:
+    import tempfile
+
+    from memroute.bench_speed import run_naive_comparison
+    from memroute.service import Memroute
+    from memroute.settings import load_settings
+
+    state = ctx.find_object(CliState)
+    assert state is not None
+    base = load_settings(state.config_path)
+    try:
+        size_list = tuple(int(part) for part in sizes.split(",") if part.strip())
+    except ValueError:
+        raise click.BadParameter("expected comma-separated integers", param_hint="--sizes") from None
+
+    def open_fresh(path: Path) -> Any:
+        return Memroute.open(base, data_dir=str(path), backends={
+            "primary": "main", "fallbacks": [], "instances": {"main": {"type": "sqlite", "options": {}}}})
+
+    def embedder_for(service: Any) -> Any:
+        from memroute.embedding import build_embedding_source
+
+        embedder, _resolution = build_embedding_source(base.embedding, service.plugins, service.data_dir)
+        if embedder is None:
+            raise click.ClickException("--naive needs an embedding source ([embedding] source)")
+        return embedder
+
+    with tempfile.TemporaryDirectory(prefix="memroute-naive-") as tmp:
+        report = run_naive_comparison(open_fresh, embedder_for, sizes=size_list, root=Path(tmp),
+                                      progress=lambda m: click.echo(f"... {m}", err=True))
+    echo_json(report)
     if output:
         Path(output).write_text(json.dumps(report, indent=2, default=str), encoding="utf-8")
 

@@ -200,7 +200,7 @@ class Indexer:
         queue: IndexQueue,
         markers: ReindexMarkers | None = None,
         quantization: str = "float32",
-        batch_size: int = 64,
+        batch_size: int = 256,
         background: bool = True,
     ) -> None:
         self._fetch = fetch

@@ -1,0 +1,33 @@
+"""memroute's hybrid search against the naive recipe (FTS5 OR query + numpy cosine + RRF) and numpy brute force,
+and indexing against the embedding source's own ``embed_batch`` rate, on real chat turns for one tenant, in one
+run (``pytest -m bench tests/bench/test_hybrid_vs_naive.py -s``; ``memroute bench --naive`` prints the same
+report). Ratios are printed for docs/performance.md, not asserted: timings on a shared machine are noisy."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import memroute
+from memroute.bench_speed import run_naive_comparison
+
+pytestmark = pytest.mark.bench
+
+
+def test_hybrid_against_the_naive_recipe(tmp_path):
+    def open_service(path):
+        return memroute.open({}, data_dir=str(path), embedding={"source": "static"}, vectors={"store": "sqlite-vec"})
+
+    def embedder_for(service):
+        from memroute.embedding import build_embedding_source
+        from memroute.settings import load_settings
+
+        embedder, _ = build_embedding_source(load_settings({"embedding": {"source": "static"}}).embedding,
+                                             service.plugins, service.data_dir)
+        return embedder
+
+    report = run_naive_comparison(open_service, embedder_for, sizes=(10_000, 100_000), root=tmp_path)
+    print(json.dumps(report, indent=2))
+    for result in report["results"].values():
+        assert result["hybrid_vs_naive"] > 0 and result["indexing_vs_embed_batch"] > 0
