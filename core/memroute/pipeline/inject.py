@@ -47,9 +47,11 @@ __all__ = [
     "BLOCK_START",
     "PROVIDERS_SYSTEM_MUST_BE_FIRST",
     "PROVIDERS_WITHOUT_SYSTEM_MESSAGE",
+    "block_of",
     "format_memory_block",
     "inject_block",
     "inject_memories",
+    "memory_lines",
     "normalize_provider",
 ]
 
@@ -139,6 +141,11 @@ def format_memory_block(memories: Sequence[Any]) -> str:
         - aversion (2026-11-29): "Strongly dislikes Python"
         </memroute_memories>
     """
+    return block_of(memory_lines(memories))
+
+
+def memory_lines(memories: Sequence[Any]) -> list[str]:
+    """One block line per memory of ``memories`` that has text (see :func:`format_memory_block`)."""
     lines = []
     for item in memories:
         memory = _memory_of(item)
@@ -149,9 +156,12 @@ def format_memory_block(memories: Sequence[Any]) -> str:
                 continue
             line = _LINES.put(memory, f"- {_label(memory)}{_date(memory)}: {_quote(content)}")
         lines.append(line)
-    if not lines:
-        return ""
-    return "\n".join([BLOCK_START, BLOCK_PREAMBLE, *lines, BLOCK_END])
+    return lines
+
+
+def block_of(lines: Sequence[str]) -> str:
+    """The memory block around ``lines`` (from :func:`memory_lines`), or ``""`` for none."""
+    return "\n".join([BLOCK_START, BLOCK_PREAMBLE, *lines, BLOCK_END]) if lines else ""
 
 
 def inject_memories(
