@@ -114,42 +114,14 @@ SearchResponse = SearchResult
 @attrs.frozen(kw_only=True)
 class PreviewRequest:
     query: str = attrs.field(metadata={"min_length": 1, "max_length": 4096, "examples": ["typescript"]})
-    strategy: Strategy = "hybrid"
-    max_tokens: int = attrs.field(default=2000, metadata={"ge": 1, "le": 16000})
+    strategy: Strategy | None = None
+    """Default: the ``[memory] strategy`` in effect (runtime settings included)."""
+    max_tokens: int | None = attrs.field(default=None, metadata={"ge": 1, "le": 16000})
+    """The token budget; default: the ``[memory] max_tokens`` in effect."""
     api_key_id: str | None = attrs.field(default=None, metadata=_ID)
     limit: int = attrs.field(default=20, metadata={"ge": 1, "le": 100})
-
-
-@attrs.frozen(kw_only=True)
-class PreviewItem:
-    id: str
-    type: str
-    key: str
-    content: str
-    score: float
-    tokens: int
-    tier: str
-    """``fts5`` (keyword), ``vector``, ``hybrid-rrf`` or ``recent``."""
-    vec_score: float | None
-    fts_score: float | None
-
-
-@attrs.frozen(kw_only=True)
-class PreviewResolution:
-    embedding_source: str | None
-    embedding_model: str | None
-    vector_store: str | None
-    strategy_used: str
-    rerank_applied: bool
-    fallback_reason: str | None
-
-
-@attrs.frozen(kw_only=True)
-class PreviewResponse:
-    memories: tuple[PreviewItem, ...]
-    resolution: PreviewResolution
-    total_tokens_used: int
-    budget_max_tokens: int
+    session_id: str | None = attrs.field(default=None, metadata=_ID)
+    """Only this session's memories (``""`` or absent: every session of the tenant)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -266,7 +238,8 @@ class MemorySettingsView:
 
 @attrs.frozen(kw_only=True)
 class MemorySettingsUpdate:
-    """Runtime changes; unknown fields are refused. Backends, embedding and vector store stay in the file."""
+    """Runtime changes; unknown fields are refused, ``null`` drops a field's override. Backends, embedding and vector
+    store stay in the file."""
 
     enabled: bool | None = None
     max_tokens: int | None = attrs.field(default=None, metadata={"ge": 0, "le": 16000})

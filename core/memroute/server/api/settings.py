@@ -24,8 +24,8 @@ _SETTINGS_EXAMPLE = {"enabled": True, "maxTokens": 2000, "retentionDays": 30, "s
 
 
 def _view(mem: Any) -> m.MemorySettingsView:
-    current = mem.memory_settings()
-    stored = mem.state.get_value("settings", "memory") or {}
+    current = mem.memory_settings(fresh=True)  # an operator's read: what is stored now, not this worker's cache
+    stored = mem.memory_overrides()
     return m.MemorySettingsView(
         enabled=current.enabled, max_tokens=current.max_tokens, retention_days=current.retention_days,
         strategy=current.strategy, typed_decay_enabled=current.typed_decay_enabled,
@@ -45,8 +45,10 @@ def get_memory_settings(request: Request) -> m.MemorySettingsView:
             summary="Change memory settings at run time (every process sees them)",
             responses=ok(_SETTINGS_EXAMPLE))
 def put_memory_settings(request: Request, principal: CurrentPrincipal, body: UpdateBody) -> m.MemorySettingsView:  # type: ignore[valid-type]
-    """Strict: unknown fields and out-of-range values are 422 with the field named. Stored in the
-    deployment's state store, so every worker process and host applies them."""
+    """Strict: unknown fields, wrong JSON types and out-of-range values are 422 with the field named, and
+    nothing is stored. ``null`` drops a field's override (the ``memroute.toml`` value applies again). Stored
+    in the deployment's state store: this process applies the change at once, every other worker process and
+    host within one second (``memroute.state.RUNTIME_SETTINGS_TTL_S``)."""
     changes = body.model_dump(by_alias=True, exclude_unset=True)  # type: ignore[attr-defined]
     mem = request.app.state.memroute
     mem.update_memory_settings(changes)

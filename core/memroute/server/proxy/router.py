@@ -249,7 +249,7 @@ class MemoryProxy:
 
     def _learning(self, principal: Principal, headers: Mapping[str, str]) -> str | None:
         """Why this turn will not be observed, or None when it will."""
-        if not memory_enabled(self.mem.settings.memory):
+        if not memory_enabled(self.mem.memory_settings()):
             return "memory disabled"
         if opted_out(headers):
             return "opted out by header"
