@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 import attrs
 
-from memroute.models import Memory, MemoryType, SearchResult
+from memroute.models import Memory, MemoryType, Provenance, SearchHit, SearchResult
 
 Strategy = Literal["recent", "exact", "semantic", "hybrid"]
 _ID = {"max_length": 256}
@@ -248,3 +248,59 @@ class MemorySettingsUpdate:
     typed_decay_enabled: bool | None = None
     typed_decay_episodic_days: int | None = attrs.field(default=None, metadata={"ge": 1, "le": 3650})
     typed_decay_access_immunity: int | None = attrs.field(default=None, metadata={"ge": 0, "le": 1_000_000})
+
+
+# --- /api/settings/qdrant --------------------------------------------------------------------------------
+
+@attrs.frozen(kw_only=True)
+class QdrantView:
+    """The configured Qdrant vector store (``[vectors] store = "qdrant"``): where it is and what it holds."""
+
+    enabled: bool
+    mode: str | None
+    """``local`` (a folder or ``:memory:``) or ``server`` (``url``)."""
+    target: str | None
+    collection: str | None
+    signature: str | None
+    """The embedding signature the collection was built for."""
+    quantization: str | None
+    available: bool
+    rows: int
+    pending_reindex: int
+    last_error: str | None
+
+
+@attrs.frozen(kw_only=True)
+class QdrantSearchRequest:
+    query: str = attrs.field(metadata={"min_length": 1, "max_length": 4096, "examples": ["green tea"]})
+    top_k: int = attrs.field(default=5, metadata={"ge": 1, "le": 50})
+    api_key_id: str | None = attrs.field(default=None, metadata=_ID)
+    """The tenant (admin keys only; the reference's test search had no tenant and searched every key)."""
+
+
+@attrs.frozen(kw_only=True)
+class QdrantSearchResponse:
+    ok: bool
+    """True when the vector leg ran on Qdrant (False: why is in ``error``; nothing fell back silently)."""
+    results: tuple[SearchHit, ...]
+    provenance: Provenance
+    error: str | None
+
+
+@attrs.frozen(kw_only=True)
+class QdrantCleanupRequest:
+    api_key_id: str | None = attrs.field(default=None, metadata=_ID)
+    dry_run: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class QdrantCleanupResponse:
+    ok: bool
+    deleted_count: int
+    """Memories really deleted, each with its Qdrant point (0 in a dry run)."""
+    candidates: tuple[str, ...]
+    """Ids past retention or expired."""
+    reasons: dict[str, int]
+    retention_days: int
+    """The retention in effect (runtime settings included)."""
+    dry_run: bool
