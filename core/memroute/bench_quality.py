@@ -8,8 +8,10 @@ questions, falls in the ``dev`` or the ``test`` split (a hash of tenant and key)
 and the docs report test.
 
 Everything runs through the public service on a fresh data directory: the ``vector`` leg is
-``search(strategy="semantic")``, ``hybrid`` is ``search(strategy="hybrid")``, and the ``keyword`` leg is the
-same store opened with ``[embedding] source = "none"`` (hybrid then degrades, visibly, to the keyword leg).
+``search(strategy="semantic")``, ``hybrid`` is ``search(strategy="hybrid")``, the ``keyword`` leg is the
+same store opened with ``[embedding] source = "none"`` (hybrid then degrades, visibly, to the keyword leg), and
+``cosine``, the plain-cosine baseline, is the semantic search of the same store opened with its ranking
+refinements off (no centring, the whole question embedded).
 Every search passes a ``limit`` and no budget, so what is measured is the plain ranking. R@k: the answer is
 in the top k; MRR@10: mean reciprocal rank of the answer within the top 10.
 """
@@ -36,7 +38,10 @@ from memroute.serialization import memory_to_dict
 
 __all__ = ["KINDS", "LEGS", "Query", "chat_distractors", "queries", "run_quality", "summary", "tables"]
 
-LEGS = ("keyword", "vector", "hybrid")
+LEGS = ("cosine", "keyword", "vector", "hybrid")
+"""``cosine`` is the floor any system should reach: plain cosine over the same stored vectors, the whole
+question embedded (the store opened with ``center = false``, the source with ``query_content_words = false``
+where it has that option)."""
 KINDS = ("lexical", "paraphrased", "task", "all")
 _NAMESPACE = uuid.UUID("6f1c7d2e-3b9a-4c55-9a4e-2d8f0b7e1a11")
 
@@ -139,6 +144,10 @@ def evaluate(search: Callable[[str, Query], list[str]], selected: list[Query]) -
     return report
 
 
+PLAIN_OPTIONS: dict[str, dict[str, Any]] = {"static": {"query_content_words": False}}
+"""Per embedding source, the options that turn its query refinements off (for the ``cosine`` baseline)."""
+
+
 def measure(open_service: Callable[..., Any], data_dir: Path, embedding: dict[str, Any], per_tenant: int,
             distractors: dict[str, list[str]], progress: Callable[[str], None] = lambda m: None) -> dict[str, Any]:
     """Load one store (facts plus ``per_tenant`` distractors each) and evaluate every leg on every query."""
@@ -152,13 +161,15 @@ def measure(open_service: Callable[..., Any], data_dir: Path, embedding: dict[st
             raise RuntimeError("indexing did not finish")
         loaded = time.perf_counter() - started
         progress(f"loaded {len(lines)} memories in {loaded:.1f} s")
-        with open_service(data_dir, {"source": "none"}) as keyword_only:
+        plain_embedding = {**embedding, **PLAIN_OPTIONS.get(str(embedding.get("source")), {})}
+        with open_service(data_dir, {"source": "none"}) as keyword_only, \
+                open_service(data_dir, plain_embedding, {"center": False}) as plain:
 
             def search(leg: str, query: Query) -> list[str]:
-                service = keyword_only if leg == "keyword" else mem
-                strategy = "semantic" if leg == "vector" else "hybrid"
+                service = {"keyword": keyword_only, "cosine": plain}.get(leg, mem)
+                strategy = "semantic" if leg in ("vector", "cosine") else "hybrid"
                 result = service.search(query.text, api_key_id=query.tenant, strategy=strategy, limit=10)
-                expected = ("keyword",) if leg == "keyword" else ("vector",) if leg == "vector" else (
+                expected = ("keyword",) if leg == "keyword" else ("vector",) if leg in ("vector", "cosine") else (
                     "keyword", "vector")
                 if tuple(result.provenance.legs) != expected:
                     raise RuntimeError(f"{leg} leg did not run as such: {result.provenance}")
@@ -179,7 +190,8 @@ def run_quality(
     progress: Callable[[str], None] = lambda m: None,
 ) -> dict[str, Any]:
     """The whole benchmark: for each embedding source, a store without distractors and one with
-    ``per_tenant`` chat turns per tenant. ``open_service(data_dir, embedding_options)`` opens the engine."""
+    ``per_tenant`` chat turns per tenant. ``open_service(data_dir, embedding_options, vector_options=None)``
+    opens the engine (``vector_options``: the sqlite-vec store's, e.g. ``{"center": False}``)."""
     distractors = chat_distractors(per_tenant) if per_tenant else {}
     report: dict[str, Any] = {"queries": len(queries()), "tenants": len(FACTS), "distractors_per_tenant": per_tenant,
                               "results": {}}
@@ -209,14 +221,16 @@ def tables(report: dict[str, Any], split: str = "test") -> str:
 
 
 def summary(report: dict[str, Any], split: str = "test") -> str:
-    """One Markdown table of one split: R@5 of each leg and hybrid's R@1 / MRR, a row per cell."""
-    out = ["| embeddings | distractors / tenant | questions | keyword R@5 | vector R@5 | **hybrid R@5** | "
-           "hybrid R@1 | hybrid MRR@10 | vector MRR@10 |", "|---|---|---|---|---|---|---|---|---|"]
+    """One Markdown table of one split: R@5 of the plain-cosine baseline and of each leg, and hybrid's R@1 /
+    MRR, a row per cell."""
+    out = ["| embeddings | distractors / tenant | questions | plain cosine R@5 | keyword R@5 | vector R@5 | "
+           "**hybrid R@5** | hybrid R@1 | hybrid MRR@10 | vector MRR@10 |", "|---|---|---|---|---|---|---|---|---|---|"]
     for model, by_count in report["results"].items():
         for count, result in by_count.items():
             for kind in KINDS:
                 cell = result[split][kind]
-                out.append(f"| {model} | {count} | {kind} ({cell['hybrid']['n']}) | {cell['keyword']['R@5']:.3f} | "
+                out.append(f"| {model} | {count} | {kind} ({cell['hybrid']['n']}) | {cell['cosine']['R@5']:.3f} | "
+                           f"{cell['keyword']['R@5']:.3f} | "
                            f"{cell['vector']['R@5']:.3f} | **{cell['hybrid']['R@5']:.3f}** | "
                            f"{cell['hybrid']['R@1']:.3f} | {cell['hybrid']['MRR']:.3f} | "
                            f"{cell['vector']['MRR']:.3f} |")

@@ -246,6 +246,10 @@ class EmbeddingSource(abc.ABC):
     """How much hybrid search should trust the keyword leg next to this source's vectors (see
     docs/retrieval.md, "Fusion"), calibrated by the source's author on the quality benchmark's dev split;
     ``None`` means memroute's default. A weaker model's ranking deserves a stronger keyword voice."""
+    query_content_words: bool = False
+    """Embed only a query's content words (stop words removed, :func:`memroute.retrieval.fusion.keyword_query`).
+    Right for a bag-of-tokens model, where "what", "does" and "she" pull a question toward every chat turn
+    that has them; wrong for a contextual model, which reads the whole sentence. Memories are embedded whole."""
 
     @abc.abstractmethod
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
@@ -283,7 +287,11 @@ class VectorItem:
 class VectorHit:
     memory_id: str
     score: float
-    """Cosine similarity in [-1, 1] (higher is better)."""
+    """The store's similarity in [-1, 1] (higher is better): the cosine, or a store's refinement of it (the
+    sqlite-vec store's centred cosine); the ranking follows it."""
+    cosine: float | None = None
+    """The plain cosine when ``score`` is something else (``None``: ``score`` is the cosine). The relevance
+    floor compares this one, so a store's ranking refinement never moves the floor."""
 
 
 class VectorStore(abc.ABC):

@@ -33,6 +33,8 @@ def _items(rows: np.ndarray, key: str = "k") -> list[VectorItem]:
 
 
 def _store(tmp_path: Path, **options) -> SqliteVecStore:
+    # These tests check the tiers against plain-cosine brute force; centring has its own (test_vector_centering).
+    options.setdefault("center", False)
     return SqliteVecStore(SqliteVecSettings(**options), ComponentContext(instance_name="v", data_dir=tmp_path))
 
 

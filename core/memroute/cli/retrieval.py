@@ -159,8 +159,9 @@ def _bench_quality(ctx: click.Context, models: list[str], distractors: int, outp
     if distractors < 0:
         raise click.BadParameter("must be 0 or more", param_hint="--distractors")
 
-    def open_fresh(path: Path, embedding: dict[str, Any]) -> Any:
-        return Memroute.open(base, data_dir=str(path), embedding=embedding, vectors={"store": "sqlite-vec"},
+    def open_fresh(path: Path, embedding: dict[str, Any], vector_options: dict[str, Any] | None = None) -> Any:
+        return Memroute.open(base, data_dir=str(path), embedding=embedding,
+                             vectors={"store": "sqlite-vec", **(vector_options or {})},
                              backends={"primary": "main", "fallbacks": [],
                                        "instances": {"main": {"type": "sqlite", "options": {}}}})
 
@@ -169,6 +170,7 @@ def _bench_quality(ctx: click.Context, models: list[str], distractors: int, outp
                              progress=lambda m: click.echo(f"... {m}", err=True))
     click.echo(tables(report, "test"))
     click.echo("\n" + summary(report, "test"))
+    click.echo("\nDev split (calibration):\n" + summary(report, "dev"))
     if output:
         Path(output).write_text(json.dumps(report, indent=2, default=str), encoding="utf-8")
 

@@ -275,15 +275,17 @@ class RetrievalEngine:
             reasons.append(f"vector index rebuilding ({pending} memories pending): degraded to keyword")
             return None
         try:
-            vector = self.embedder.embed(query.text)
+            text = keyword_query(query.text) if self.embedder.query_content_words else query.text
+            vector = self.embedder.embed(text)
             found = self.vector_store.query(vector, query, k)
         except Exception as exc:
             reasons.append(f"vector leg failed ({type(exc).__name__}: {exc}): degraded to keyword")
             return None
         if found and floor:
-            best = max(hit.score for hit in found)
-            cutoff = max(self.settings.min_similarity, best - self.settings.similarity_window)
-            found = [hit for hit in found if hit.score >= cutoff]
+            # The floor is about absolute cosines (a store may rank by a refinement of them: VectorHit.cosine).
+            cosines = [hit.score if hit.cosine is None else hit.cosine for hit in found]
+            cutoff = max(self.settings.min_similarity, max(cosines) - self.settings.similarity_window)
+            found = [hit for hit, cosine in zip(found, cosines, strict=True) if cosine >= cutoff]
         memories = dict(known or {})
         missing = [hit.memory_id for hit in found if hit.memory_id not in memories]
         if missing:

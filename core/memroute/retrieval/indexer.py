@@ -21,6 +21,7 @@ from typing import Any
 import apsw
 
 from memroute.db import open_connection
+from memroute.embedding.cache import uncached
 from memroute.errors import ValidationError
 from memroute.interfaces import EmbeddingSource, ReindexMarkers, VectorItem, VectorStore
 from memroute.models import Memory
@@ -208,6 +209,7 @@ class Indexer:
         self._enumerate = enumerate_memories
         self._count = count_memories
         self.embedder = embedder
+        self._index_embedder = uncached(embedder)
         self.store = store
         self.queue = queue
         self.batch_size = batch_size
@@ -392,7 +394,7 @@ class Indexer:
         log.warning("memroute indexer: memory %s dead-lettered (it cannot be indexed): %s", memory_id, error)
 
     def _upsert_vectors(self, memories: Sequence[Memory]) -> None:
-        vectors = self.embedder.embed_batch([embedding_text(m) for m in memories])
+        vectors = self._index_embedder.embed_batch([embedding_text(m) for m in memories])
         self.store.upsert([
             VectorItem(memory_id=m.id, api_key_id=m.api_key_id, session_id=m.session_id, created_at=m.created_at,
                        expires_at=m.expires_at, vector=vectors[i])

@@ -48,6 +48,10 @@ class StaticSettings:
     batch_size: int = attrs.field(default=1024, validator=_positive)
     max_tokens: int | None = attrs.field(default=512, validator=_positive)
     """Tokens per text that count; the rest is ignored (``None``: no limit)."""
+    query_content_words: bool = True
+    """Embed a search query's content words only (a static model averages token vectors, so question words
+    pull the query toward every chat turn that has them): measured on the quality benchmark's dev split
+    with 2,000 chat turns per tenant, R@5 of the vector leg 0.63 -> 0.68 (docs/retrieval.md)."""
 
 
 class StaticEmbeddingSource(EmbeddingSource):
@@ -68,6 +72,7 @@ class StaticEmbeddingSource(EmbeddingSource):
         else:
             self.model = BUNDLED_MODEL_NAME
         self.dimensions = 256 if not self.settings.model_dir else None
+        self.query_content_words = self.settings.query_content_words
         self._loader: LazyLoader[Any] = LazyLoader(self._load)
         self._lock = threading.Lock()
 

@@ -16,7 +16,9 @@ import numpy as np
 from memroute.errors import ValidationError, VectorStoreError
 from memroute.interfaces import VectorItem
 
-__all__ = ["MAX_K", "canonical_uuid", "check_k", "check_items", "check_vector", "unix_micros", "unix_seconds"]
+__all__ = [
+    "MAX_K", "canonical_uuid", "check_items", "check_k", "check_vector", "check_vectors", "unix_micros", "unix_seconds",
+]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
@@ -73,7 +75,7 @@ def check_items(items: Sequence[VectorItem], dimensions: int) -> list[tuple[Vect
     """
     if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
         raise ValidationError("items must be a sequence of VectorItem", [("items", "type")])
-    checked: dict[str, tuple[VectorItem, str, np.ndarray]] = {}
+    checked: dict[str, tuple[VectorItem, str, int]] = {}
     for index, item in enumerate(items):
         where = f"items[{index}]"
         if not isinstance(item, VectorItem):
@@ -89,10 +91,29 @@ def check_items(items: Sequence[VectorItem], dimensions: int) -> list[tuple[Vect
                 not isinstance(value, datetime) or value.tzinfo is None
             ):
                 raise ValidationError(f"{where}.{name} must be an aware datetime", [(f"{where}.{name}", "type")])
-        vector = check_vector(item.vector, dimensions, f"{where}.vector")
         checked.pop(memory_id, None)
-        checked[memory_id] = (item, memory_id, vector)
-    return list(checked.values())
+        checked[memory_id] = (item, memory_id, index)
+    vectors = check_vectors([item.vector for item in items], dimensions)
+    return [(item, memory_id, vectors[index]) for item, memory_id, index in checked.values()]
+
+
+def check_vectors(vectors: Sequence[Any], dimensions: int) -> np.ndarray:
+    """:func:`check_vector` for a batch at once: one matrix of unit rows. A batch that fails the matrix
+    checks is checked row by row, so the error names the first bad item exactly as :func:`check_vector`
+    would (``items[i].vector``). Checking row by row was a fifth of static indexing time."""
+    if not vectors:
+        return np.zeros((0, dimensions), dtype=np.float32)
+    try:
+        matrix = np.asarray(vectors, dtype=np.float32)
+    except (TypeError, ValueError):
+        matrix = None
+    norms = None
+    if matrix is not None and matrix.ndim == 2 and matrix.shape[1] == dimensions and np.isfinite(matrix).all():
+        norms = np.linalg.norm(matrix, axis=1)
+    if matrix is None or norms is None or not (norms > 0).all() or not np.isfinite(norms).all():
+        return np.stack([check_vector(vector, dimensions, f"items[{index}].vector")
+                         for index, vector in enumerate(vectors)])
+    return matrix / norms[:, None]
 
 
 def unix_micros(value: datetime) -> int:

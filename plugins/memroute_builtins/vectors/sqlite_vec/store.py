@@ -31,8 +31,14 @@ from memroute.errors import BackendUnavailableError, ConfigError, MemrouteError,
 from memroute.interfaces import ComponentContext, EmbeddingSignature, VectorHit, VectorItem, VectorStore
 from memroute.models import HealthResult, SearchQuery
 from memroute.specs import VectorStoreSpec
-from memroute_builtins.vectors.common import canonical_uuid, check_items, check_k, check_vector, unix_micros
-from memroute_builtins.vectors.sqlite_vec.matrix_cache import ID_BYTES, MatrixCache, TenantMatrix, TenantRows
+from memroute_builtins.vectors.common import MAX_K, canonical_uuid, check_items, check_k, check_vector, unix_micros
+from memroute_builtins.vectors.sqlite_vec.matrix_cache import (
+    ID_BYTES,
+    MatrixCache,
+    TenantMatrix,
+    TenantRows,
+    centered_scores,
+)
 
 __all__ = ["SqliteVecSettings", "SqliteVecStore", "load_sqlite_vec"]
 
@@ -94,6 +100,13 @@ class SqliteVecSettings:
     """``auto``: a symmetric scale calibrated from the first vectors stored (recorded in the meta table);
     ``unit``: map [-1, 1] to the int8 range, as ``vec_quantize_int8(v, 'unit')`` does (loses recall)."""
     busy_timeout_ms: int = 5000
+    center: bool = True
+    """Rank by the **centred** cosine: the cosine after subtracting the tenant's mean vector from the query
+    and every memory (shrunk for tenants with few memories). Embedding models crowd all texts into a
+    narrow cone, so chat turns that only share the cone outrank paraphrased answers; measured on the
+    quality benchmark with 2,000 real chat turns per tenant (docs/retrieval.md), centring lifted static R@5
+    from 0.56 to 0.70 on the test split and cost nothing without distractors. ``false``: plain cosine. Each
+    hit still carries its plain cosine (``VectorHit.cosine``), which the relevance floor uses."""
 
 
 # --- extension loading ---------------------------------------------------------------------------------
@@ -515,7 +528,7 @@ class SqliteVecStore(VectorStore):
         self._cache.loads += 1
 
     def _query_large(self, index: _Index, unit: np.ndarray, query: SearchQuery, k: int,
-                     generation: int) -> list[tuple[bytes, float]]:
+                     generation: int) -> list[tuple[bytes, float, float]]:
         matrix = self._cache.entry(query.api_key_id, index.dimensions)
         with matrix.lock:
             if matrix.generation != generation:
@@ -525,7 +538,8 @@ class SqliteVecStore(VectorStore):
                                 query.api_key_id, matrix.nbytes // 2**20)
             cutoff = query.created_after
             return matrix.search(unit, k, now_us=unix_micros(query.now), session_id=query.session_id,
-                                 created_after_us=None if cutoff is None else unix_micros(cutoff))
+                                 created_after_us=None if cutoff is None else unix_micros(cutoff),
+                                 center=self.settings.center)
 
     # -- reads ------------------------------------------------------------------------------------------
 
@@ -548,10 +562,11 @@ class SqliteVecStore(VectorStore):
         except Exception as exc:
             raise VectorStoreError(f"sqlite-vec query failed: {exc}") from exc
         # Clamp float rounding at the ends of [-1, 1].
-        return [VectorHit(memory_id=_uuid_text(blob), score=max(-1.0, min(1.0, score))) for blob, score in found]
+        return [VectorHit(memory_id=_uuid_text(blob), score=max(-1.0, min(1.0, score)),
+                          cosine=max(-1.0, min(1.0, cosine))) for blob, score, cosine in found]
 
     def _query_small(self, connection: Any, index: _Index, unit: np.ndarray, query: SearchQuery,
-                     k: int) -> list[tuple[bytes, float]]:
+                     k: int) -> list[tuple[bytes, float, float]]:
         if index.quantization == "int8":
             if index.int8_scale is None:
                 stored = self._read_meta(connection)  # another process may have written since
@@ -566,8 +581,17 @@ class SqliteVecStore(VectorStore):
             match_sql = "?"
         # Every filter is a vec0 constraint, so vec0 applies it during the scan and k counts only
         # admitted rows. The partition key keeps the scan to this tenant's chunks.
+        center = self.settings.center
+        if center:
+            # Centring needs every admitted row of the tenant (at most promote_at in this tier): read them all
+            # with their vectors, and rank them here.
+            total = connection.execute("SELECT count(*) FROM memroute_vec_ids WHERE api_key_id = ?",
+                                       (query.api_key_id,)).fetchone()[0]
+            depth = min(MAX_K, max(int(total), k))
+        else:
+            depth = k
         where = [f"embedding MATCH {match_sql}", "k = ?", "api_key_id = ?", "expires_at > ?"]
-        params: list[Any] = [probe, k, query.api_key_id, unix_micros(query.now)]
+        params: list[Any] = [probe, depth, query.api_key_id, unix_micros(query.now)]
         if query.session_id is not None:
             where.append("session_id = ?")
             params.append(query.session_id)
@@ -576,12 +600,21 @@ class SqliteVecStore(VectorStore):
             where.append("created_at >= ?")
             params.append(unix_micros(cutoff))
         sql = (
-            f"WITH knn AS (SELECT rowid, distance FROM {SMALL} WHERE {' AND '.join(where)}) "
-            "SELECT i.memory_id, knn.distance FROM knn JOIN memroute_vec_ids i ON i.rowid = knn.rowid "
+            f"WITH knn AS (SELECT rowid, distance, embedding FROM {SMALL} WHERE {' AND '.join(where)}) "
+            "SELECT i.memory_id, knn.distance, knn.embedding FROM knn JOIN memroute_vec_ids i ON i.rowid = knn.rowid "
             "ORDER BY knn.distance"
         )
+        rows = connection.execute(sql, params).fetchall()
         # cosine distance = 1 - cosine similarity
-        return [(blob, 1.0 - distance) for blob, distance in connection.execute(sql, params).fetchall()]
+        if not center or len(rows) < 2:
+            return [(blob, 1.0 - distance, 1.0 - distance) for blob, distance, _ in rows[:k]]
+        element = np.float32 if index.quantization == "float32" else np.int8
+        vectors = np.frombuffer(b"".join(row[2] for row in rows), dtype=element).reshape(len(rows), index.dimensions)
+        vectors = vectors.astype(np.float32)
+        vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        scores = centered_scores(vectors, unit)
+        order = np.argsort(-scores, kind="stable")[:k]
+        return [(rows[i][0], float(scores[i]), 1.0 - rows[i][1]) for i in order]
 
     def count(self, api_key_id: str | None = None) -> int:
         conn = self._pool.get()
