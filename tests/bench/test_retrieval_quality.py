@@ -35,8 +35,9 @@ def test_held_out_set_hybrid_beats_each_leg_in_every_cell(source, tmp_path):
     if source == "transformers":
         pytest.importorskip("onnxruntime")
 
-    def open_service(path, embedding):
-        return memroute.open({}, data_dir=str(path), embedding=embedding, vectors={"store": "sqlite-vec"})
+    def open_service(path, embedding, vector_options=None):
+        return memroute.open({}, data_dir=str(path), embedding=embedding,
+                             vectors={"store": "sqlite-vec", **(vector_options or {})})
 
     report = run_quality(open_service, models=(source,), per_tenant=2000, root=tmp_path)
     print(f"\n{tables(report)}")

@@ -45,8 +45,9 @@ def test_chat_distractors_are_real_distinct_and_disjoint_between_tenants():
 
 
 def test_smoke_run_hybrid_is_at_least_as_good_as_each_leg(tmp_path):
-    def open_service(path, embedding):
-        return memroute.open({}, data_dir=str(path), embedding=embedding, vectors={"store": "sqlite-vec"})
+    def open_service(path, embedding, vector_options=None):
+        return memroute.open({}, data_dir=str(path), embedding=embedding,
+                             vectors={"store": "sqlite-vec", **(vector_options or {})})
 
     report = run_quality(open_service, models=("static",), per_tenant=0, root=tmp_path)
     result = report["results"]["static"]["0"]
