@@ -387,7 +387,8 @@ class Memroute:
     ) -> ListPage:
         """A page of the memories of ``api_key_id`` (newest first by default) with the total and per-type
         counts of every match. ``query`` is a case-insensitive substring over content and key; ``limit`` is
-        1..10000; ``order_by`` is ``created_at`` or ``updated_at``."""
+        1..10000; ``order_by`` is ``created_at``, ``updated_at`` or ``last_accessed_at`` (never-accessed
+        memories sort as the oldest)."""
         tenant = require_tenant(api_key_id)
         return self._manager.list(
             ListFilter(api_key_id=tenant, type=type, session_id=session_id, query=query, limit=limit,

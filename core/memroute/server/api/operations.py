@@ -76,7 +76,8 @@ def retrieve_preview(request: Request, principal: CurrentPrincipal, body: Previe
     tenant = principal.tenant_for(body.api_key_id)  # type: ignore[attr-defined]
     mem = svc(request)
     result = mem.search(body.query, api_key_id=tenant, strategy=body.strategy,  # type: ignore[attr-defined]
-                        limit=body.limit, max_tokens=body.max_tokens)  # type: ignore[attr-defined]
+                        limit=body.limit, max_tokens=body.max_tokens,  # type: ignore[attr-defined]
+                        record_access=False)  # a preview counts no access (as in the reference)
     status = jsonable(mem.status())
     embedding = status.get("embedding", {}) if isinstance(status, dict) else {}
     items = tuple(
