@@ -20,8 +20,8 @@ from memroute.models import Memory, MemoryType, new_memory_id, utcnow
 from memroute.serialization import memory_to_dict, write_jsonl
 from memroute.service import Memroute
 from memroute.specs import BackendSpec
-from memroute.testing.faults import FaultyBackend
 from memroute.testing.fakes import HashingEmbeddingSource
+from memroute.testing.faults import FaultyBackend
 from memroute.testing.memory import InMemoryBackend
 from memroute.testing.numpy_store import NumpyVectorStore
 

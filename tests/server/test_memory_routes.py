@@ -100,7 +100,7 @@ def test_search_counts_accesses_and_list_orders_by_them(clients, memroute_server
     a.post("/api/memory/retrieve-preview", json={"query": "tea"})
     memroute_server.mem.flush()
     listed = a.get("/api/memory", params={"orderBy": "lastAccessedAt"}).json()["data"]
-    assert [m["id"] for m in listed][0] == ids[2] and listed[0]["accessCount"] == 1
+    assert listed[0]["id"] == ids[2] and listed[0]["accessCount"] == 1
     assert listed[0]["lastAccessedAt"].endswith("Z")
     assert [m["accessCount"] for m in listed[1:]] == [0, 0], "previews must not count as accesses"
     snake = a.get("/api/memory", params={"orderBy": "last_accessed_at", "orderDir": "asc"}).json()["data"]

@@ -53,7 +53,6 @@ import pytest
 
 from memroute.errors import ConflictError, ValidationError
 from memroute.interfaces import MemoryBackend
-from memroute.testing.access import AccessTrackingTests
 from memroute.models import (
     ListFilter,
     Memory,
@@ -64,6 +63,7 @@ from memroute.models import (
     new_memory_id,
     utcnow,
 )
+from memroute.testing.access import AccessTrackingTests
 
 __all__ = ["FTS_SYNTAX_QUERIES", "BackendContract", "ROUND_TRIP_CONTENTS"]
 
