@@ -515,7 +515,7 @@ def test_the_row_memo_is_bounded() -> None:
 
     memo = RowMemo(size=3)
     now = "2026-11-29T14:27:46.123456Z"
-    rows = [(new_memory_id(), "a", None, "factual", f"k{i}", f"c{i}", "{}", now, now, None) for i in range(5)]
+    rows = [(new_memory_id(), "a", None, "factual", f"k{i}", f"c{i}", "{}", now, now, None, 0, None) for i in range(5)]
     built = [memo.memory(row) for row in rows]
     assert len(memo._items) == 3 and memo.memory(rows[-1]) is built[-1]
     assert memo.memory(rows[0]) is not built[0] and memo.memory(rows[0]).content == "c0"
