@@ -59,6 +59,7 @@ from memroute_builtins.backends.postgres.schema import (
     keyword_terms,
     migrations,
     or_query_sql,
+    put_columns,
     row_values,
     to_memory,
 )
@@ -66,6 +67,8 @@ from memroute_builtins.backends.postgres.schema import (
 __all__ = ["PostgresBackend", "PostgresSettings", "memroute_backends"]
 
 _EXTENSIONS: Final = ("btree_gin",)
+_PUT_CHUNK: Final = 5_000
+"""Rows per set-based statement of ``put_many`` (bounds one statement's parameter arrays, not the transaction)."""
 TS_MATCH: Final = "pg_catalog.ts_match_vq(pg_catalog.tsvector, pg_catalog.tsquery)"
 """The function behind ``tsvector @@ tsquery``. Under row-level security PostgreSQL uses an operator as an
 index condition only if its function is leakproof (otherwise it must run after the policy, row by row), and
@@ -202,9 +205,11 @@ class PostgresBackend(MemoryBackend):
                 if tenant != first:
                     conn.execute("SELECT set_config('memroute.api_key_id', %s, true)", (tenant,))
                 group = by_tenant[tenant]
-                with conn.cursor() as cur:
-                    cur.executemany(self.sql.put_evict, [(m.api_key_id, m.key, m.id) for m in group])
-                    cur.executemany(self.sql.put, [self._values(m) for m in group])
+                for start in range(0, len(group), _PUT_CHUNK):
+                    chunk = group[start:start + _PUT_CHUNK]
+                    conn.execute(self.sql.put_evict, ([m.api_key_id for m in chunk], [m.key for m in chunk],
+                                                      [m.id for m in chunk]))
+                    conn.execute(self.sql.put, put_columns(chunk))
         return len(batch)
 
     def get(self, memory_id: str) -> Memory | None:
