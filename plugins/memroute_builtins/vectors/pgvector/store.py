@@ -446,10 +446,12 @@ class PgvectorStore(VectorStore):
             with self._database().transaction("check health", tenant=ALL_TENANTS) as conn:
                 version = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
                 stored = self._read_index(conn, self.meta_table)
+                hnsw = self._hnsw_indexes(conn)
         except MemrouteError as exc:
             return HealthResult(ok=False, latency_ms=(time.perf_counter() - started) * 1000, error=str(exc),
                                 details=details)
-        details.update(pgvector=version[0] if version else None, stored=None if stored is None else stored.signature)
+        details.update(pgvector=version[0] if version else None, stored=None if stored is None else stored.signature,
+                       hnsw_index="present" if hnsw else "absent (a bulk load is running, or the next start builds it)")
         ok = self._index is None or stored == self._index
         return HealthResult(ok=ok, latency_ms=(time.perf_counter() - started) * 1000, details=details,
                             error=None if ok else str(self._stale(stored, self._index)))  # type: ignore[arg-type]
