@@ -150,15 +150,29 @@ def _response(body: dict[str, Any], reply: str, status: str = "completed") -> di
 
 
 def _responses_events(body: dict[str, Any], reply: str) -> list[bytes]:
-    events = [_sse("response.created", {"type": "response.created", "sequence_number": 0,
-                                        "response": _response(body, "", "in_progress")})]
-    for number, word in enumerate(_words(reply), start=1):
-        events.append(_sse("response.output_text.delta", {
-            "type": "response.output_text.delta", "item_id": "msg_1", "output_index": 0, "content_index": 0,
-            "delta": word, "sequence_number": number, "logprobs": []}))
-    events.append(_sse("response.completed", {"type": "response.completed", "sequence_number": len(events),
-                                              "response": _response(body, reply)}))
-    return events
+    # The item and content-part events a real API sends around the deltas: the SDK's ``responses.stream()``
+    # helper needs them to accumulate its snapshot.
+    item = {"type": "message", "id": "msg_1", "status": "in_progress", "role": "assistant", "content": []}
+    part = {"type": "output_text", "text": "", "annotations": []}
+    payloads: list[tuple[str, dict[str, Any]]] = [
+        ("response.created", {"response": _response(body, "", "in_progress")}),
+        ("response.output_item.added", {"output_index": 0, "item": item}),
+        ("response.content_part.added", {"item_id": "msg_1", "output_index": 0, "content_index": 0, "part": part}),
+    ]
+    for word in _words(reply):
+        payloads.append(("response.output_text.delta", {"item_id": "msg_1", "output_index": 0, "content_index": 0,
+                                                        "delta": word, "logprobs": []}))
+    done = _response(body, reply)
+    payloads += [
+        ("response.output_text.done", {"item_id": "msg_1", "output_index": 0, "content_index": 0, "text": reply,
+                                       "logprobs": []}),
+        ("response.content_part.done", {"item_id": "msg_1", "output_index": 0, "content_index": 0,
+                                        "part": {**part, "text": reply}}),
+        ("response.output_item.done", {"output_index": 0, "item": done["output"][0] if done["output"] else item}),
+        ("response.completed", {"response": done}),
+    ]
+    return [_sse(kind, {"type": kind, "sequence_number": number, **payload})
+            for number, (kind, payload) in enumerate(payloads)]
 
 
 class _Handler(BaseHTTPRequestHandler):

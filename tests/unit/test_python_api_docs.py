@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from tests.servers.fake_llm import fake_llm_server
+
 DOC = Path(__file__).resolve().parents[2] / "docs" / "python-api.md"
 
 
@@ -18,3 +20,16 @@ def test_the_async_example_runs(tmp_path, capsys):
     exec(compile(_example("async"), str(DOC), "exec"), {"DATA_DIR": str(tmp_path / "d"), "__name__": "doc"})
     out = capsys.readouterr().out
     assert "lang I prefer TypeScript" in out and "rejected:" in out
+
+
+def test_the_wrappers_example_runs_against_a_loopback_model(tmp_path, capsys):
+    with fake_llm_server() as server:  # stands in for the paid APIs
+        server.reply = "Postgres it is."
+        namespace = {"DATA_DIR": str(tmp_path / "d"), "BASE_URL": server.base_url, "__name__": "doc"}
+        exec(compile(_example("wrappers"), str(DOC), "exec"), namespace)
+        bodies = [request["body"] for request in server.requests if request["method"] == "POST"]
+    out = capsys.readouterr().out
+    assert out.count("Postgres it is.") == 3
+    assert len(bodies) == 3 and all("<memroute_memories>" in str(body) for body in bodies)
+    assert "Postgres for this project" in str(bodies[0])
+    assert "Ubuntu servers" in out  # the observed user turn, listed after flush

@@ -1,25 +1,48 @@
-"""Wrap an OpenAI or Anthropic Python SDK client so every chat call augments before and observes after.
+"""Wrap an OpenAI or Anthropic Python SDK client, sync or async, so every chat call augments before and
+observes after.
 
-The SDKs are optional and never imported: the wrappers are duck-typed. ``wrap_openai`` replaces
-``client.chat.completions.create`` and ``wrap_anthropic`` replaces ``client.messages.create`` on the
-client's own resource objects (both SDKs cache those), and return the same client::
+The SDKs are optional and never imported: the wrappers are duck-typed and replace methods on the client's
+own resource objects (both SDKs cache those), returning the same client::
 
     client = wrap_openai(OpenAI(), mem, api_key_id="user-1")
     client.chat.completions.create(model="gpt-4o", messages=[...])   # memories injected, facts extracted
 
+    aclient = wrap_openai(AsyncOpenAI(), amem, api_key_id="user-1")  # amem: memroute.open_async(...)
+    await aclient.chat.completions.create(model="gpt-4o", messages=[...])
+
+What is wrapped: OpenAI ``chat.completions.create`` and ``responses.create`` (plus their ``.stream()``
+helpers, which send through ``create``), Anthropic ``messages.create`` and ``messages.stream``. ``mem`` may
+be the sync service or an :class:`~memroute.aio.AsyncMemroute`, with either kind of client; for an async
+client memroute's work runs off the event loop (in the async API's pool, or a worker thread).
+
 Keyword arguments other than the SDK's transport options (``extra_headers``, ``extra_query``,
-``extra_body``, ``timeout``) form the request body memroute reads and augments. Streaming calls are
-augmented, and the request (not the streamed reply) is observed. Memory never breaks a call: a retrieval
-or extraction failure is logged and the call proceeds (the service's ``augment`` / ``observe`` contract).
+``extra_body``, ``timeout``) form the request body memroute reads and augments. A streamed reply
+(``stream=True`` or a ``.stream()`` helper) reaches the caller event by event, unchanged (the SDK's own event
+objects, with nothing awaited between them), and the turn is observed once the stream ends: the user's turn
+always, the assistant's text too when it ran to its end (and ``[extraction] mine_assistant`` is on). Memory
+never breaks a call: a retrieval, extraction or bookkeeping failure is logged and the call (or the stream)
+proceeds.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import inspect
 import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from memroute.aio import AsyncMemroute
+from memroute.integrations.streams import (
+    AsyncObservedStream,
+    AugmentingStreamManager,
+    HelperStreamManager,
+    ObservedStream,
+    ReplyText,
+    capture,
+)
+from memroute.models import require_tenant
 from memroute.pipeline.requests import ApiShape
 
 if TYPE_CHECKING:
@@ -30,12 +53,111 @@ __all__ = ["wrap_anthropic", "wrap_create", "wrap_openai"]
 log = logging.getLogger("memroute.integrations")
 
 _TRANSPORT_OPTIONS = frozenset({"extra_headers", "extra_query", "extra_body", "timeout"})
+_SDK_SENTINELS = frozenset({"Omit", "NotGiven"})  # the SDKs' "argument not given" markers
 _WRAPPED = "__memroute_wrapped__"
+
+
+class _Turn:
+    """What one wrapped method needs to augment and observe: the service, the tenant, the options."""
+
+    def __init__(self, mem: Memroute | AsyncMemroute, api_key_id: str, *, api: ApiShape,
+                 session_id: str | None, provider: str | None, headers: Mapping[str, str] | None) -> None:
+        self.amem = mem if isinstance(mem, AsyncMemroute) else None
+        self.mem: Memroute = mem.sync if isinstance(mem, AsyncMemroute) else mem
+        self.api_key_id = require_tenant(api_key_id)  # a bad tenant is a ValidationError now, not per call
+        self.api, self.session_id, self.provider = api, session_id, provider
+        self.headers = dict(headers or {})
+
+    def split(self, kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, str]]:
+        """(request body, transport options, headers for the opt-out check) of one call's keywords."""
+        body = {k: v for k, v in kwargs.items()
+                if k not in _TRANSPORT_OPTIONS and type(v).__name__ not in _SDK_SENTINELS}
+        transport = {k: v for k, v in kwargs.items() if k in _TRANSPORT_OPTIONS}
+        return body, transport, {**self.headers, **dict(transport.get("extra_headers") or {})}
+
+    def augment(self, body: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
+        try:
+            augmented: dict[str, Any] = self.mem.augment(body, api_key_id=self.api_key_id,
+                                                         session_id=self.session_id, provider=self.provider,
+                                                         headers=headers, api=self.api)
+            return augmented
+        except Exception:
+            log.exception("memroute: augment failed; calling without memory")
+            return body
+
+    def observe(self, body: dict[str, Any], response: Any, headers: dict[str, str]) -> None:
+        try:
+            self.mem.observe(body, response, api_key_id=self.api_key_id, session_id=self.session_id,
+                             headers=headers)
+        except Exception:
+            log.exception("memroute: observe failed")
+
+    async def aaugment(self, body: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
+        if self.amem is None:
+            return await asyncio.to_thread(self.augment, body, headers)
+        try:
+            augmented: dict[str, Any] = await self.amem.augment(
+                body, api_key_id=self.api_key_id, session_id=self.session_id, provider=self.provider,
+                headers=headers, api=self.api)
+            return augmented
+        except Exception:
+            log.exception("memroute: augment failed; calling without memory")
+            return body
+
+    async def aobserve(self, body: dict[str, Any], response: Any, headers: dict[str, str]) -> None:
+        if self.amem is None:
+            await asyncio.to_thread(self.observe, body, response, headers)
+            return
+        try:
+            await self.amem.observe(body, response, api_key_id=self.api_key_id, session_id=self.session_id,
+                                    headers=headers)
+        except Exception:
+            log.exception("memroute: observe failed")
+
+
+def _is_async(method: Callable[..., Any]) -> bool:
+    return inspect.iscoroutinefunction(inspect.unwrap(method))
+
+
+def _mark(function: Callable[..., Any]) -> Callable[..., Any]:
+    setattr(function, _WRAPPED, True)
+    return function
+
+
+def _wrap_create(create: Callable[..., Any], turn: _Turn) -> Callable[..., Any]:
+    if _is_async(create):
+        @functools.wraps(create)
+        async def augmented_acreate(*args: Any, **kwargs: Any) -> Any:
+            body, transport, headers = turn.split(kwargs)
+            response = await create(*args, **await turn.aaugment(body, headers), **transport)
+            if body.get("stream") is True:
+                stream = AsyncObservedStream(response, ReplyText(turn.api),
+                                             functools.partial(turn.aobserve, body, headers=headers))
+                capture(stream)
+                return stream
+            await turn.aobserve(body, response, headers)
+            return response
+
+        return _mark(augmented_acreate)
+
+    @functools.wraps(create)
+    def augmented_create(*args: Any, **kwargs: Any) -> Any:
+        body, transport, headers = turn.split(kwargs)
+        response = create(*args, **turn.augment(body, headers), **transport)
+        if body.get("stream") is True:
+            stream = ObservedStream(response, ReplyText(turn.api),
+                                    functools.partial(turn.observe, body, headers=headers))
+            capture(stream)
+            return stream
+        turn.observe(body, response, headers)
+        return response
+
+    return _mark(augmented_create)
 
 
 def wrap_create(
     create: Callable[..., Any],
-    mem: Memroute,
+    mem: Memroute | AsyncMemroute,
     api_key_id: str,
     *,
     api: ApiShape,
@@ -43,53 +165,84 @@ def wrap_create(
     provider: str | None = None,
     headers: Mapping[str, str] | None = None,
 ) -> Callable[..., Any]:
-    """A ``create(**body)`` that augments ``body`` before calling ``create`` and observes the turn after.
-    Opt-out headers may come from ``headers`` or the call's ``extra_headers``."""
-
-    @functools.wraps(create)
-    def augmented_create(*args: Any, **kwargs: Any) -> Any:
-        body = {k: v for k, v in kwargs.items() if k not in _TRANSPORT_OPTIONS}
-        transport = {k: v for k, v in kwargs.items() if k in _TRANSPORT_OPTIONS}
-        call_headers = {**(headers or {}), **dict(transport.get("extra_headers") or {})}
-        try:
-            new_body = mem.augment(body, api_key_id=api_key_id, session_id=session_id, provider=provider,
-                                   headers=call_headers, api=api)
-        except Exception:
-            log.exception("memroute: augment failed; calling without memory")
-            new_body = body
-        response = create(*args, **new_body, **transport)
-        try:
-            mem.observe(body, None if kwargs.get("stream") else response, api_key_id=api_key_id,
-                        session_id=session_id, headers=call_headers)
-        except Exception:
-            log.exception("memroute: observe failed")
-        return response
-
-    setattr(augmented_create, _WRAPPED, True)
-    return augmented_create
+    """A ``create(**body)`` (sync, or ``async`` when ``create`` is) that augments ``body`` before calling
+    ``create`` and observes the turn after; with ``stream=True`` it returns the SDK stream wrapped so that it
+    is observed when it ends. Opt-out headers may come from ``headers`` or the call's ``extra_headers``."""
+    return _wrap_create(create, _Turn(mem, api_key_id, api=api, session_id=session_id, provider=provider,
+                                      headers=headers))
 
 
-def _wrap_resource(resource: Any, mem: Memroute, api_key_id: str, api: ApiShape, **options: Any) -> None:
-    create = getattr(resource, "create", None)
-    if not callable(create):
-        raise TypeError(f"{type(resource).__name__} has no create() method to wrap")
-    if getattr(create, _WRAPPED, False):
+def _wrap_openai_helper(stream: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(stream)
+    def observed_stream(*args: Any, **kwargs: Any) -> Any:
+        return HelperStreamManager(stream(*args, **kwargs))
+
+    return _mark(observed_stream)
+
+
+def _wrap_anthropic_stream(stream: Callable[..., Any], turn: _Turn, *, is_async: bool) -> Callable[..., Any]:
+    @functools.wraps(stream)
+    def augmented_stream(*args: Any, **kwargs: Any) -> AugmentingStreamManager:
+        body, transport, headers = turn.split(kwargs)
+
+        def open_sync() -> Any:
+            return stream(*args, **turn.augment(body, headers), **transport)
+
+        async def open_async() -> Any:
+            return stream(*args, **await turn.aaugment(body, headers), **transport)
+
+        async def observe_async(reply: Any) -> None:
+            await turn.aobserve(body, reply, headers)
+
+        if is_async:
+            return AugmentingStreamManager(open_async=open_async, observe_async=observe_async)
+        return AugmentingStreamManager(open_sync=open_sync,
+                                       observe_sync=lambda reply: turn.observe(body, reply, headers))
+
+    return _mark(augmented_stream)
+
+
+def _patch(resource: Any, name: str, wrap: Callable[[Callable[..., Any]], Callable[..., Any]], *,
+           required: bool) -> None:
+    method = getattr(resource, name, None)
+    if not callable(method):
+        if required:
+            raise TypeError(f"{type(resource).__name__} has no {name}() method to wrap")
+        return
+    if getattr(method, _WRAPPED, False):
         return  # wrapping twice would inject twice
-    resource.create = wrap_create(create, mem, api_key_id, api=api, **options)
+    setattr(resource, name, wrap(method))
 
 
-def wrap_openai(client: Any, mem: Memroute, api_key_id: str, *, session_id: str | None = None,
+def _wrap_openai_resource(resource: Any, turn: _Turn, *, required: bool) -> None:
+    _patch(resource, "create", lambda create: _wrap_create(create, turn), required=required)
+    _patch(resource, "stream", _wrap_openai_helper, required=False)
+
+
+def wrap_openai(client: Any, mem: Memroute | AsyncMemroute, api_key_id: str, *, session_id: str | None = None,
                 provider: str | None = None, headers: Mapping[str, str] | None = None) -> Any:
-    """Make ``client.chat.completions.create`` augment and observe (OpenAI Chat Completions shape). Returns
-    ``client``. ``provider`` selects placement rules (``o1``, ``glm``, ``mimo``, ...)."""
-    _wrap_resource(client.chat.completions, mem, api_key_id, "openai-chat", session_id=session_id,
-                   provider=provider, headers=headers)
+    """Make ``client.chat.completions.create`` / ``.stream`` (Chat Completions shape) and, when the client
+    has them, ``client.responses.create`` / ``.stream`` (Responses shape) augment and observe. Works for
+    ``OpenAI`` and ``AsyncOpenAI``. Returns ``client``. ``provider`` selects placement rules (``o1``,
+    ``glm``, ``mimo``, ...)."""
+    def turn(api: ApiShape) -> _Turn:
+        return _Turn(mem, api_key_id, api=api, session_id=session_id, provider=provider, headers=headers)
+
+    _wrap_openai_resource(client.chat.completions, turn("openai-chat"), required=True)
+    responses = getattr(client, "responses", None)
+    if responses is not None:
+        _wrap_openai_resource(responses, turn("responses"), required=False)
     return client
 
 
-def wrap_anthropic(client: Any, mem: Memroute, api_key_id: str, *, session_id: str | None = None,
-                   headers: Mapping[str, str] | None = None) -> Any:
-    """Make ``client.messages.create`` augment (into top-level ``system``) and observe. Returns ``client``."""
-    _wrap_resource(client.messages, mem, api_key_id, "anthropic", session_id=session_id, provider="anthropic",
-                   headers=headers)
+def wrap_anthropic(client: Any, mem: Memroute | AsyncMemroute, api_key_id: str, *,
+                   session_id: str | None = None, headers: Mapping[str, str] | None = None) -> Any:
+    """Make ``client.messages.create`` and ``client.messages.stream`` augment (into top-level ``system``)
+    and observe. Works for ``Anthropic`` and ``AsyncAnthropic``. Returns ``client``."""
+    turn = _Turn(mem, api_key_id, api="anthropic", session_id=session_id, provider="anthropic", headers=headers)
+    resource = client.messages
+    is_async = _is_async(resource.create) if callable(getattr(resource, "create", None)) else False
+    _patch(resource, "create", lambda create: _wrap_create(create, turn), required=True)
+    _patch(resource, "stream", lambda stream: _wrap_anthropic_stream(stream, turn, is_async=is_async),
+           required=False)
     return client
