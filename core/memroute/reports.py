@@ -301,7 +301,8 @@ class RetrievalPreview:
     api_key_id: str
     memories: tuple[PreviewMemory, ...]
     resolution: PreviewResolution
-    total_tokens: int
+    total_tokens: int = attrs.field(metadata={"wire": "totalTokensUsed"})
+    """Tokens of the memories returned (``totalTokensUsed`` over HTTP, the reference's name)."""
     budget_max_tokens: int | None
     """The budget the memories were fitted into (``None``: no budget, only ``limit``)."""
     limit: int
@@ -341,7 +342,10 @@ class AugmentReport:
     """Why nothing was injected (``memory disabled``, ``opted out by header``, ``no user message``,
     ``retrieval failed``, ``no memories``, ``nowhere to inject``, ``injection failed``)."""
     preview: RetrievalPreview | None = None
-    """The memories retrieval chose (those injected, after typed decay), with ranks and resolution."""
+    """The memories retrieval chose (those injected, after typed decay), with ranks and resolution (``None``
+    when nothing was retrieved, or when the caller asked for no preview)."""
+    count: int = 0
+    """How many memories the block holds (0 when nothing was injected)."""
 
     _json_properties: ClassVar[tuple[str, ...]] = ("injected",)
 
