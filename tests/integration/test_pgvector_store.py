@@ -168,6 +168,12 @@ def test_a_bulk_load_builds_the_hnsw_index_once_and_answers_exactly_meanwhile(
             hits = store.query(items[5].vector, query, 3)
             assert hits[0].memory_id == items[5].memory_id  # exact scan meanwhile
         assert _hnsw(postgres_server, schema) == ["memory_vectors_hnsw"], "built once on exit"
+        import psycopg
+
+        # Analysed, so the planner knows the tenant's size (pg_stats hides row-secured tables from their owner).
+        with psycopg.connect(postgres_server.dsn("postgres", "memroute")) as raw:
+            assert raw.execute("SELECT count(*) FROM pg_stats WHERE schemaname = %s AND tablename = "
+                               "'memory_vectors' AND attname = 'api_key_id'", (schema,)).fetchone()[0] == 1
         assert store.count("alice") == 1200
         assert store.query(items[7].vector, query, 1)[0].memory_id == items[7].memory_id
     finally:

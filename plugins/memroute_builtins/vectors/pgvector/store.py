@@ -321,6 +321,10 @@ class PgvectorStore(VectorStore):
                 conn.execute("SET LOCAL statement_timeout = 0")
                 if not self._hnsw_indexes(conn):
                     self._create_hnsw(conn, index)
+                # Fresh statistics: with those of the (nearly empty) table before the load, the planner takes
+                # a tenant of 100,000 vectors for 100 rows and scans them exactly instead of using the index
+                # (measured: 42 ms instead of 3 ms at 20,000 vectors).
+                conn.execute(f"ANALYZE {self.table}")
         except MemrouteError as exc:
             log.warning("pgvector: building the HNSW index failed (the next start retries; searches scan each "
                         "tenant's vectors exactly meanwhile): %s", exc)
