@@ -133,9 +133,10 @@ class Sql:
             "WHERE m.api_key_id = p.api_key_id AND m.key = p.key AND m.id <> p.id")
         self.put = (
             f"INSERT INTO {t} ({_COLUMNS}) SELECT id, api_key_id, session_id, type, key, content, metadata::jsonb, "
-            "created_at, updated_at, expires_at FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], "
-            "%s::text[], %s::text[], %s::text[], %s::timestamptz[], %s::timestamptz[], %s::timestamptz[]) AS "
-            "p(id, api_key_id, session_id, type, key, content, metadata, created_at, updated_at, expires_at) "
+            "created_at, updated_at, expires_at, access_count, last_accessed_at FROM unnest(%s::text[], %s::text[], "
+            "%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::timestamptz[], %s::timestamptz[], "
+            "%s::timestamptz[], %s::bigint[], %s::timestamptz[]) AS p(id, api_key_id, session_id, type, key, "
+            "content, metadata, created_at, updated_at, expires_at, access_count, last_accessed_at) "
             "ON CONFLICT (id) DO UPDATE SET api_key_id = EXCLUDED.api_key_id, "
             "session_id = EXCLUDED.session_id, type = EXCLUDED.type, key = EXCLUDED.key, content = EXCLUDED.content, "
             "metadata = EXCLUDED.metadata, created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at, "
@@ -184,12 +185,12 @@ def to_memory(row: Sequence[Any]) -> Memory:
 
 def put_columns(memories: Sequence[Memory]) -> list[list[Any]]:
     """The parameters of :attr:`Sql.put`: one array per column (metadata as JSON text, cast in the server)."""
-    columns: list[list[Any]] = [[] for _ in range(10)]
+    columns: list[list[Any]] = [[] for _ in range(12)]
     for m in memories:
         for column, value in zip(columns, (
                 m.id, m.api_key_id, m.session_id, m.type.value, m.key, m.content,
                 json.dumps(m.metadata, ensure_ascii=False, separators=(",", ":")), m.created_at, m.updated_at,
-                m.expires_at), strict=True):
+                m.expires_at, m.access_count, m.last_accessed_at), strict=True):
             column.append(value)
     return columns
 
