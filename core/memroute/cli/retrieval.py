@@ -57,12 +57,19 @@ def reindex(ctx: click.Context, force: bool, as_json: bool) -> None:
               help="With --quality: real chat turns per tenant.")
 @click.option("--http", "http", is_flag=True,
               help="Also benchmark memroute serve: search and add over HTTP vs in-process, 1 vs 8 writers.")
+@click.option("--async", "async_", is_flag=True,
+              help="Also benchmark the async API: search and add throughput, 1 vs 16 tasks against 1 vs 16 sync "
+                   "threads, and the event loop's lag (docs/python-api.md).")
+@click.option("--async-workers", type=click.IntRange(1, 256), default=8, show_default=True,
+              help="With --async: the async API's pool size (max_workers) for the throughput figures.")
 @click.pass_context
 def bench(ctx: click.Context, sizes: str, single_adds: int, tenants: int, per_tenant: int, queries: int,
-          quick: bool, output: str | None, quality: bool, models: str, distractors: int, http: bool) -> None:
+          quick: bool, output: str | None, quality: bool, models: str, distractors: int, http: bool,
+          async_: bool, async_workers: int) -> None:
     """Benchmark the configured engine on synthetic data in a temporary directory (your data is untouched);
     with --quality, measure retrieval quality on the held-out set (docs/retrieval.md); with --http, also
-    the server against in-process calls (docs/performance.md)."""
+    the server against in-process calls (docs/performance.md); with --async, also the async API against
+    sync threads (docs/python-api.md)."""
     if quality:
         _bench_quality(ctx, [m.strip() for m in models.split(",") if m.strip()], distractors, output)
         return
@@ -87,6 +94,13 @@ def bench(ctx: click.Context, sizes: str, single_adds: int, tenants: int, per_te
 
     report = run_bench(open_fresh, sizes=size_list, single_adds=single_adds, tenants=tenants,
                        per_tenant=per_tenant, queries=queries, progress=lambda m: click.echo(f"... {m}", err=True))
+    if async_:
+        from memroute.bench_async import run_async_bench
+
+        report["async"] = run_async_bench(
+            lambda path: open_fresh(path), memories=1000 if quick else 5000, operations=160 if quick else 640,
+            max_workers=async_workers, rounds=1 if quick else 2,
+            progress=lambda m: click.echo(f"... async: {m}", err=True))
     if http:
         click.echo("... http server", err=True)
         report["http"] = _http_bench(memories=1000 if quick else 5000, searches=queries)
