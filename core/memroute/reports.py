@@ -341,7 +341,10 @@ class AugmentReport:
     """Why nothing was injected (``memory disabled``, ``opted out by header``, ``no user message``,
     ``retrieval failed``, ``no memories``, ``nowhere to inject``, ``injection failed``)."""
     preview: RetrievalPreview | None = None
-    """The memories retrieval chose (those injected, after typed decay), with ranks and resolution."""
+    """The memories retrieval chose (those injected, after typed decay), with ranks and resolution (``None``
+    when nothing was retrieved, or when the caller asked for no preview)."""
+    count: int = 0
+    """How many memories the block holds (0 when nothing was injected)."""
 
     _json_properties: ClassVar[tuple[str, ...]] = ("injected",)
 

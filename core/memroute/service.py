@@ -550,17 +550,18 @@ class Memroute:
 
     def explain_augment(self, request: Any, *, api_key_id: str, session_id: str | None = None,
                         provider: str | None = None, headers: Any = None, api: ApiShape | None = None,
-                        session_scope: bool = False) -> AugmentReport:
+                        session_scope: bool = False, preview: bool = True) -> AugmentReport:
         """Like :meth:`augment`, and also what was retrieved for which query (a :class:`RetrievalPreview` of
-        the memories injected), and why nothing was injected."""
+        the memories injected, unless ``preview=False``: the proxy's request path needs only the request and the
+        count), and why nothing was injected."""
         done = self._conversation.explain_augment(request, api_key_id, session_id, provider, headers, api=api,
                                                   session_scope=session_scope)
-        preview = None
-        if done.result is not None:
-            preview = self._preview_of(done.query, require_tenant(api_key_id), done.hits, done.result,
-                                       self.settings.memory.max_tokens, len(done.result.hits))
+        shown = None
+        if preview and done.result is not None:
+            shown = self._preview_of(done.query, require_tenant(api_key_id), done.hits, done.result,
+                                     self.settings.memory.max_tokens, len(done.result.hits))
         return AugmentReport(request=done.request, query=done.query, block=done.block, skipped=done.skipped,
-                             preview=preview)
+                             preview=shown, count=done.count)
 
     def observe(self, request: Any, response: Any = None, *, api_key_id: str, session_id: str | None = None,
                 headers: Any = None, wait: bool = False) -> builtins.list[Memory]:

@@ -28,3 +28,32 @@ def test_bench_reports_every_measurement(tmp_path, capsys):
                                        "bytes_per_memory": results["many_tenants"]["bytes_per_memory"]}
     assert report["engine"]["vector_store"]["backend"] == "sqlite-vec"
     assert report["machine"]["cpus"] >= 1
+
+
+def test_bench_proxy_reports_added_latency_against_direct_calls(tmp_path, capsys):
+    """``memroute bench --proxy`` starts a fake upstream and ``memroute serve`` in their own processes and reports
+    every measurement next to its direct baseline (tiny: 60 memories, 30 rounds)."""
+    output = tmp_path / "proxy.json"
+    try:
+        main(["bench", "--proxy", "--quick", "--sizes", "60", "--output", str(output)])
+    except SystemExit as exc:
+        assert not exc.code
+    report = json.loads(capsys.readouterr().out)
+    assert report == json.loads(output.read_text(encoding="utf-8"))
+    section = report["60_memories"]
+    assert section["memories_injected_per_request"]["min"] >= 1
+    for kind in ("request", "ttfb"):
+        assert section[kind]["direct"]["p50_ms"] > 0
+        for case in ("memory", "opted_out"):
+            measured = section[kind][case]
+            assert measured["p95_ms"] >= measured["p50_ms"] > 0
+            assert measured["added_p50_ms"] == round(measured["p50_ms"] - section[kind]["direct"]["p50_ms"], 3)
+    assert isinstance(section["target_met"], bool) and report["rounds"] == 30
+
+
+def test_bench_proxy_refuses_bad_sizes(capsys):
+    try:
+        main(["bench", "--proxy", "--sizes", "ten"])
+    except SystemExit as exc:
+        assert exc.code == 2
+    assert "--sizes" in capsys.readouterr().err

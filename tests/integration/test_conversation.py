@@ -464,7 +464,9 @@ def test_session_header_names_the_session(make_service):
     assert [m.content for m in scoped.preview.memories] == ["tabs"]
 
 
-def test_injection_failure_sends_the_request_unchanged(make_service, caplog):
+def test_a_deeply_nested_body_is_injected_without_copying_it(make_service):
+    """Injection copies on write (only the list the block goes into), so a body nested deeper than
+    ``copy.deepcopy`` can go gets its memories, and the caller's body is untouched."""
     mem = make_service()
     mem.observe(chat("I prefer tabs"), api_key_id="k", wait=True)
     mem.flush()
@@ -474,6 +476,24 @@ def test_injection_failure_sends_the_request_unchanged(make_service, caplog):
         node["x"] = {}
         node = node["x"]
     request = {**chat("tabs?"), "metadata": deep}
+    messages = request["messages"]
+    out = mem.augment(request, api_key_id="k")
+    assert out is not request and out["metadata"] is deep
+    assert request["messages"] is messages and len(messages) == 1
+    assert BLOCK_START in out["messages"][0]["content"]
+
+
+def test_injection_failure_sends_the_request_unchanged(make_service, caplog, monkeypatch):
+    import memroute.pipeline.conversation as conversation
+
+    def broken(*_args, **_kwargs):
+        raise RuntimeError("injection broke")
+
+    mem = make_service()
+    mem.observe(chat("I prefer tabs"), api_key_id="k", wait=True)
+    mem.flush()
+    monkeypatch.setattr(conversation, "inject_block", broken)  # a fault no valid body triggers any more
+    request = chat("tabs?")
     with caplog.at_level(logging.ERROR, logger="memroute.pipeline"):
         assert mem.augment(request, api_key_id="k") is request
     assert "injection failed" in caplog.text

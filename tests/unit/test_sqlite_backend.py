@@ -487,3 +487,35 @@ def test_keyword_search_reads_only_the_tenants_postings(backend: SqliteBackend, 
     hits = backend.search(SearchQuery(api_key_id="a", text="ramen", strategy="hybrid", limit=1))
     assert [h.memory.id for h in hits] == [mine.id]
     assert len(reads) == 1, f"keyword search by one tenant ran {len(reads)} statements"
+
+
+# --- the row memo ----------------------------------------------------------------------------------------
+
+def test_search_reuses_a_memory_while_its_row_is_unchanged_and_rebuilds_it_after_any_change(db_path: Path) -> None:
+    backend = open_backend(db_path)
+    other = open_backend(db_path)  # another process's writes reach this backend only through the file
+    try:
+        stored = add(backend, "pref:tea", "Likes green tea")
+        query = SearchQuery(api_key_id="a", text="green tea", strategy="hybrid", limit=5)
+        first = backend.search(query)[0].memory
+        assert backend.search(query)[0].memory is first
+        assert backend.get_many([stored.id])[stored.id] is first
+        other.update(stored.id, MemoryPatch(metadata={"category": "drink"}))  # metadata only: FTS untouched
+        changed = backend.search(query)[0].memory
+        assert changed is not first and changed.metadata == {"category": "drink"} and first.metadata == {}
+        other.update(stored.id, MemoryPatch(content="Likes green tea with mint"))
+        assert backend.get_many([stored.id])[stored.id].content == "Likes green tea with mint"
+    finally:
+        other.close()
+        backend.close()
+
+
+def test_the_row_memo_is_bounded() -> None:
+    from memroute_builtins.backends.sqlite.schema import RowMemo
+
+    memo = RowMemo(size=3)
+    now = "2026-11-29T14:27:46.123456Z"
+    rows = [(new_memory_id(), "a", None, "factual", f"k{i}", f"c{i}", "{}", now, now, None) for i in range(5)]
+    built = [memo.memory(row) for row in rows]
+    assert len(memo._items) == 3 and memo.memory(rows[-1]) is built[-1]
+    assert memo.memory(rows[0]) is not built[0] and memo.memory(rows[0]).content == "c0"

@@ -57,6 +57,9 @@ def reindex(ctx: click.Context, force: bool, as_json: bool) -> None:
               help="With --quality: real chat turns per tenant.")
 @click.option("--http", "http", is_flag=True,
               help="Also benchmark memroute serve: search and add over HTTP vs in-process, 1 vs 8 writers.")
+@click.option("--proxy", "proxy", is_flag=True,
+              help="Benchmark the memory proxy instead: added latency and time to first streamed byte against "
+                   "the same requests sent straight to a loopback fake upstream (docs/proxy.md).")
 @click.option("--async", "async_", is_flag=True,
               help="Also benchmark the async API: search and add throughput, 1 vs 16 tasks against 1 vs 16 sync "
                    "threads, and the event loop's lag (docs/python-api.md).")
@@ -65,13 +68,21 @@ def reindex(ctx: click.Context, force: bool, as_json: bool) -> None:
 @click.pass_context
 def bench(ctx: click.Context, sizes: str, single_adds: int, tenants: int, per_tenant: int, queries: int,
           quick: bool, output: str | None, quality: bool, models: str, distractors: int, http: bool,
-          async_: bool, async_workers: int) -> None:
+          proxy: bool, async_: bool, async_workers: int) -> None:
     """Benchmark the configured engine on synthetic data in a temporary directory (your data is untouched);
     with --quality, measure retrieval quality on the held-out set (docs/retrieval.md); with --http, also
-    the server against in-process calls (docs/performance.md); with --async, also the async API against
-    sync threads (docs/python-api.md)."""
+    the server against in-process calls; with --proxy, the memory proxy against direct calls
+    (docs/performance.md); with --async, also the async API against sync threads (docs/python-api.md)."""
     if quality:
         _bench_quality(ctx, [m.strip() for m in models.split(",") if m.strip()], distractors, output)
+        return
+    if proxy:
+        explicit = ctx.get_parameter_source("sizes") is not click.core.ParameterSource.DEFAULT
+        report = _proxy_bench(sizes=sizes if explicit else ("500" if quick else "500,2000"),
+                              rounds=30 if quick else 200)
+        echo_json(report)
+        if output:
+            Path(output).write_text(json.dumps(report, indent=2, default=str), encoding="utf-8")
         return
     from memroute.bench import run_bench
     from memroute.service import Memroute
@@ -119,6 +130,25 @@ def _http_bench(*, memories: int, searches: int) -> Any:
                          check=False)
     if run.returncode != 0:
         raise click.ClickException(f"the HTTP bench failed: {run.stderr.strip()[-500:]}")
+    return json.loads(run.stdout)
+
+
+def _proxy_bench(*, sizes: str, rounds: int) -> Any:
+    """Like the HTTP bench, in its own interpreter (it starts ``memroute serve`` and a fake upstream)."""
+    import subprocess
+
+    try:
+        size_list = [int(part) for part in sizes.split(",") if part.strip()]
+    except ValueError:
+        raise click.BadParameter("expected comma-separated integers", param_hint="--sizes") from None
+    if not size_list or min(size_list) < 1:
+        raise click.BadParameter("expected tenant sizes of 1 memory or more", param_hint="--sizes")
+    click.echo(f"... memory proxy ({', '.join(map(str, size_list))} memories, {rounds} rounds)", err=True)
+    run = subprocess.run([sys.executable, "-m", "memroute.server.proxy.bench", "--sizes",
+                          ",".join(map(str, size_list)), "--rounds", str(rounds), "--json"],
+                         capture_output=True, text=True, check=False)
+    if run.returncode != 0:
+        raise click.ClickException(f"the proxy bench failed: {run.stderr.strip()[-500:]}")
     return json.loads(run.stdout)
 
 

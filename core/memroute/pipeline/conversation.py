@@ -25,7 +25,7 @@ from memroute.errors import ValidationError
 from memroute.interfaces import ExtractedFact, Extractor
 from memroute.models import Memory, MemoryType, SearchHit, SearchResult, require_session, require_tenant, utcnow
 from memroute.pipeline.gate import memory_enabled, opted_out, session_from_headers
-from memroute.pipeline.inject import format_memory_block, inject_block
+from memroute.pipeline.inject import block_of, inject_block, memory_lines
 from memroute.pipeline.requests import ApiShape, assistant_text, extraction_text, query_text
 from memroute.pipeline.summarize import build_summary, select_for_compaction
 from memroute.reports import MaintenanceReport
@@ -61,6 +61,8 @@ class Augmentation:
     hits: tuple[SearchHit, ...] = ()
     """The hits chosen for the block (the search result's, without decayed memories)."""
     block: str = ""
+    count: int = 0
+    """How many memories the block holds."""
     skipped: str | None = None
     """Why nothing was injected (``disabled``, ``opted out``, ``no user message``, ``no memories``, ...)."""
 
@@ -343,7 +345,8 @@ class Conversation:
             log.exception("memroute: retrieval failed; the request goes out without memory")
             return Augmentation(request=request, query=query, skipped="retrieval failed")
         hits = [hit for hit in result.hits if not self._decayed(hit.memory)]
-        block = format_memory_block(hits)
+        lines = memory_lines(hits)
+        block, count = block_of(lines), len(lines)
         try:
             augmented = inject_block(request, block, provider=provider, api=api)
         except Exception:  # e.g. a body too deeply nested to copy: send it as it is, like a failed retrieval
@@ -353,7 +356,8 @@ class Conversation:
         if augmented is request:
             return Augmentation(request=request, query=query, result=result, hits=tuple(hits),
                                 skipped="no memories" if not block else "nowhere to inject")
-        return Augmentation(request=augmented, query=query, result=result, hits=tuple(hits), block=block)
+        return Augmentation(request=augmented, query=query, result=result, hits=tuple(hits), block=block,
+                            count=count)
 
     # --- decay, retention ----------------------------------------------------------------------------
     def _decayed(self, memory: Memory, now: datetime | None = None) -> bool:

@@ -27,15 +27,15 @@ Responses                                   a ``developer`` message item (``user
                                             ``input`` becomes ``[memory item, user item]``
 ==========================================  ===========================================================
 
-The input request is never mutated: the result is a deep copy, or the very same object when there is
-nothing to inject.
+The input request is never mutated: the result is a new request that shares every part it does not change
+with the input (copy on write), or the very same object when there is nothing to inject.
 """
 
 from __future__ import annotations
 
-import copy
 import json
 import re
+import threading
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final
@@ -47,9 +47,11 @@ __all__ = [
     "BLOCK_START",
     "PROVIDERS_SYSTEM_MUST_BE_FIRST",
     "PROVIDERS_WITHOUT_SYSTEM_MESSAGE",
+    "block_of",
     "format_memory_block",
     "inject_block",
     "inject_memories",
+    "memory_lines",
     "normalize_provider",
 ]
 
@@ -101,6 +103,34 @@ def _date(memory: Any) -> str:
     return f" ({moment.date().isoformat()})" if isinstance(moment, datetime) else ""
 
 
+class _LineMemo:
+    """The block line last rendered for each memory *object* (bounded, oldest dropped first).
+
+    Memories are immutable, and the SQLite backend hands out the same object while a memory's row is
+    unchanged, so a tenant's memories are rendered once, not on every request: rendering (label, date, quoting,
+    bracket escaping) cost 6 us a memory, 0.5 ms for an 80-memory block. An entry holds its memory, so the
+    identity check can never match a different object that reused the address."""
+
+    def __init__(self, size: int = 8192) -> None:
+        self.size = size
+        self._items: dict[int, tuple[Any, str]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, memory: Any) -> str | None:
+        found = self._items.get(id(memory))
+        return found[1] if found is not None and found[0] is memory else None
+
+    def put(self, memory: Any, line: str) -> str:
+        with self._lock:
+            while len(self._items) >= self.size:
+                del self._items[next(iter(self._items))]
+            self._items[id(memory)] = (memory, line)
+        return line
+
+
+_LINES: Final = _LineMemo()
+
+
 def format_memory_block(memories: Sequence[Any]) -> str:
     """The memory block for ``memories`` (Memory or SearchHit objects, best first), or ``""`` when none has
     text. Example::
@@ -111,16 +141,27 @@ def format_memory_block(memories: Sequence[Any]) -> str:
         - aversion (2026-11-29): "Strongly dislikes Python"
         </memroute_memories>
     """
+    return block_of(memory_lines(memories))
+
+
+def memory_lines(memories: Sequence[Any]) -> list[str]:
+    """One block line per memory of ``memories`` that has text (see :func:`format_memory_block`)."""
     lines = []
     for item in memories:
         memory = _memory_of(item)
-        content = getattr(memory, "content", None)
-        if not isinstance(content, str) or not content.strip():
-            continue
-        lines.append(f"- {_label(memory)}{_date(memory)}: {_quote(content)}")
-    if not lines:
-        return ""
-    return "\n".join([BLOCK_START, BLOCK_PREAMBLE, *lines, BLOCK_END])
+        line = _LINES.get(memory)
+        if line is None:
+            content = getattr(memory, "content", None)
+            if not isinstance(content, str) or not content.strip():
+                continue
+            line = _LINES.put(memory, f"- {_label(memory)}{_date(memory)}: {_quote(content)}")
+        lines.append(line)
+    return lines
+
+
+def block_of(lines: Sequence[str]) -> str:
+    """The memory block around ``lines`` (from :func:`memory_lines`), or ``""`` for none."""
+    return "\n".join([BLOCK_START, BLOCK_PREAMBLE, *lines, BLOCK_END]) if lines else ""
 
 
 def inject_memories(
@@ -141,7 +182,14 @@ def inject_block(request: Any, block: str, *, provider: str | None = None, api: 
     if shape is None:
         return request
     name = normalize_provider(provider)
-    augmented = copy.deepcopy(dict(request))
+    # Copy on write: a new top-level dict and a new copy of the one list the block goes into; every message
+    # or block that changes is replaced by a new dict, never edited, and the rest is shared with the input.
+    # A deep copy of the whole body cost as much as retrieval for long agent conversations (tool schemas,
+    # hundreds of messages) and failed outright on deeply nested bodies.
+    augmented = dict(request)
+    for name_of_list in ("messages", "input"):
+        if isinstance(augmented.get(name_of_list), list):
+            augmented[name_of_list] = list(augmented[name_of_list])
     if shape == "responses":
         done = _inject_responses(augmented, block, name)
     elif shape == "anthropic":

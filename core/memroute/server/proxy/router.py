@@ -106,10 +106,6 @@ def error_response(style: Style, status: int, message: str, kind: str,
     return JSONResponse(body, status_code=status, headers=dict(headers or {}))
 
 
-def _count_block(block: str) -> int:
-    return sum(1 for line in block.splitlines() if line.startswith("- "))
-
-
 class MemoryProxy:
     """The proxy's state: the two upstreams and the counters. One per app."""
 
@@ -133,7 +129,8 @@ class MemoryProxy:
                  provider: str | None) -> _Augmented:
         """Runs in a worker thread. Never raises: a failure sends the body as it came."""
         try:
-            report = self.mem.explain_augment(body, api_key_id=tenant, provider=provider, headers=headers, api=api)
+            report = self.mem.explain_augment(body, api_key_id=tenant, provider=provider, headers=headers, api=api,
+                                              preview=False)
         except Exception:
             log.exception("memroute proxy: augment failed; the request goes out without memory")
             return _Augmented(body, skipped="memory error", failed=True)
@@ -141,12 +138,15 @@ class MemoryProxy:
         if report.request is body or skipped:
             failed = isinstance(skipped, str) and "failed" in skipped
             return _Augmented(body, skipped=skipped or "nothing injected", failed=failed)
-        return _Augmented(report.request, count=_count_block(getattr(report, "block", "") or ""))
+        return _Augmented(report.request, count=report.count)
 
     async def _augment_in_time(self, body: Any, api: Api, tenant: str, headers: Mapping[str, str],
                                provider: str | None) -> _Augmented:
         """:meth:`_augment` off the event loop, given at most ``[proxy] memory_timeout_s``: a slow or hung memory
         store delays no request for longer (the abandoned call finishes, or times out, in its thread)."""
+        if not memory_enabled(self.mem.settings.memory) or opted_out(headers):
+            # Nothing will be retrieved: the service answers at once, so no worker thread (a hop costs more).
+            return self._augment(body, api, tenant, headers, provider)
         limit = self.settings.memory_timeout_s
         with anyio.move_on_after(limit):
             return await anyio.to_thread.run_sync(partial(self._augment, body, api, tenant, headers, provider),

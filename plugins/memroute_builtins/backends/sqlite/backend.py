@@ -78,6 +78,7 @@ from memroute_builtins.backends.sqlite.schema import (
     MAX_QUERY_CHARS,
     MAX_QUERY_TERMS,
     SCHEMA_VERSION,
+    RowMemo,
     _casefold,
     _row_values,
     _to_memory,
@@ -152,6 +153,7 @@ class SqliteBackend(MemoryBackend):
         self._cache: TTLCache[str, Memory] = TTLCache(self.settings.cache_size, self.settings.cache_ttl_s)
         self._generation = 0
         self._cache_lock = threading.Lock()
+        self._rows = RowMemo()
         self._pool: ThreadConnections | None = None
         self._init_lock = threading.Lock()
 
@@ -252,6 +254,7 @@ class SqliteBackend(MemoryBackend):
         if pool is not None:
             pool.close()
         self._cache.clear()
+        self._rows.clear()
 
     # --- plumbing ----------------------------------------------------------------------------------------
 
@@ -385,7 +388,7 @@ class SqliteBackend(MemoryBackend):
         for memory_id in memory_ids:
             require_id(memory_id)
         rows = self._read(_SQL_GET_MANY, (json.dumps(list(memory_ids)),), "read memories")
-        return {m.id: m for m in map(_to_memory, rows)}
+        return {m.id: m for m in map(self._rows.memory, rows)}
 
     def update(self, memory_id: str, patch: MemoryPatch) -> Memory | None:
         require_id(memory_id)
@@ -493,7 +496,7 @@ class SqliteBackend(MemoryBackend):
         rows = self._read(
             f"SELECT {_COLUMNS} FROM memories WHERE {where} ORDER BY created_at DESC, id LIMIT ?",
             [*params, query.limit], "search memories")
-        return [BackendHit(memory=_to_memory(row), score=1.0 / rank) for rank, row in enumerate(rows, start=1)]
+        return [BackendHit(memory=self._rows.memory(row), score=1.0 / rank) for rank, row in enumerate(rows, start=1)]
 
     def keyword(self, query: SearchQuery) -> builtins.list[BackendHit]:
         terms = fts_query(query.text)
@@ -523,7 +526,7 @@ class SqliteBackend(MemoryBackend):
             if matches <= depth:
                 break
             depth *= 8
-        return [BackendHit(memory=_to_memory(row[:-1]), score=-float(row[-1])) for row in rows]
+        return [BackendHit(memory=self._rows.memory(row[:-1]), score=-float(row[-1])) for row in rows]
 
     # --- reindex queue, access telemetry, settings -----------------------------------------------------
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any, Final
@@ -150,6 +151,38 @@ def _to_memory(row: Sequence[Any]) -> Memory:
         metadata=meta if isinstance(meta, dict) else {}, created_at=parse_ts(created), updated_at=parse_ts(updated),
         expires_at=None if expires is None else parse_ts(expires),
     )
+
+
+class RowMemo:
+    """The :class:`Memory` last built from each memory's row, reused while the row reads back identical.
+
+    A search materialises every candidate it reads (a hybrid search for ``augment`` reads up to 200 rows), and
+    building a memory parses its metadata JSON and two or three timestamps: about 6 us a row, the largest cost
+    left in the keyword leg. The row is still read from SQLite every time; only its conversion is memoised, so a
+    row changed by this process or another is rebuilt (any column differs). Bounded to ``size`` memories,
+    oldest entry dropped first. Memories are shared between callers: their ``metadata`` is read-only.
+    """
+
+    def __init__(self, size: int = 8192) -> None:
+        self.size = size
+        self._items: dict[str, tuple[tuple[Any, ...], Memory]] = {}
+        self._lock = threading.Lock()
+
+    def memory(self, row: Sequence[Any]) -> Memory:
+        row = tuple(row)
+        found = self._items.get(row[0])
+        if found is not None and found[0] == row:
+            return found[1]
+        memory = _to_memory(row)
+        with self._lock:
+            while len(self._items) >= self.size:
+                del self._items[next(iter(self._items))]
+            self._items[memory.id] = (row, memory)
+        return memory
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
 
 
 _dump_metadata = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
