@@ -17,8 +17,8 @@ from memroute.errors import NotFoundError, ValidationError
 from memroute.models import Memory, MemoryType
 from memroute.server.api import models as m
 from memroute.server.auth import CurrentPrincipal, ScopedRouter
-from memroute.server.compat import service
 from memroute.server.schema import wire_model
+from memroute.service import Memroute
 
 router = ScopedRouter(prefix="/api/memory", tags=["memory"])
 
@@ -41,29 +41,24 @@ def ok(example: Any, status: int = 200) -> dict[int | str, dict[str, Any]]:
     return {status: {"content": {"application/json": {"example": example}}}}
 
 
-def svc(request: Request) -> Any:
-    return service(request.app.state.memroute)
+def svc(request: Request) -> Memroute:
+    """The tenant-scoped service the app serves (``memroute.open``'s): the only thing a route calls."""
+    mem: Memroute = request.app.state.memroute
+    return mem
 
 
 def asvc(request: Request) -> AsyncMemroute:
     """The async API over the app's service: a coroutine route awaits one call in its pool, where a sync
     route costs FastAPI two thread hops (the handler, then its response validation)."""
-    return request.app.state.memroute_async
+    amem: AsyncMemroute = request.app.state.memroute_async
+    return amem
 
 
-def _stats(mem: Any, tenant: str) -> m.ListStats:
-    if hasattr(mem, "stats"):
-        stats = mem.stats(tenant)
-        hits, misses = stats.cache.hits, stats.cache.misses
-        total, by_type, tokens = stats.total, dict(stats.by_type), stats.tokens_used
-    else:  # until the service's stats() lands
-        page = mem.list(api_key_id=tenant, limit=1)
-        hits = misses = 0
-        total, by_type = page.total, {t.value: int(page.by_type.get(t.value, 0)) for t in MemoryType}
-        tokens = sum(memory.tokens for memory in mem.export(tenant))
-    rate = round(hits / (hits + misses), 4) if hits + misses else 0.0
-    return m.ListStats(total=total, by_type=by_type, tokens_used=tokens, hit_rate=rate,
-                       cache_stats=m.CacheCounters(hits=hits, misses=misses))
+def _stats(mem: Memroute, tenant: str) -> m.ListStats:
+    stats = mem.stats(tenant)
+    return m.ListStats(total=stats.total, by_type=dict(stats.by_type), tokens_used=stats.tokens_used,
+                       hit_rate=stats.cache.hit_rate,
+                       cache_stats=m.CacheCounters(hits=stats.cache.hits, misses=stats.cache.misses))
 
 
 @router.get("", scope="read", response_model=wire_model(m.MemoryPage), summary="List memories (paged)",
@@ -123,8 +118,8 @@ async def search_memories(request: Request, principal: CurrentPrincipal, body: S
     """The same retrieval ``augment`` uses: expiry, retention and session scope applied on every leg."""
     tenant = principal.tenant_for(body.api_key_id)  # type: ignore[attr-defined]
     return await asvc(request).search(body.query, api_key_id=tenant, strategy=body.strategy,  # type: ignore[attr-defined]
-                               limit=body.limit, max_tokens=body.max_tokens,  # type: ignore[attr-defined]
-                               session_id=body.session_id or None)  # type: ignore[attr-defined]
+                                      limit=body.limit, max_tokens=body.max_tokens,  # type: ignore[attr-defined]
+                                      session_id=body.session_id or None)  # type: ignore[attr-defined]
 
 
 def _memory_id(memory_id: str) -> str:
