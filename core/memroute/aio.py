@@ -147,6 +147,7 @@ class AsyncMemroute:
     import_jsonl = _forward(Memroute.import_jsonl)
     import_memories = _forward(Memroute.import_memories)
     memory_settings = _forward(Memroute.memory_settings)
+    memory_overrides = _forward(Memroute.memory_overrides)
     update_memory_settings = _forward(Memroute.update_memory_settings)
 
     # --- export: async iterators ---------------------------------------------------------------------

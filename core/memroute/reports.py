@@ -301,7 +301,8 @@ class RetrievalPreview:
     api_key_id: str
     memories: tuple[PreviewMemory, ...]
     resolution: PreviewResolution
-    total_tokens: int
+    total_tokens: int = attrs.field(metadata={"wire": "totalTokensUsed"})
+    """Tokens of the memories returned (``totalTokensUsed`` over HTTP, the reference's name)."""
     budget_max_tokens: int | None
     """The budget the memories were fitted into (``None``: no budget, only ``limit``)."""
     limit: int

@@ -71,7 +71,7 @@ if TYPE_CHECKING:
     from memroute.pipeline.conversation import Conversation
     from memroute.pipeline.requests import ApiShape
     from memroute.settings import MemorySettings
-    from memroute.state import StateStore
+    from memroute.state import RuntimeMemorySettings, StateStore
     from memroute.storage_api import StorageAPI
 
 __all__ = ["Memroute", "derive_key"]
@@ -109,6 +109,7 @@ class Memroute:
         self._lock = threading.RLock()
         self._pipeline: Conversation | None = None
         self._state: StateStore | None = None
+        self._runtime: RuntimeMemorySettings | None = None
         backends = settings.backends
         built = []
         try:
@@ -201,25 +202,33 @@ class Memroute:
         """The deployment's API keys (``memroute keys``, ``/api/keys``)."""
         return self.state.keys
 
-    def memory_settings(self) -> MemorySettings:
+    def memory_settings(self, *, fresh: bool = False) -> MemorySettings:
         """The ``[memory]`` settings in effect: the configured ones with the runtime overrides stored by
-        :meth:`update_memory_settings` (in the shared state store, so every process sees them)."""
-        from memroute.state import apply_memory_overrides
+        :meth:`update_memory_settings` (in the shared state store). Search, preview, augment, observe and
+        prune read them here; another process's change applies within
+        :data:`~memroute.state.RUNTIME_SETTINGS_TTL_S` (1 s), this process's at once. ``fresh`` reads the
+        store now instead."""
+        return self._runtime_settings.current(fresh=fresh)
 
-        stored = self.state.get_value("settings", "memory") or {}
-        return apply_memory_overrides(self.settings.memory, stored)
+    def memory_overrides(self, *, fresh: bool = False) -> dict[str, Any]:
+        """The runtime overrides in effect (setting name → value), without the configured values."""
+        return self._runtime_settings.overrides(fresh=fresh)
 
     def update_memory_settings(self, changes: Mapping[str, Any]) -> MemorySettings:
         """Change runtime memory settings (wire names: ``enabled``, ``maxTokens``, ``retentionDays``,
-        ``strategy``, ``typedDecay*``), strictly validated; returns the settings now in effect."""
-        from memroute.state import validate_memory_overrides
+        ``strategy``, ``typedDecay*``; ``None`` drops an override), strictly validated: a bad value raises
+        :class:`~memroute.errors.ValidationError` naming the field and stores nothing. Returns the settings now
+        in effect."""
+        return self._runtime_settings.update(changes)
 
-        checked = validate_memory_overrides(changes, self.settings.memory)
+    @property
+    def _runtime_settings(self) -> RuntimeMemorySettings:
         with self._lock:
-            stored = dict(self.state.get_value("settings", "memory") or {})
-            stored.update(checked)
-            self.state.put_value("settings", "memory", stored)
-        return self.memory_settings()
+            if self._runtime is None:
+                from memroute.state import RuntimeMemorySettings
+
+                self._runtime = RuntimeMemorySettings(self.settings.memory, lambda: self.state)
+            return self._runtime
 
     # --- CRUD ----------------------------------------------------------------------------------------
     def add(
@@ -413,14 +422,15 @@ class Memroute:
         if not isinstance(query, str):
             raise ValidationError("query: expected a string", [("query", "type")])
         tenant = require_tenant(api_key_id)
-        chosen = resolve_strategy(strategy if strategy is not None else self.settings.memory.strategy)
+        memory = self.memory_settings()
+        chosen = resolve_strategy(strategy if strategy is not None else memory.strategy)
         if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int)
                                        or not 0 <= max_tokens <= 16000):
             raise ValidationError("max_tokens: must be an integer in [0, 16000]", [("max_tokens", "range")])
         search_query = SearchQuery(
             api_key_id=tenant, text=query[:4096], strategy=chosen,
             limit=limit if limit is not None else self.settings.memory.vec_top_k,
-            session_id=session_id, retention_days=self.settings.memory.retention_days, type=type,
+            session_id=session_id, retention_days=memory.retention_days, type=type,
         )
         return self._retrieval.search(search_query, max_tokens=max_tokens)
 
@@ -440,7 +450,7 @@ class Memroute:
         fallbacks and why); total tokens against the budget. ``max_tokens`` defaults to ``[memory]
         max_tokens`` (1..16000), ``limit`` to 20 (1..100). Always one tenant, with the expiry, retention and
         session filters of :meth:`search` (the reference's preview had none)."""
-        budget = self.settings.memory.max_tokens if max_tokens is None else max_tokens
+        budget = self.memory_settings().max_tokens if max_tokens is None else max_tokens
         count = 20 if limit is None else _check_range("limit", limit, 1, 100)
         result = self.search(query, api_key_id=api_key_id, strategy=strategy, max_tokens=budget, limit=count,
                              session_id=session_id)
@@ -458,8 +468,9 @@ class Memroute:
 
     def status(self) -> StatusReport:
         """Engine status (``memroute status``): data and state directories, ``[memory]`` settings, backends,
-        keyword tier, embedding, vector store, fusion, and a fresh health probe."""
-        memory = self.settings.memory
+        keyword tier, embedding, vector store, fusion, and a fresh health probe. ``memory`` is the settings in
+        effect (runtime overrides applied)."""
+        memory = self.memory_settings()
         engine = self._retrieval.status()
         return StatusReport(
             data_dir=str(self.data_dir), state_dir=str(self.state_dir),
@@ -559,7 +570,7 @@ class Memroute:
         shown = None
         if preview and done.result is not None:
             shown = self._preview_of(done.query, require_tenant(api_key_id), done.hits, done.result,
-                                     self.settings.memory.max_tokens, len(done.result.hits))
+                                     done.max_tokens, len(done.result.hits))
         return AugmentReport(request=done.request, query=done.query, block=done.block, skipped=done.skipped,
                              preview=shown, count=done.count)
 

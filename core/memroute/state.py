@@ -10,6 +10,7 @@ its database).
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import threading
 import time
@@ -27,6 +28,8 @@ from memroute.settings import MemorySettings
 
 __all__ = [
     "RUNTIME_MEMORY_FIELDS",
+    "RUNTIME_SETTINGS_TTL_S",
+    "RuntimeMemorySettings",
     "SqliteStateStore",
     "StateStore",
     "StateStoreContext",
@@ -153,6 +156,8 @@ class SqliteStateStore(StateStore):
         self._db.close()
 
 
+log = logging.getLogger("memroute.state")
+
 _holder_lock = threading.Lock()
 _holder: str | None = None
 
@@ -184,6 +189,16 @@ RUNTIME_MEMORY_FIELDS: Final[dict[str, str]] = {
 The others (backends, embedding source, vector store) shape components built at start-up: they stay in
 ``memroute.toml``."""
 
+RUNTIME_SETTINGS_TTL_S: Final = 1.0
+"""How long a process reuses the runtime overrides it read from the state store before reading them again:
+the staleness bound. A change made through one process is applied by that process at once and by every other
+process (worker, host) within this many seconds. One indexed read per second per process costs nothing next
+to a search, and keeps a PostgreSQL state store off the hot path of every request."""
+
+
+_SETTINGS_KEY: Final = ("settings", "memory")
+_SETTINGS: Final = frozenset(RUNTIME_MEMORY_FIELDS.values())
+
 
 def _expected_type(setting: str) -> type:
     declared = attrs.fields_dict(MemorySettings)[setting].type
@@ -193,7 +208,9 @@ def _expected_type(setting: str) -> type:
 
 def validate_memory_overrides(changes: Mapping[str, Any], base: MemorySettings) -> dict[str, Any]:
     """Strictly check a runtime settings change (wire names, no unknown fields, exact JSON types, the same
-    ranges as ``[memory]``): the setting-name → value mapping to store, or :class:`ValidationError`."""
+    ranges as ``[memory]``): the setting-name → value mapping to store, or :class:`ValidationError` (and
+    nothing is stored). A ``None`` (JSON ``null``) value removes that override, so the configured value
+    applies again."""
     if not isinstance(changes, Mapping):
         raise ValidationError("settings: expected a JSON object", [("(root)", "type")])
     problems: list[tuple[str, str]] = []
@@ -203,6 +220,9 @@ def validate_memory_overrides(changes: Mapping[str, Any], base: MemorySettings) 
         if setting is None:
             problems.append((wire, f"unknown field (allowed: {', '.join(RUNTIME_MEMORY_FIELDS)})"))
             continue
+        if value is None:  # drop the override: the configured value applies again
+            out[setting] = None
+            continue
         expected = _expected_type(setting)
         if isinstance(value, bool) != (expected is bool) or not isinstance(value, expected):
             problems.append((wire, f"expected {expected.__name__}"))
@@ -211,7 +231,7 @@ def validate_memory_overrides(changes: Mapping[str, Any], base: MemorySettings) 
     if problems:
         raise ValidationError("invalid memory settings:", problems)
     try:
-        apply_memory_overrides(base, out)
+        apply_memory_overrides(base, {k: v for k, v in out.items() if v is not None})
     except ConfigError as exc:
         wire_names = {setting: name for name, setting in RUNTIME_MEMORY_FIELDS.items()}
         fields = [wire_names.get(path, path) for path, _why in exc.problems] or ["(root)"]
@@ -224,6 +244,69 @@ def apply_memory_overrides(base: MemorySettings, overrides: Mapping[str, Any]) -
     """``base`` with the stored runtime overrides applied (validated by the settings class itself)."""
     known = {k: v for k, v in overrides.items() if k in RUNTIME_MEMORY_FIELDS.values()}
     return attrs.evolve(base, **known) if known else base
+
+
+class RuntimeMemorySettings:
+    """The ``[memory]`` settings in effect in one process: the configured ones with the runtime overrides of
+    the deployment's state store applied, re-read at most every ``ttl_s`` seconds (the staleness bound, see
+    :data:`RUNTIME_SETTINGS_TTL_S`). :meth:`update` applies in this process at once.
+
+    Reading never raises: when the state store cannot be read (or holds a value this version refuses), the
+    last settings read stay in effect (the configured ones at first) and a warning is logged, so a state store
+    outage never stops retrieval."""
+
+    def __init__(self, base: MemorySettings, store: Callable[[], StateStore], *,
+                 ttl_s: float = RUNTIME_SETTINGS_TTL_S, clock: Callable[[], float] = time.monotonic) -> None:
+        self.base = base
+        self._store = store
+        self.ttl_s = ttl_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._current = base
+        self._overrides: dict[str, Any] = {}
+        self._fresh_until = float("-inf")
+
+    def current(self, *, fresh: bool = False) -> MemorySettings:
+        """The settings in effect (at most ``ttl_s`` old; read from the store now with ``fresh``)."""
+        if not fresh and self._clock() < self._fresh_until:
+            return self._current
+        with self._lock:
+            if fresh or self._clock() >= self._fresh_until:
+                self._refresh()
+            return self._current
+
+    def overrides(self, *, fresh: bool = False) -> dict[str, Any]:
+        """The stored overrides (setting name → value) behind :meth:`current`."""
+        self.current(fresh=fresh)
+        return dict(self._overrides)
+
+    def _refresh(self) -> None:
+        try:
+            stored = self._store().get_value(*_SETTINGS_KEY) or {}
+            if not isinstance(stored, Mapping):
+                raise ConfigError("settings/memory: expected a JSON object", [("(root)", "type")])
+            settings = apply_memory_overrides(self.base, stored)
+        except Exception as exc:  # fail open: keep what was in effect
+            log.warning("memroute: cannot read the runtime memory settings (%s: %s); keeping the last ones",
+                        type(exc).__name__, exc)
+        else:
+            self._current, self._overrides = settings, {k: v for k, v in stored.items() if k in _SETTINGS}
+        self._fresh_until = self._clock() + self.ttl_s
+
+    def update(self, changes: Mapping[str, Any]) -> MemorySettings:
+        """Validate ``changes`` (wire names; ``None`` drops an override) and store them for every process;
+        the settings now in effect. Invalid changes raise :class:`ValidationError` and store nothing."""
+        checked = validate_memory_overrides(changes, self.base)
+        with self._lock:
+            store = self._store()
+            stored = {k: v for k, v in (store.get_value(*_SETTINGS_KEY) or {}).items() if k in _SETTINGS}
+            stored.update(checked)
+            stored = {k: v for k, v in stored.items() if v is not None}
+            settings = apply_memory_overrides(self.base, stored)  # the merged whole must hold, too
+            store.put_value(*_SETTINGS_KEY, stored)
+            self._current, self._overrides = settings, stored
+            self._fresh_until = self._clock() + self.ttl_s
+            return settings
 
 
 def open_state_store(plugins: Any, primary: Any, state_dir: Path) -> StateStore:

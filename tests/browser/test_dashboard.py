@@ -263,7 +263,21 @@ def test_playground_shows_tiers_resolution_budget_and_the_injected_block(ui: Any
     assert result.locator(".badge").inner_text() != ""
     assert "of 500 tokens" in ui.locator("#p-tokens").inner_text()
     resolution = ui.locator("#p-resolution").inner_text()
-    assert "Strategy used" in resolution and "hybrid" in resolution
+    assert "Strategy used" in resolution and "hybrid" in resolution and "keyword + vector" in resolution
+
+    # Per-leg ranks and scores, exactly as retrieve-preview reports them (keyword and vector columns).
+    with api(server, secret) as client:
+        wire = client.post("/api/memory/retrieve-preview",
+                           json={"query": "TypeScript frontend", "strategy": "hybrid", "maxTokens": 500}).json()
+    item = next(m for m in wire["memories"] if m["key"] == "preference:ts")
+    assert item["ranks"]["keyword"] == 1 and item["ftsScore"] == item["legScores"]["keyword"]
+    cells = result.locator("td")
+    keyword_cell, vector_cell = cells.nth(4).inner_text(), cells.nth(5).inner_text()
+    assert keyword_cell == f"#1 / {item['legScores']['keyword']:.3f}"
+    if "vector" in item["ranks"]:
+        assert vector_cell == f"#{item['ranks']['vector']} / {item['legScores']['vector']:.3f}"
+    else:
+        assert vector_cell == "\u2013"
     assert "Prefers TypeScript for frontend code" in ui.locator("#p-block").inner_text()
 
     ui.get_by_label("Token budget").fill("50")  # below the range: the browser refuses to submit the form

@@ -63,7 +63,7 @@ def test_the_schema_is_generated_and_complete(fuzz_server):
         document = anonymous.get("/openapi.json").json()
     components = document["components"]["schemas"]
     assert "HTTPValidationError" not in components and "ErrorBody" in components
-    assert {"Memory", "MemoryPage", "SearchResult", "ApiKey", "PreviewResponse"} <= set(components)
+    assert {"Memory", "MemoryPage", "SearchResult", "ApiKey", "RetrievalPreview"} <= set(components)
     missing_examples, missing_scope = [], []
     for path, item in document["paths"].items():
         for method, operation in item.items():

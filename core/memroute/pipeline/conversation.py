@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
     from memroute.pipeline.ports import MemoryStore
     from memroute.plugins import MemroutePluginManager
-    from memroute.settings import MemrouteSettings
+    from memroute.settings import MemorySettings, MemrouteSettings
 
 __all__ = ["Augmentation", "Conversation", "build_extractors", "run_extractors"]
 
@@ -63,6 +63,8 @@ class Augmentation:
     block: str = ""
     count: int = 0
     """How many memories the block holds."""
+    max_tokens: int = 0
+    """The token budget the retrieval was fitted into (``[memory] max_tokens`` in effect)."""
     skipped: str | None = None
     """Why nothing was injected (``disabled``, ``opted out``, ``no user message``, ``no memories``, ...)."""
 
@@ -215,7 +217,7 @@ class Conversation:
         ``x-omniroute-session-id``) header names the session."""
         api_key_id = require_tenant(api_key_id)
         session_id = require_session(session_id if session_id is not None else session_from_headers(headers))
-        if not memory_enabled(self.settings.memory) or opted_out(headers):
+        if not memory_enabled(self.store.memory_settings()) or opted_out(headers):
             return []
         texts = self._texts(request, response)
         if not texts:
@@ -320,11 +322,12 @@ class Conversation:
         """Like :meth:`augment`, returning what was retrieved and why.
 
         Memories are per API key (the reference's chat path never scopes by session); ``session_scope=True``
-        restricts retrieval to ``session_id``. Retrieval uses ``[memory] strategy`` and ``max_tokens``. A
-        retrieval failure is logged and the request goes out without memory."""
+        restricts retrieval to ``session_id``. Retrieval uses the ``[memory] strategy`` and ``max_tokens`` in
+        effect (runtime overrides included). A retrieval failure is logged and the request goes out without
+        memory."""
         api_key_id = require_tenant(api_key_id)
         session_id = require_session(session_id if session_id is not None else session_from_headers(headers))
-        settings = self.settings.memory
+        settings = self.store.memory_settings()
         if not memory_enabled(settings):
             return Augmentation(request=request, skipped="memory disabled ([memory] enabled / max_tokens)")
         if opted_out(headers):
@@ -344,27 +347,27 @@ class Conversation:
         except Exception:
             log.exception("memroute: retrieval failed; the request goes out without memory")
             return Augmentation(request=request, query=query, skipped="retrieval failed")
-        hits = [hit for hit in result.hits if not self._decayed(hit.memory)]
+        hits = [hit for hit in result.hits if not self._decayed(hit.memory, settings=settings)]
         lines = memory_lines(hits)
         block, count = block_of(lines), len(lines)
+        done = Augmentation(request=request, query=query, result=result, hits=tuple(hits),
+                            max_tokens=settings.max_tokens)
         try:
             augmented = inject_block(request, block, provider=provider, api=api)
         except Exception:  # e.g. a body too deeply nested to copy: send it as it is, like a failed retrieval
             log.exception("memroute: injection failed; the request goes out without memory")
-            return Augmentation(request=request, query=query, result=result, hits=tuple(hits),
-                                skipped="injection failed")
+            return attrs.evolve(done, skipped="injection failed")
         if augmented is request:
-            return Augmentation(request=request, query=query, result=result, hits=tuple(hits),
-                                skipped="no memories" if not block else "nowhere to inject")
-        return Augmentation(request=augmented, query=query, result=result, hits=tuple(hits), block=block,
-                            count=count)
+            return attrs.evolve(done, skipped="no memories" if not block else "nowhere to inject")
+        return attrs.evolve(done, request=augmented, block=block, count=count)
 
     # --- decay, retention ----------------------------------------------------------------------------
-    def _decayed(self, memory: Memory, now: datetime | None = None) -> bool:
+    def _decayed(self, memory: Memory, now: datetime | None = None, *,
+                 settings: MemorySettings | None = None) -> bool:
         """Typed decay (reference §16, opt-in): an episodic memory not refreshed (re-stated, updated) within
         ``typed_decay_episodic_days`` has decayed, unless its ``metadata.access_count`` reaches
         ``typed_decay_access_immunity`` (0 disables immunity). Other types never decay."""
-        settings = self.settings.memory
+        settings = settings or self.store.memory_settings()
         if not settings.typed_decay_enabled or memory.type is not MemoryType.EPISODIC:
             return False
         access = memory.metadata.get("access_count") if isinstance(memory.metadata, Mapping) else None
@@ -382,13 +385,14 @@ class Conversation:
         if api_key_id is not None:
             api_key_id = require_tenant(api_key_id)
         now = now or utcnow()
-        cutoff = now - timedelta(days=self.settings.memory.retention_days)
+        settings = self.store.memory_settings()
+        cutoff = now - timedelta(days=settings.retention_days)
         reasons = {"retention": 0, "expired": 0, "decay": 0}
         doomed: list[Memory] = []
         memories = self.store.export_all() if api_key_id is None else self.store.export(api_key_id)
         for memory in list(memories):
             reason = ("retention" if memory.created_at < cutoff else "expired" if memory.is_expired(now)
-                      else "decay" if self._decayed(memory, now) else None)
+                      else "decay" if self._decayed(memory, now, settings=settings) else None)
             if reason is not None:
                 reasons[reason] += 1
                 doomed.append(memory)

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from memroute.models import Memory, MemoryType, SearchResult
+from memroute.settings import MemorySettings
 
 __all__ = ["MemoryStore"]
 
@@ -56,3 +57,8 @@ class MemoryStore(Protocol):
 
     def export_all(self) -> Iterator[Memory]:
         """Every memory of every tenant, oldest first (``prune_all``)."""
+
+    def memory_settings(self) -> MemorySettings:
+        """The ``[memory]`` settings in effect now (the configured ones with the runtime overrides): the
+        pipeline reads ``enabled``, ``max_tokens``, ``strategy``, ``retention_days`` and typed decay here on
+        every call, never from the file settings it was built with."""

@@ -321,6 +321,9 @@ class RetrievalEngine:
             )
             dead, sample = self.indexer.queue.dead_letters()
             vector.update(dead_letters=dead, dead_letter_sample=sample)
+        describe = getattr(self.vector_store, "describe", None)
+        if callable(describe):  # the store's own account of itself (collection, mode, target; never secrets)
+            vector["store"] = describe()
         return {
             "keyword": self._keyword_status(),
             "embedding": embedding,

@@ -108,7 +108,7 @@ class Maintenance:
             started = time.perf_counter()
             record: dict[str, Any] = {"ran_at": utcnow().isoformat(), "ran_at_epoch": time.time(), "by": holder}
             try:
-                report = self.mem.prune_all() if hasattr(self.mem, "prune_all") else self.mem.prune(None)
+                report = self.mem.prune_all()
                 result = jsonable(report)
                 record.update(ok=True, result=result.to_dict() if hasattr(result, "to_dict") else result)
             except Exception as exc:

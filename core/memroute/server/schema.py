@@ -3,10 +3,13 @@ response body and therefore ``/openapi.json``. Nothing in the server writes a JS
 
 :func:`wire_model` turns an attrs class into a pydantic model with camelCase aliases (the reference REST API's
 style: ``apiKeyId``, ``createdAt``), the field docstrings as descriptions and the constraints from each field's
-``metadata`` (``{"ge": 1, "le": 200, "min_length": 1, "examples": [...]}``). Nested attrs classes, enums,
+``metadata`` (``{"ge": 1, "le": 200, "min_length": 1, "examples": [...]}``; ``"wire": "name"`` replaces the
+camelCase name where the reference API used another, e.g. ``totalTokensUsed``). Nested attrs classes, enums,
 ``tuple[X, ...]`` / ``frozenset[X]`` (as arrays), optional and ``Literal`` types are followed. Response models
 read attributes (``from_attributes``), so a route returns the typed report itself and FastAPI validates and
-serialises it against the same model the schema shows. Request models forbid unknown fields.
+serialises it against the same model the schema shows; they also carry the computed properties a report lists
+in ``_json_properties`` (the same ones :func:`memroute.serialization.to_jsonable` adds), typed from the
+property's return annotation. Request models forbid unknown fields.
 """
 
 from __future__ import annotations
@@ -90,6 +93,17 @@ def _translate(tp: Any, mode: str) -> Any:
     return Any
 
 
+def _property_type(cls: type, name: str, mode: str) -> Any:
+    getter = getattr(cls, name).fget
+    module = sys.modules.get(cls.__module__)
+    hints = typing.get_type_hints(getter, globalns=dict(vars(module)) if module else {})
+    return _translate(hints.get("return", Any), mode)
+
+
+def _first_line(doc: str | None) -> str | None:
+    return " ".join(doc.split()) if doc else None
+
+
 def wire_model(cls: type, *, mode: str = "response", name: str | None = None,
                exclude: tuple[str, ...] = (), camel_case: bool = True) -> type[pydantic.BaseModel]:
     """The pydantic model of attrs class ``cls`` for ``mode`` ``"response"`` (read from attributes, extra
@@ -106,7 +120,7 @@ def wire_model(cls: type, *, mode: str = "response", name: str | None = None,
         annotation = _translate(hints.get(field.name, Any), mode)
         extra = {k: v for k, v in field.metadata.items() if k in _CONSTRAINTS}
         extra.setdefault("description", docs.get(field.name))
-        alias = camel(field.name) if camel_case else field.name
+        alias = field.metadata.get("wire") or (camel(field.name) if camel_case else field.name)
         if field.default is attrs.NOTHING or mode == "response":
             default: Any = ...
         elif isinstance(field.default, attrs.Factory):  # type: ignore[arg-type]
@@ -118,6 +132,12 @@ def wire_model(cls: type, *, mode: str = "response", name: str | None = None,
             fields[field.name] = (annotation, Field(alias=alias, **extra))
         else:
             fields[field.name] = (annotation, Field(default, alias=alias, **extra))
+    if mode == "response":
+        for prop in getattr(cls, "_json_properties", ()):
+            if prop not in exclude:
+                fields[prop] = (_property_type(cls, prop, mode),
+                                Field(..., alias=camel(prop) if camel_case else prop,
+                                      description=_first_line(getattr(cls, prop).__doc__)))
     config = ConfigDict(
         from_attributes=True, populate_by_name=True, serialize_by_alias=True,
         extra="forbid" if mode == "request" else "ignore",

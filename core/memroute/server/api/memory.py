@@ -16,8 +16,8 @@ from memroute.errors import NotFoundError, ValidationError
 from memroute.models import Memory, MemoryType
 from memroute.server.api import models as m
 from memroute.server.auth import CurrentPrincipal, ScopedRouter
-from memroute.server.compat import service
 from memroute.server.schema import wire_model
+from memroute.service import Memroute
 
 router = ScopedRouter(prefix="/api/memory", tags=["memory"])
 
@@ -40,23 +40,17 @@ def ok(example: Any, status: int = 200) -> dict[int | str, dict[str, Any]]:
     return {status: {"content": {"application/json": {"example": example}}}}
 
 
-def svc(request: Request) -> Any:
-    return service(request.app.state.memroute)
+def svc(request: Request) -> Memroute:
+    """The tenant-scoped service the app serves (``memroute.open``'s): the only thing a route calls."""
+    mem: Memroute = request.app.state.memroute
+    return mem
 
 
-def _stats(mem: Any, tenant: str) -> m.ListStats:
-    if hasattr(mem, "stats"):
-        stats = mem.stats(tenant)
-        hits, misses = stats.cache.hits, stats.cache.misses
-        total, by_type, tokens = stats.total, dict(stats.by_type), stats.tokens_used
-    else:  # until the service's stats() lands
-        page = mem.list(api_key_id=tenant, limit=1)
-        hits = misses = 0
-        total, by_type = page.total, {t.value: int(page.by_type.get(t.value, 0)) for t in MemoryType}
-        tokens = sum(memory.tokens for memory in mem.export(tenant))
-    rate = round(hits / (hits + misses), 4) if hits + misses else 0.0
-    return m.ListStats(total=total, by_type=by_type, tokens_used=tokens, hit_rate=rate,
-                       cache_stats=m.CacheCounters(hits=hits, misses=misses))
+def _stats(mem: Memroute, tenant: str) -> m.ListStats:
+    stats = mem.stats(tenant)
+    return m.ListStats(total=stats.total, by_type=dict(stats.by_type), tokens_used=stats.tokens_used,
+                       hit_rate=stats.cache.hit_rate,
+                       cache_stats=m.CacheCounters(hits=stats.cache.hits, misses=stats.cache.misses))
 
 
 @router.get("", scope="read", response_model=wire_model(m.MemoryPage), summary="List memories (paged)",

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 import attrs
 
-from memroute.models import Memory, MemoryType, SearchResult
+from memroute.models import Memory, MemoryType, Provenance, SearchHit, SearchResult
 
 Strategy = Literal["recent", "exact", "semantic", "hybrid"]
 _ID = {"max_length": 256}
@@ -114,42 +114,14 @@ SearchResponse = SearchResult
 @attrs.frozen(kw_only=True)
 class PreviewRequest:
     query: str = attrs.field(metadata={"min_length": 1, "max_length": 4096, "examples": ["typescript"]})
-    strategy: Strategy = "hybrid"
-    max_tokens: int = attrs.field(default=2000, metadata={"ge": 1, "le": 16000})
+    strategy: Strategy | None = None
+    """Default: the ``[memory] strategy`` in effect (runtime settings included)."""
+    max_tokens: int | None = attrs.field(default=None, metadata={"ge": 1, "le": 16000})
+    """The token budget; default: the ``[memory] max_tokens`` in effect."""
     api_key_id: str | None = attrs.field(default=None, metadata=_ID)
     limit: int = attrs.field(default=20, metadata={"ge": 1, "le": 100})
-
-
-@attrs.frozen(kw_only=True)
-class PreviewItem:
-    id: str
-    type: str
-    key: str
-    content: str
-    score: float
-    tokens: int
-    tier: str
-    """``fts5`` (keyword), ``vector``, ``hybrid-rrf`` or ``recent``."""
-    vec_score: float | None
-    fts_score: float | None
-
-
-@attrs.frozen(kw_only=True)
-class PreviewResolution:
-    embedding_source: str | None
-    embedding_model: str | None
-    vector_store: str | None
-    strategy_used: str
-    rerank_applied: bool
-    fallback_reason: str | None
-
-
-@attrs.frozen(kw_only=True)
-class PreviewResponse:
-    memories: tuple[PreviewItem, ...]
-    resolution: PreviewResolution
-    total_tokens_used: int
-    budget_max_tokens: int
+    session_id: str | None = attrs.field(default=None, metadata=_ID)
+    """Only this session's memories (``""`` or absent: every session of the tenant)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -266,7 +238,8 @@ class MemorySettingsView:
 
 @attrs.frozen(kw_only=True)
 class MemorySettingsUpdate:
-    """Runtime changes; unknown fields are refused. Backends, embedding and vector store stay in the file."""
+    """Runtime changes; unknown fields are refused, ``null`` drops a field's override. Backends, embedding and vector
+    store stay in the file."""
 
     enabled: bool | None = None
     max_tokens: int | None = attrs.field(default=None, metadata={"ge": 0, "le": 16000})
@@ -275,3 +248,59 @@ class MemorySettingsUpdate:
     typed_decay_enabled: bool | None = None
     typed_decay_episodic_days: int | None = attrs.field(default=None, metadata={"ge": 1, "le": 3650})
     typed_decay_access_immunity: int | None = attrs.field(default=None, metadata={"ge": 0, "le": 1_000_000})
+
+
+# --- /api/settings/qdrant --------------------------------------------------------------------------------
+
+@attrs.frozen(kw_only=True)
+class QdrantView:
+    """The configured Qdrant vector store (``[vectors] store = "qdrant"``): where it is and what it holds."""
+
+    enabled: bool
+    mode: str | None
+    """``local`` (a folder or ``:memory:``) or ``server`` (``url``)."""
+    target: str | None
+    collection: str | None
+    signature: str | None
+    """The embedding signature the collection was built for."""
+    quantization: str | None
+    available: bool
+    rows: int
+    pending_reindex: int
+    last_error: str | None
+
+
+@attrs.frozen(kw_only=True)
+class QdrantSearchRequest:
+    query: str = attrs.field(metadata={"min_length": 1, "max_length": 4096, "examples": ["green tea"]})
+    top_k: int = attrs.field(default=5, metadata={"ge": 1, "le": 50})
+    api_key_id: str | None = attrs.field(default=None, metadata=_ID)
+    """The tenant (admin keys only; the reference's test search had no tenant and searched every key)."""
+
+
+@attrs.frozen(kw_only=True)
+class QdrantSearchResponse:
+    ok: bool
+    """True when the vector leg ran on Qdrant (False: why is in ``error``; nothing fell back silently)."""
+    results: tuple[SearchHit, ...]
+    provenance: Provenance
+    error: str | None
+
+
+@attrs.frozen(kw_only=True)
+class QdrantCleanupRequest:
+    api_key_id: str | None = attrs.field(default=None, metadata=_ID)
+    dry_run: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class QdrantCleanupResponse:
+    ok: bool
+    deleted_count: int
+    """Memories really deleted, each with its Qdrant point (0 in a dry run)."""
+    candidates: tuple[str, ...]
+    """Ids past retention or expired."""
+    reasons: dict[str, int]
+    retention_days: int
+    """The retention in effect (runtime settings included)."""
+    dry_run: bool

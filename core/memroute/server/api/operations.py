@@ -15,6 +15,7 @@ from fastapi.responses import StreamingResponse
 
 from memroute.errors import ConflictError, ValidationError
 from memroute.models import utcnow
+from memroute.reports import RetrievalPreview
 from memroute.serialization import memory_to_dict
 from memroute.server.api import models as m
 from memroute.server.api.memory import MEMORY_EXAMPLE, TenantQuery, ok, svc
@@ -57,43 +58,31 @@ def pipeline_health(request: Request) -> m.PipelineHealth:
                             error=error, backends=backends)
 
 
-_TIER = {"keyword": "fts5", "vector": "vector", "hybrid": "hybrid-rrf", "recent": "recent", "exact": "recent"}
+_PREVIEW_EXAMPLE: dict[str, Any] = {
+    "query": "typescript", "apiKeyId": "shop", "limit": 20, "totalTokensUsed": 9, "budgetMaxTokens": 2000,
+    "memories": [{"id": MEMORY_EXAMPLE["id"], "type": "factual", "key": "preference:typescript",
+                  "content": MEMORY_EXAMPLE["content"], "score": 0.0328, "tokens": 9, "tier": "hybrid",
+                  "ranks": {"keyword": 1, "vector": 2}, "legScores": {"keyword": 1.2, "vector": 0.71},
+                  "vecScore": 0.71, "ftsScore": 1.2, "metadata": {"category": "preference"}}],
+    "resolution": {"embeddingSource": "static", "embeddingModel": "minishlab/potion-base-8M",
+                   "vectorStore": "sqlite-vec", "strategyRequested": "hybrid", "strategyUsed": "hybrid",
+                   "legs": ["keyword", "vector"], "backend": "main", "fallback": False, "degraded": False,
+                   "rerankApplied": False, "reranker": None, "fallbackReason": None},
+}
 
 
-@router.post("/retrieve-preview", scope="read", response_model=wire_model(m.PreviewResponse),
-             summary="What retrieval would inject for a query (the Playground)",
-             responses=ok({"memories": [{"id": MEMORY_EXAMPLE["id"], "type": "factual",
-                                         "key": "preference:typescript", "content": MEMORY_EXAMPLE["content"],
-                                         "score": 0.0328, "tokens": 9, "tier": "hybrid-rrf", "vecScore": 0.71,
-                                         "ftsScore": 1.2}],
-                           "resolution": {"embeddingSource": "static", "embeddingModel": "minishlab/potion-base-8M",
-                                          "vectorStore": "sqlite-vec", "strategyUsed": "hybrid",
-                                          "rerankApplied": False, "fallbackReason": None},
-                           "totalTokensUsed": 9, "budgetMaxTokens": 2000}))
-def retrieve_preview(request: Request, principal: CurrentPrincipal, body: PreviewBody) -> m.PreviewResponse:  # type: ignore[valid-type]
-    """Always scoped to one tenant, with expiry, retention and session filters (the reference's preview
-    searched every key when ``apiKeyId`` was missing and ignored retention)."""
+@router.post("/retrieve-preview", scope="read", response_model=wire_model(RetrievalPreview),
+             summary="What retrieval would inject for a query (the Playground)", responses=ok(_PREVIEW_EXAMPLE))
+def retrieve_preview(request: Request, principal: CurrentPrincipal, body: PreviewBody) -> RetrievalPreview:  # type: ignore[valid-type]
+    """The service's ``preview()``: each memory with its tier, per-leg ranks and scores and tokens, how the
+    query was served (embedding, vector store, strategy, fallback and why) and the tokens used against the
+    budget. Always one tenant, with the expiry, retention and session filters of retrieval (the reference's
+    preview searched every key when ``apiKeyId`` was missing and ignored retention). ``strategy`` and
+    ``maxTokens`` default to the memory settings in effect."""
     tenant = principal.tenant_for(body.api_key_id)  # type: ignore[attr-defined]
-    mem = svc(request)
-    result = mem.search(body.query, api_key_id=tenant, strategy=body.strategy,  # type: ignore[attr-defined]
-                        limit=body.limit, max_tokens=body.max_tokens)  # type: ignore[attr-defined]
-    status = jsonable(mem.status())
-    embedding = status.get("embedding", {}) if isinstance(status, dict) else {}
-    items = tuple(
-        m.PreviewItem(id=hit.memory.id, type=hit.memory.type.value, key=hit.memory.key, content=hit.memory.content,
-                      score=hit.score, tokens=hit.tokens, tier=_TIER.get(hit.tier, hit.tier),
-                      vec_score=hit.leg_scores.get("vector"), fts_score=hit.leg_scores.get("keyword"))
-        for hit in result.hits
-    )
-    provenance = result.provenance
-    resolution = m.PreviewResolution(
-        embedding_source=embedding.get("source"), embedding_model=embedding.get("model"),
-        vector_store=provenance.vector_store, strategy_used=provenance.strategy_used, rerank_applied=False,
-        fallback_reason=provenance.reason,
-    )
-    return m.PreviewResponse(memories=items, resolution=resolution,
-                             total_tokens_used=sum(item.tokens for item in items),
-                             budget_max_tokens=body.max_tokens)  # type: ignore[attr-defined]
+    return svc(request).preview(body.query, api_key_id=tenant, strategy=body.strategy,  # type: ignore[attr-defined]
+                                max_tokens=body.max_tokens, limit=body.limit,  # type: ignore[attr-defined]
+                                session_id=body.session_id or None)  # type: ignore[attr-defined]
 
 
 @router.get("/engine-status", scope="read", summary="Keyword tier, embedding, vector store, maintenance",
@@ -184,7 +173,7 @@ def start_reindex(request: Request, body: ReindexBody) -> m.ReindexStatus:  # ty
             mem.state.put_value(*_REINDEX, {**record, "done": done, "pending": remaining})
 
         try:
-            outcome = jsonable(service(mem).reindex(force=bool(body.force), progress=progress))  # type: ignore[attr-defined]
+            outcome = jsonable(mem.reindex(force=bool(body.force), progress=progress))  # type: ignore[attr-defined]
             final = {**record, "state": "done", "done": int(outcome.get("processed", 0)),
                      "pending": int(outcome.get("pending", 0)), "errors": int(outcome.get("errors", 0)),
                      "error": outcome.get("reason"), "finished_at": utcnow().isoformat()}
@@ -198,12 +187,6 @@ def start_reindex(request: Request, body: ReindexBody) -> m.ReindexStatus:  # ty
 
     threading.Thread(target=run, name="memroute-reindex", daemon=True).start()
     return _reindex_status(mem)
-
-
-def service(mem: Any) -> Any:
-    from memroute.server.compat import service as view
-
-    return view(mem)
 
 
 @router.get("/reindex", scope="read", response_model=wire_model(m.ReindexStatus), summary="Reindex progress",
@@ -268,5 +251,4 @@ async def import_memories(request: Request, principal: CurrentPrincipal,
     from starlette.concurrency import run_in_threadpool
 
     report = await run_in_threadpool(svc(request).import_jsonl, text.splitlines(), api_key_id=tenant)
-    count = report if isinstance(report, int) else getattr(report, "imported", getattr(report, "count", 0))
-    return m.ImportResponse(imported=int(count), api_key_id=tenant)
+    return m.ImportResponse(imported=report.imported, api_key_id=tenant)

@@ -9,7 +9,7 @@ from fastapi import Request
 
 from memroute.errors import NotFoundError
 from memroute.server.api import models as m
-from memroute.server.api.memory import ok
+from memroute.server.api.memory import MEMORY_EXAMPLE, ok
 from memroute.server.auth import CurrentPrincipal, ScopedRouter
 from memroute.server.schema import wire_model
 from memroute.server.wire import jsonable
@@ -24,8 +24,8 @@ _SETTINGS_EXAMPLE = {"enabled": True, "maxTokens": 2000, "retentionDays": 30, "s
 
 
 def _view(mem: Any) -> m.MemorySettingsView:
-    current = mem.memory_settings()
-    stored = mem.state.get_value("settings", "memory") or {}
+    current = mem.memory_settings(fresh=True)  # an operator's read: what is stored now, not this worker's cache
+    stored = mem.memory_overrides()
     return m.MemorySettingsView(
         enabled=current.enabled, max_tokens=current.max_tokens, retention_days=current.retention_days,
         strategy=current.strategy, typed_decay_enabled=current.typed_decay_enabled,
@@ -45,34 +45,97 @@ def get_memory_settings(request: Request) -> m.MemorySettingsView:
             summary="Change memory settings at run time (every process sees them)",
             responses=ok(_SETTINGS_EXAMPLE))
 def put_memory_settings(request: Request, principal: CurrentPrincipal, body: UpdateBody) -> m.MemorySettingsView:  # type: ignore[valid-type]
-    """Strict: unknown fields and out-of-range values are 422 with the field named. Stored in the
-    deployment's state store, so every worker process and host applies them."""
+    """Strict: unknown fields, wrong JSON types and out-of-range values are 422 with the field named, and
+    nothing is stored. ``null`` drops a field's override (the ``memroute.toml`` value applies again). Stored
+    in the deployment's state store: this process applies the change at once, every other worker process and
+    host within one second (``memroute.state.RUNTIME_SETTINGS_TTL_S``)."""
     changes = body.model_dump(by_alias=True, exclude_unset=True)  # type: ignore[attr-defined]
     mem = request.app.state.memroute
     mem.update_memory_settings(changes)
     return _view(mem)
 
 
+# --- /api/settings/qdrant: only where [vectors] store = "qdrant" -------------------------------------------
+
+_NO_QDRANT = {404: {"description": "the vector store is not qdrant ([vectors] store)"}}
+
+
 def _qdrant(mem: Any) -> dict[str, Any]:
+    """The engine's vector-store block, or 404 when the configured store is not Qdrant."""
     status = jsonable(mem.status())
     store = status.get("vector_store", {}) if isinstance(status, dict) else {}
     if store.get("backend") != "qdrant":
-        raise NotFoundError("no qdrant vector store is configured ([vectors] store = \"qdrant\")")
+        raise NotFoundError("no qdrant vector store is configured ([vectors] store = \"qdrant\" in memroute.toml)")
     return dict(store)
 
 
-@router.get("/qdrant", scope="admin", summary="The Qdrant vector store's configuration and state",
-            responses={**ok({"enabled": True, "backend": "qdrant", "available": True, "rows": 12}),
-                       404: {"description": "the vector store is not qdrant"}})
-def get_qdrant(request: Request) -> dict[str, Any]:
-    """Connection settings live in ``memroute.toml`` (``[vectors]``); they are never echoed with secrets."""
+@router.get("/qdrant", scope="admin", response_model=wire_model(m.QdrantView),
+            summary="The Qdrant vector store's configuration and state",
+            responses={**ok({"enabled": True, "mode": "server", "target": "http://qdrant:6333",
+                             "collection": "memroute_memories",
+                             "signature": "static:minishlab/potion-base-8M:256:l2:float32", "quantization": "none",
+                             "available": True, "rows": 12, "pendingReindex": 0,
+                             "lastError": None}), **_NO_QDRANT})
+def get_qdrant(request: Request) -> m.QdrantView:
+    """Connection settings live in ``memroute.toml`` (``[vectors.options.qdrant]``) and are never echoed with
+    secrets (the API key is not in this view)."""
     store = _qdrant(request.app.state.memroute)
-    store.pop("api_key", None)
-    return {"enabled": True, **store}
+    described = store.get("store") or {}
+    return m.QdrantView(enabled=True, mode=described.get("mode"), target=described.get("target"),
+                        collection=described.get("collection"), signature=store.get("signature"),
+                        quantization=described.get("quantization"), available=bool(store.get("available")),
+                        rows=int(store.get("rows") or 0), pending_reindex=int(store.get("pending_reindex") or 0),
+                        last_error=store.get("last_error"))
 
 
 @router.get("/qdrant/health", scope="admin", summary="Whether Qdrant answers",
-            responses={**ok({"ok": True, "error": None}), 404: {"description": "the vector store is not qdrant"}})
+            responses={**ok({"ok": True, "error": None}), **_NO_QDRANT})
 def qdrant_health(request: Request) -> dict[str, Any]:
     store = _qdrant(request.app.state.memroute)
-    return {"ok": bool(store.get("available")), "error": store.get("reason") or store.get("last_error")}
+    return {"ok": bool(store.get("available")) and not store.get("last_error"),
+            "error": store.get("reason") or store.get("last_error")}
+
+
+QdrantSearchBody = wire_model(m.QdrantSearchRequest, mode="request")
+QdrantCleanupBody = wire_model(m.QdrantCleanupRequest, mode="request")
+
+
+@router.post("/qdrant/search", scope="read", response_model=wire_model(m.QdrantSearchResponse),
+             summary="A vector search on Qdrant for the caller's tenant (a connection test with real data)",
+             responses={**ok({"ok": True, "error": None, "results": [
+                 {"memory": MEMORY_EXAMPLE, "score": 0.71, "tier": "vector", "ranks": {"vector": 1},
+                  "legScores": {"vector": 0.71}}],
+                 "provenance": {"backend": "main", "strategyRequested": "semantic", "strategyUsed": "semantic",
+                                "legs": ["vector"], "degraded": False, "reason": None, "fallback": False,
+                                "vectorStore": "qdrant", "rerank": None, "rerankError": None}}), **_NO_QDRANT})
+def qdrant_search(request: Request, principal: CurrentPrincipal, body: QdrantSearchBody) -> m.QdrantSearchResponse:  # type: ignore[valid-type]
+    """The service's semantic search, which on this deployment runs on Qdrant, scoped to one tenant with the
+    expiry, retention and session filters of retrieval (the reference's route searched every key and capped
+    ``topK`` at 20 silently). ``ok`` is false, with the reason, when the vector leg did not run on Qdrant."""
+    mem = request.app.state.memroute
+    _qdrant(mem)
+    tenant = principal.tenant_for(body.api_key_id)  # type: ignore[attr-defined]
+    result = mem.search(body.query, api_key_id=tenant, strategy="semantic", limit=body.top_k)  # type: ignore[attr-defined]
+    served = result.provenance.vector_store == "qdrant" and "vector" in result.provenance.legs
+    error = None if served else (result.provenance.reason or "the vector leg did not run on qdrant")
+    return m.QdrantSearchResponse(ok=served, results=tuple(result.hits) if served else (),
+                                  provenance=result.provenance, error=error)
+
+
+@router.post("/qdrant/cleanup", scope="write", response_model=wire_model(m.QdrantCleanupResponse),
+             summary="Delete the tenant's memories past retention or expired, with their Qdrant points",
+             responses={**ok({"ok": True, "deletedCount": 2, "candidates": [MEMORY_EXAMPLE["id"]],
+                              "reasons": {"retention": 1, "expired": 1, "decay": 0}, "retentionDays": 30,
+                              "dryRun": False}), **_NO_QDRANT})
+def qdrant_cleanup(request: Request, principal: CurrentPrincipal, body: QdrantCleanupBody) -> m.QdrantCleanupResponse:  # type: ignore[valid-type]
+    """The tenant's retention prune (``mem.prune``): memories older than the ``retentionDays`` in effect and
+    expired ones are deleted through the manager, so each memory and its point go together and the count is
+    the real one. The reference deleted only Qdrant points of every key, leaving their memories behind, and
+    reported the number counted before the delete."""
+    mem = request.app.state.memroute
+    _qdrant(mem)
+    tenant = principal.tenant_for(body.api_key_id)  # type: ignore[attr-defined]
+    report = mem.prune(tenant, dry_run=body.dry_run)  # type: ignore[attr-defined]
+    return m.QdrantCleanupResponse(ok=True, deleted_count=report.deleted, candidates=tuple(report.candidates),
+                                   reasons=dict(report.reasons), retention_days=mem.memory_settings().retention_days,
+                                   dry_run=report.dry_run)

@@ -156,7 +156,7 @@ class MemoryProxy:
                                provider: str | None) -> _Augmented:
         """:meth:`_augment` off the event loop, given at most ``[proxy] memory_timeout_s``: a slow or hung memory
         store delays no request for longer (the abandoned call finishes, or times out, in its thread)."""
-        if not memory_enabled(self.mem.settings.memory) or opted_out(headers):
+        if not memory_enabled(self.mem.memory_settings()) or opted_out(headers):
             # Nothing will be retrieved: the service answers at once, so no worker thread (a hop costs more).
             return self._augment(body, api, tenant, headers, provider)
         limit = self.settings.memory_timeout_s
@@ -264,7 +264,7 @@ class MemoryProxy:
 
     def _learning(self, principal: Principal, headers: Mapping[str, str]) -> str | None:
         """Why this turn will not be observed, or None when it will."""
-        if not memory_enabled(self.mem.settings.memory):
+        if not memory_enabled(self.mem.memory_settings()):
             return "memory disabled"
         if opted_out(headers):
             return "opted out by header"

@@ -327,9 +327,13 @@ function renderPreview(preview, injection) {
   const resolution = $("p-resolution");
   resolution.replaceChildren();
   const r = preview.resolution;
+  const served = r.fallback ? `${r.backend} (a fallback: the primary did not answer)` : r.backend;
   for (const [label, value] of [["Embedding", `${r.embeddingSource || "none"} ${r.embeddingModel || ""}`],
-                                ["Vector store", r.vectorStore || "none"], ["Strategy used", r.strategyUsed],
-                                ["Rerank", r.rerankApplied ? "applied" : "not applied"],
+                                ["Vector store", r.vectorStore || "none"],
+                                ["Strategy used", r.strategyUsed === r.strategyRequested ? r.strategyUsed
+                                  : `${r.strategyUsed} (asked for ${r.strategyRequested})`],
+                                ["Legs", (r.legs || []).join(" + ") || "–"], ["Backend", served || "–"],
+                                ["Rerank", r.rerankApplied ? `applied (${r.reranker})` : "not applied"],
                                 ["Fallback reason", r.fallbackReason || "–"]]) {
     resolution.append(el("dt", label), el("dd", value));
   }
@@ -337,22 +341,23 @@ function renderPreview(preview, injection) {
   body.replaceChildren();
   for (const item of preview.memories) {
     const row = body.insertRow();
+    const ranks = item.ranks || {}, scores = item.legScores || {};
     row.insertCell().append(el("span", item.tier, "badge tier"));
     row.insertCell().append(el("code", item.key));
     row.insertCell().textContent = item.content;
     row.insertCell().textContent = Number(item.score).toPrecision(3);
-    row.insertCell().textContent = leg(item.ftsRank, item.ftsScore);
-    row.insertCell().textContent = leg(item.vecRank, item.vecScore);
+    row.insertCell().textContent = leg(ranks.keyword, scores.keyword);
+    row.insertCell().textContent = leg(ranks.vector, scores.vector);
     row.insertCell().textContent = item.tokens;
   }
   if (!preview.memories.length) body.insertRow().insertCell().textContent = "No memories retrieved.";
   $("p-block").textContent = injection.injected ? injection.block : `(nothing would be injected: ${injection.skipped})`;
 }
+// One leg's place in the ranking: "#rank / score", or "–" when that leg did not find the memory.
 function leg(rank, score) {
-  if (rank === undefined && (score === null || score === undefined)) return "–";
   const parts = [];
   if (rank !== undefined && rank !== null) parts.push(`#${rank}`);
-  if (score !== null && score !== undefined) parts.push(Number(score).toFixed(3));
+  if (score !== undefined && score !== null) parts.push(Number(score).toFixed(3));
   return parts.join(" / ") || "–";
 }
 
