@@ -130,6 +130,7 @@ class AsyncMemroute:
     delete = _forward(Memroute.delete)
     list = _forward(Memroute.list)
     search = _forward(Memroute.search)
+    record_access = _forward(Memroute.record_access)
     clear = _forward(Memroute.clear)
     stats = _forward(Memroute.stats)
     augment = _forward(Memroute.augment)

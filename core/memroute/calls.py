@@ -54,6 +54,9 @@ class BackendCall(Generic[T]):
     writes: bool = attrs.field(default=False, kw_only=True)
     """A write still running after its timeout could land after newer state, so the caller tracks it
     (see :meth:`BackendCaller.abandoned`)."""
+    telemetry: bool = attrs.field(default=False, kw_only=True)
+    """Best-effort bookkeeping (access counts): made only while the breaker is closed, and its outcome never
+    feeds the breaker, so a failing telemetry write can neither open a breaker nor take a half-open probe."""
 
 
 class BackendCaller:
@@ -110,6 +113,8 @@ class BackendCaller:
         breaker = self._breakers[name]
         if name not in self._ready:
             raise CircuitOpenError(f"backend {name!r} is not initialized (see health())", backend=name)
+        if call.telemetry:
+            return self._call_telemetry(backend, call)
         if not force and not breaker.allow():
             raise CircuitOpenError(
                 f"backend {name!r} is skipped: circuit breaker open after {breaker.consecutive_failures} "
@@ -150,6 +155,24 @@ class BackendCaller:
             raise BackendError(f"backend {name!r}: {call.op} failed: {exc}", backend=name) from exc
         breaker.record_success()
         return result
+
+    def _call_telemetry(self, backend: MemoryBackend, call: BackendCall[T]) -> T:
+        name = backend.name
+        if self._breakers[name].state != "closed":
+            raise CircuitOpenError(f"backend {name!r} is skipped for {call.op}: circuit breaker not closed",
+                                   backend=name)
+        timeout = self.settings.operation_timeout_s
+        try:
+            if backend.capabilities.bounded_latency:
+                return call.run(backend)
+            return self._runners[name].submit(call.run, (backend,)).result(timeout=timeout)
+        except FutureTimeout:
+            raise BackendUnavailableError(f"backend {name!r}: {call.op} timed out after {timeout:g}s",
+                                          backend=name) from None
+        except MemrouteError:
+            raise
+        except Exception as exc:
+            raise BackendError(f"backend {name!r}: {call.op} failed: {exc}", backend=name) from exc
 
     def _track_abandoned(self, name: str, future: Future[Any]) -> None:
         # A write still running after its timeout could land after newer state: hold the target's replay

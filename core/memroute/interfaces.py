@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import abc
 import builtins
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     import numpy as np
 
 __all__ = [
+    "AccessRecorder",
+    "MemoryAccess",
     "RerankResult",
     "Reranker",
     "BackendCapabilities",
@@ -82,6 +84,10 @@ class BackendCapabilities:
     """The backend implements :class:`ReindexMarkers` (a ``needs_reindex`` flag set in the write's own
     transaction). As the primary, the indexer then reads its work queue from those flags, through the
     manager (:meth:`~memroute.manager.MemoryManager.reindex_markers`)."""
+    access_tracking: bool = False
+    """The backend implements :class:`AccessRecorder` (it stores ``access_count`` / ``last_accessed_at``). As
+    the primary it then receives the batched access telemetry of ``augment`` and ``search``; a backend
+    without it simply keeps 0 / ``None`` (nothing else changes)."""
 
 
 class MemoryBackend(abc.ABC):
@@ -214,6 +220,27 @@ class ReindexMarkers(Protocol):
     def mark_indexed(self, memories: Iterable[Memory | str]) -> int: ...
 
     def mark_all_for_reindex(self) -> int: ...
+
+
+@attrs.frozen(kw_only=True)
+class MemoryAccess:
+    """Accesses of one memory, coalesced: ``count`` accesses, the latest at ``at`` (aware UTC)."""
+
+    count: int
+    at: datetime
+
+
+@runtime_checkable
+class AccessRecorder(Protocol):
+    """What a backend declaring ``capabilities.access_tracking`` implements."""
+
+    def record_access(self, api_key_id: str, accesses: Mapping[str, MemoryAccess]) -> int:
+        """For each memory id **of ``api_key_id``** in ``accesses``: ``access_count += count`` and
+        ``last_accessed_at = at`` unless it already holds a later time (batches from several processes may land
+        out of order). Ids that are missing or belong to another tenant are skipped, never touched. Returns the
+        rows updated. Must not change ``updated_at``, the keyword index or the vectors (telemetry is not an
+        edit)."""
+        ...
 
 
 # --- embedding -----------------------------------------------------------------------------------------

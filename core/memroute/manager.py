@@ -17,17 +17,19 @@ import builtins
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
 import attrs
 
+from memroute.access import AccessLog
 from memroute.breaker import CircuitBreaker
 from memroute.calls import CLIENT_ERRORS, BackendCall, BackendCaller, CircuitOpenError
 from memroute.errors import BackendError, BackendUnavailableError, ConfigError, PluginError, ValidationError
 from memroute.health import HealthMonitor
-from memroute.interfaces import MemoryBackend, ReindexMarkers
+from memroute.interfaces import AccessRecorder, MemoryAccess, MemoryBackend, ReindexMarkers
 from memroute.models import (
     BackendHit,
     HealthResult,
@@ -106,6 +108,7 @@ class MemoryManager:
         self._replication = Replicator(self.backends, self._caller, self.outbox, settings=self.settings,
                                        clock=self._clock, write_lock=self._write_lock)
         self._monitor = HealthMonitor(self.backends, self._caller, self._replication, self.settings)
+        self._access = AccessLog(self._write_access, interval_s=self.settings.access_flush_interval_s)
 
     @property
     def backends(self) -> list[MemoryBackend]:
@@ -150,6 +153,10 @@ class MemoryManager:
             health = threading.Thread(target=self._monitor.run, name="memroute-health", daemon=True)
             self._threads.append(health)
             health.start()
+        if self._replay_in_background and self.settings.access_flush_interval_s > 0 and self._tracks_access():
+            access = threading.Thread(target=self._access.run, name="memroute-access", daemon=True)
+            self._threads.append(access)
+            access.start()
 
     def close(self) -> None:
         """Stop the threads, try one last replay pass, close the backends and the outbox. Idempotent."""
@@ -159,8 +166,10 @@ class MemoryManager:
             self._closed = True
         self._replication.stop()
         self._monitor.stop()
+        self._access.stop()
         for thread in self._threads:
             thread.join(timeout=self.settings.operation_timeout_s + 5)
+        self._access.drain()  # bounded: one telemetry call per tenant, each under the operation timeout
         try:
             # Bounded: one pass, breakers and backoff respected, so a dead backend does not stall close().
             self._replication.replay_pass(respect_backoff=True, force=False)
@@ -450,15 +459,44 @@ class MemoryManager:
                               "mark_all_for_reindex")
         return _ManagedMarkers(self, primary)
 
+    # --- access telemetry (memroute.access) -----------------------------------------------------------
+    def _tracks_access(self) -> bool:
+        return self.primary.capabilities.access_tracking
+
+    def record_access(self, api_key_id: str, memory_ids: Iterable[str], at: datetime | None = None) -> None:
+        """Count one access of each memory of ``api_key_id`` (``access_count``, ``last_accessed_at``): queued
+        in memory and written to the primary in the background, coalesced; returns at once, never raises for
+        the backend. A no-op when the primary does not declare ``capabilities.access_tracking``."""
+        if self._closed or not self._tracks_access():
+            return
+        self._access.record(_check_id(api_key_id, "api_key_id"), memory_ids, at)
+
+    def access_stats(self) -> dict[str, int]:
+        """The access telemetry's counters (see :meth:`memroute.access.AccessLog.stats`)."""
+        return self._access.stats()
+
+    def _write_access(self, api_key_id: str, accesses: Mapping[str, MemoryAccess]) -> int:
+        """One tenant's batch to the primary (only: the counts are the primary's, like the reference's), as a
+        telemetry call: never while its breaker is open, never counted against it."""
+        primary = self.primary
+        if not isinstance(primary, AccessRecorder):
+            raise PluginError(f"backend {primary.name!r} ({primary.type_name}) declares access_tracking but does "
+                              "not implement record_access")
+        batch = dict(accesses)
+        recorder: AccessRecorder = primary
+        call = BackendCall("record_access", lambda _b: recorder.record_access(api_key_id, batch), telemetry=True)
+        return int(self._caller.call(primary, call))
+
     # --- the outbox replay ----------------------------------------------------------------------------
     def flush(self, timeout: float | None = None) -> bool:
-        """Drive the replay now until the outbox is empty or ``timeout`` seconds pass (``None``: 30 s;
-        ``0``: one pass). Backoff and breakers are bypassed: a flush is an explicit "try now".
-        True when the outbox is empty."""
+        """Write the pending access telemetry, then drive the replay now until the outbox is empty or
+        ``timeout`` seconds pass (``None``: 30 s; ``0``: one pass). Backoff and breakers are bypassed: a flush
+        is an explicit "try now". True when the outbox is empty (a dropped telemetry batch does not count)."""
         if self._closed:
             return False
         if not self._initialized:
             self.initialize()
+        self._access.drain()
         return self._replication.flush(timeout)
 
     # --- health ---------------------------------------------------------------------------------------

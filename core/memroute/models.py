@@ -77,7 +77,9 @@ STRATEGY_ALIASES: Final[Mapping[str, Strategy]] = {
 }
 """Every strategy name a caller may use, and the retrieval strategy it means. ``recent`` is the reference's
 settings spelling of ``exact`` (newest first). The one table: settings, the service and the CLI read it."""
-ORDER_FIELDS: Final = ("created_at", "updated_at")
+ORDER_FIELDS: Final = ("created_at", "updated_at", "last_accessed_at")
+"""What ``list`` can order by. ``last_accessed_at`` orders never-accessed memories as the oldest (first
+ascending, last descending)."""
 
 
 class _Unset(enum.Enum):
@@ -132,6 +134,16 @@ def as_utc(value: datetime | str, field: str = "datetime") -> datetime:
 
 def _opt_utc(value: datetime | str | None, field: str = "expires_at") -> datetime | None:
     return None if value is None else as_utc(value, field)
+
+
+def _last_accessed_at(value: datetime | str | None) -> datetime | None:
+    return None if value is None else as_utc(value, "last_accessed_at")
+
+
+def _check_count(_inst: object, _attr: attrs.Attribute[Any], value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValidationError(f"access_count: must be a non-negative integer, got {value!r:.40}",
+                              [("access_count", "range")])
 
 
 def _created_at(value: datetime | str) -> datetime:
@@ -358,6 +370,13 @@ class Memory:
     created_at: datetime = attrs.field(converter=_created_at)
     updated_at: datetime = attrs.field(converter=_updated_at)
     expires_at: datetime | None = attrs.field(default=None, converter=_opt_utc)
+    access_count: int = attrs.field(default=0, validator=_check_count, eq=False, hash=False)
+    """How many times the memory was injected by ``augment`` or returned by ``search`` (recorded in the
+    background by backends that declare ``access_tracking``; always 0 elsewhere). Telemetry, not content:
+    left out of ``==`` and the drift check, kept by upserts and updates."""
+    last_accessed_at: datetime | None = attrs.field(default=None, converter=_last_accessed_at, eq=False,
+                                                    hash=False)
+    """When it was last injected or returned by ``search``; ``None`` when never (see ``access_count``)."""
 
     @classmethod
     def trusted(
@@ -373,6 +392,8 @@ class Memory:
         created_at: datetime,
         updated_at: datetime,
         expires_at: datetime | None,
+        access_count: int = 0,
+        last_accessed_at: datetime | None = None,
     ) -> Memory:
         """Build a memory **without validation**, for rows a backend reads back from its own store (validated
         on the way in). Datetimes must already be aware UTC. Search reads dozens of rows per query, and the
@@ -382,7 +403,8 @@ class Memory:
             ("id", id), ("api_key_id", api_key_id), ("session_id", session_id or None),
             ("type", type if isinstance(type, MemoryType) else MemoryType(type)), ("key", key),
             ("content", content), ("metadata", metadata), ("created_at", created_at),
-            ("updated_at", updated_at), ("expires_at", expires_at),
+            ("updated_at", updated_at), ("expires_at", expires_at), ("access_count", access_count),
+            ("last_accessed_at", last_accessed_at),
         )
         for name, value in fields:
             object.__setattr__(memory, name, value)
@@ -534,6 +556,15 @@ class ListFilter:
     offset: int = attrs.field(default=0, validator=_in_range("offset", 0, 2**62))
     order_by: str = attrs.field(default="created_at", validator=_one_of("order_by", ORDER_FIELDS))
     order_dir: str = attrs.field(default="desc", validator=_one_of("order_dir", ("asc", "desc")))
+
+    def sort_key(self, memory: Memory) -> tuple[Any, ...]:
+        """The key a backend that sorts in Python orders ``memory`` by (with ``reverse`` when ``order_dir`` is
+        ``desc``): the ``order_by`` field, a never-accessed memory as the oldest, then the id."""
+        value = getattr(memory, self.order_by)
+        return (value is not None, value or _EPOCH, memory.id)
+
+
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 @attrs.frozen(kw_only=True)

@@ -186,9 +186,12 @@ def structure_input(data: Any, cls: type[T], path: str = "$") -> T:
 
 @functools.lru_cache(maxsize=1)
 def _memory_fields() -> frozenset[str]:
-    import attrs
-
     return frozenset(f.name for f in attrs.fields(Memory))
+
+
+@functools.lru_cache(maxsize=1)
+def _required_memory_fields() -> frozenset[str]:
+    return frozenset(f.name for f in attrs.fields(Memory) if f.default is attrs.NOTHING)
 
 
 def memory_to_dict(memory: Memory) -> dict[str, Any]:
@@ -202,9 +205,10 @@ def memory_from_dict(data: Mapping[str, Any], path: str = "$") -> Memory:
     """A memory from a dict such as :func:`memory_to_dict` makes; bad data raises ValidationError."""
     if not isinstance(data, Mapping):
         raise ValidationError(f"{_clean_path(path)}: expected an object", [(_clean_path(path), "type")])
-    if data.keys() == _memory_fields():
-        # Fast path for well-formed documents (bulk import): the model's own converters and validators do
-        # all the checking; any problem is re-run through cattrs for an error that names the field.
+    if _required_memory_fields() <= data.keys() <= _memory_fields():
+        # Fast path for well-formed documents (bulk import, files from before a field existed): the model's
+        # own converters and validators do all the checking; any problem is re-run through cattrs for an error
+        # that names the field.
         try:
             return Memory(**data)
         except (ValidationError, TypeError, ValueError):

@@ -396,7 +396,8 @@ class Memroute:
     ) -> ListPage:
         """A page of the memories of ``api_key_id`` (newest first by default) with the total and per-type
         counts of every match. ``query`` is a case-insensitive substring over content and key; ``limit`` is
-        1..10000; ``order_by`` is ``created_at`` or ``updated_at``."""
+        1..10000; ``order_by`` is ``created_at``, ``updated_at`` or ``last_accessed_at`` (never-accessed
+        memories sort as the oldest)."""
         tenant = require_tenant(api_key_id)
         return self._manager.list(
             ListFilter(api_key_id=tenant, type=type, session_id=session_id, query=query, limit=limit,
@@ -414,11 +415,16 @@ class Memroute:
         max_tokens: int | None = None,
         session_id: str | None = None,
         type: MemoryType | str | None = None,
+        record_access: bool = True,
     ) -> SearchResult:
         """Ranked memories of ``api_key_id`` for ``query``. ``strategy``: ``exact``/``recent`` (newest
         first), ``semantic`` or ``hybrid`` (default: the configured one). Expired memories, memories older
         than ``retention_days`` and (with ``session_id``) other sessions' memories are never returned; with
-        ``type``, only memories of that type are (filtered before the token budget is filled)."""
+        ``type``, only memories of that type are (filtered before the token budget is filled).
+
+        Each memory returned counts as an access (``access_count``, ``last_accessed_at``; recorded in the
+        background, see :meth:`record_access`), as the reference's retrieval does; ``record_access=False``
+        reads without counting (previews do)."""
         if not isinstance(query, str):
             raise ValidationError("query: expected a string", [("query", "type")])
         tenant = require_tenant(api_key_id)
@@ -432,7 +438,21 @@ class Memroute:
             limit=limit if limit is not None else self.settings.memory.vec_top_k,
             session_id=session_id, retention_days=memory.retention_days, type=type,
         )
-        return self._retrieval.search(search_query, max_tokens=max_tokens)
+        result = self._retrieval.search(search_query, max_tokens=max_tokens)
+        if record_access and result.hits:
+            self._manager.record_access(tenant, [hit.memory.id for hit in result.hits])
+        return result
+
+    def record_access(self, memory_ids: Iterable[str], *, api_key_id: str) -> None:
+        """Count one access of each of these memories of ``api_key_id`` (``access_count += 1``,
+        ``last_accessed_at = now``): what ``augment`` does for the memories it injects, for an application
+        that injects memories itself. Queued and written to the primary in the background, coalesced (see
+        :mod:`memroute.access`); ids of another tenant or of no memory are ignored; never raises for the
+        backend. A no-op when the primary does not declare ``capabilities.access_tracking``."""
+        tenant = require_tenant(api_key_id)
+        if isinstance(memory_ids, str):
+            raise ValidationError("memory_ids: expected a list of ids, not one string", [("memory_ids", "type")])
+        self._manager.record_access(tenant, [require_memory_id(i) for i in memory_ids])
 
     def preview(
         self,
@@ -449,11 +469,11 @@ class Memroute:
         scores and tokens; how it was served (embedding source and model, vector store, strategy used,
         fallbacks and why); total tokens against the budget. ``max_tokens`` defaults to ``[memory]
         max_tokens`` (1..16000), ``limit`` to 20 (1..100). Always one tenant, with the expiry, retention and
-        session filters of :meth:`search` (the reference's preview had none)."""
+        session filters of :meth:`search` (the reference's preview had none). A preview records no access."""
         budget = self.memory_settings().max_tokens if max_tokens is None else max_tokens
         count = 20 if limit is None else _check_range("limit", limit, 1, 100)
         result = self.search(query, api_key_id=api_key_id, strategy=strategy, max_tokens=budget, limit=count,
-                             session_id=session_id)
+                             session_id=session_id, record_access=False)
         return self._preview_of(query, require_tenant(api_key_id), result.hits, result, budget, count)
 
     def _preview_of(self, query: str, tenant: str, hits: Sequence[SearchHit], result: SearchResult,
@@ -555,18 +575,21 @@ class Memroute:
         """``request`` with relevant memories of ``api_key_id`` injected (never mutated; the same object when
         nothing is injected). ``provider`` picks placement rules, ``api`` the request shape (default:
         detected), ``session_scope=True`` retrieves only ``session_id``'s memories. Never raises for a
-        retrieval failure (the request goes out without memory). See :meth:`explain_augment`."""
+        retrieval failure (the request goes out without memory). Each injected memory counts as an access
+        (recorded in the background; see :meth:`record_access`). See :meth:`explain_augment`."""
         return self.explain_augment(request, api_key_id=api_key_id, session_id=session_id, provider=provider,
                                     headers=headers, api=api, session_scope=session_scope).request
 
     def explain_augment(self, request: Any, *, api_key_id: str, session_id: str | None = None,
                         provider: str | None = None, headers: Any = None, api: ApiShape | None = None,
-                        session_scope: bool = False, preview: bool = True) -> AugmentReport:
+                        session_scope: bool = False, preview: bool = True,
+                        record_access: bool = True) -> AugmentReport:
         """Like :meth:`augment`, and also what was retrieved for which query (a :class:`RetrievalPreview` of
         the memories injected, unless ``preview=False``: the proxy's request path needs only the request and the
-        count), and why nothing was injected."""
+        count), and why nothing was injected. ``record_access=False`` counts no access (a preview of the block,
+        like the dashboard's, rather than a request that is sent)."""
         done = self._conversation.explain_augment(request, api_key_id, session_id, provider, headers, api=api,
-                                                  session_scope=session_scope)
+                                                  session_scope=session_scope, record_access=record_access)
         shown = None
         if preview and done.result is not None:
             shown = self._preview_of(done.query, require_tenant(api_key_id), done.hits, done.result,

@@ -222,6 +222,9 @@ class ManagerSettings:
     retry_max_s: float = attrs.field(default=60.0, validator=_range(0, 86_400))
     operation_timeout_s: float = attrs.field(default=30.0, validator=_range(0.01, 3600))
     """A backend call that takes longer counts as a failure (the call is abandoned, not killed)."""
+    access_flush_interval_s: float = attrs.field(default=1.0, validator=_range(0, 3600))
+    """Seconds between background writes of the batched access telemetry (``access_count``,
+    ``last_accessed_at``) to the primary; 0 writes it only on ``flush()`` and ``close()``."""
 
 
 def _origins(_inst: Any, attribute: attrs.Attribute[Any], value: tuple[str, ...]) -> None:

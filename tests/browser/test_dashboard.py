@@ -284,6 +284,35 @@ def test_playground_shows_tiers_resolution_budget_and_the_injected_block(ui: Any
     assert ui.locator("#p-budget").evaluate("input => input.validity.rangeUnderflow") is True
 
 
+def test_last_accessed_fills_after_an_injection_but_not_after_a_preview(ui: Any, server: MemrouteServer) -> None:
+    _, secret = server.create_key("accessed", tenant="accessed")
+    with api(server, secret) as client:
+        client.post("/api/memory", json={"content": "Prefers Rust for systems code", "key": "preference:rust"})
+        client.post("/api/memory", json={"content": "Waters the plants on Sundays", "key": "habit:plants"})
+    sign_in(ui, server.admin)
+    pick_tenant(ui, "accessed")
+    rust = rows(ui).filter(has_text="preference:rust")
+    expect(rust.locator("td").nth(6)).to_have_text("\u2013")
+    ui.get_by_role("tab", name="Playground").click()
+    ui.get_by_label("Query").fill("Rust systems")
+    ui.get_by_role("button", name="Preview").click()
+    expect(ui.locator("#p-block")).to_contain_text("Prefers Rust for systems code")
+    server.mem.flush()
+    ui.get_by_role("tab", name="Memories").click()
+    ui.get_by_role("button", name="Apply").click()
+    expect(rust.locator("td").nth(6)).to_have_text("\u2013")  # a preview is not an access
+    injected = server.mem.augment({"messages": [{"role": "user", "content": "Rust for systems code?"}]},
+                                  api_key_id="accessed")
+    assert "Prefers Rust" in json.dumps(injected)
+    server.mem.flush()
+    ui.get_by_role("button", name="Apply").click()
+    expect(rust.locator("td").nth(6)).not_to_have_text("\u2013")
+    expect(rust.locator("td").nth(6)).to_have_attribute("title", "1 access")
+    with api(server, secret) as client:
+        stamp = client.get("/api/memory", params={"orderBy": "lastAccessedAt"}).json()["data"][0]
+    assert stamp["key"] == "preference:rust" and stamp["accessCount"] == 1 and stamp["lastAccessedAt"]
+
+
 def test_engine_reindex_progress_and_settings_save(ui: Any, server: MemrouteServer) -> None:
     sign_in(ui, server.admin)
     ui.get_by_role("tab", name="Engine").click()

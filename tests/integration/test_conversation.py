@@ -6,6 +6,7 @@ import copy
 import logging
 from datetime import timedelta
 
+import attrs
 import pytest
 
 import memroute
@@ -251,9 +252,7 @@ def test_typed_decay_hides_and_prunes_stale_episodic_memories(make_service):
     mem = make_service(memory={"typed_decay_enabled": True, "typed_decay_episodic_days": 5})
     stale = old_memory("k", "Postgres for the old project", 10, MemoryType.EPISODIC)
     immune = old_memory("k", "Postgres for the busy project", 10, MemoryType.EPISODIC)
-    immune = Memory(**{**{f: getattr(immune, f) for f in ("id", "api_key_id", "key", "content", "type",
-                                                           "created_at", "updated_at")},
-                       "metadata": {"access_count": 5}})
+    immune = attrs.evolve(immune, access_count=5)  # injected often: immune (reference: access_count >= 3)
     fact = old_memory("k", "Postgres is the favourite", 10)
     mem.import_memories([stale, immune, fact])
     mem.flush()

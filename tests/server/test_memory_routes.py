@@ -86,6 +86,28 @@ def test_list_filters_paging_and_stats(clients):
     assert "secret" not in json.dumps(a.get("/api/memory", params={"limit": 200}).json())
 
 
+def test_search_counts_accesses_and_list_orders_by_them(clients, memroute_server):
+    a, b, admin = clients
+    ids = [a.post("/api/memory", json={"content": f"fact {i} about tea", "key": f"k{i}"}).json()["id"]
+           for i in range(3)]
+    theirs = b.post("/api/memory", json={"content": "tenant b's tea", "key": "k0"}).json()["id"]
+    fresh = a.get(f"/api/memory/{ids[1]}").json()["memory"]
+    assert (fresh["accessCount"], fresh["lastAccessedAt"]) == (0, None)
+    found = a.post("/api/memory/search", json={"query": "fact 1 about tea", "strategy": "exact", "limit": 1}).json()
+    assert [h["memory"]["id"] for h in found["hits"]] == [ids[2]]  # exact: the newest
+    preview = admin.post("/api/memory/injection-preview", json={"query": "tea", "apiKeyId": "tenant-a"})
+    assert preview.status_code == 200 and preview.json()["injected"] is False  # memory is off here
+    a.post("/api/memory/retrieve-preview", json={"query": "tea"})
+    memroute_server.mem.flush()
+    listed = a.get("/api/memory", params={"orderBy": "lastAccessedAt"}).json()["data"]
+    assert listed[0]["id"] == ids[2] and listed[0]["accessCount"] == 1
+    assert listed[0]["lastAccessedAt"].endswith("Z")
+    assert [m["accessCount"] for m in listed[1:]] == [0, 0], "previews must not count as accesses"
+    snake = a.get("/api/memory", params={"orderBy": "last_accessed_at", "orderDir": "asc"}).json()["data"]
+    assert snake[-1]["id"] == ids[2]
+    assert b.get(f"/api/memory/{theirs}").json()["memory"]["accessCount"] == 0
+
+
 @pytest.mark.parametrize("params, field", [({"limit": 0}, "limit"), ({"limit": 201}, "limit"),
                                            ({"limit": "x"}, "limit"), ({"page": 0}, "page"),
                                            ({"offset": -1}, "offset"), ({"type": "gossip"}, "type"),

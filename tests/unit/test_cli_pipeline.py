@@ -116,6 +116,11 @@ def test_augment_injects_when_enabled(run, monkeypatch):
     assert [m["role"] for m in augmented["messages"]] == ["system", "system", "user"]
     assert "Postgres for this project" in augmented["messages"][1]["content"]
     assert "query: Which database for this project?" in err
+    # the injected memory counted as an access (written when the command closed the service)
+    code, out, _ = run("list", "--api-key", "alice", "--order-by", "last_accessed_at", "--json")
+    first = json.loads(out)["data"][0]
+    assert code == 0 and first["access_count"] == 1 and first["last_accessed_at"].endswith("Z")
+    assert "Postgres" in first["content"]
 
     code, out, _ = run("augment", "--api-key", "bob", stdin=json.dumps(request))
     assert json.loads(out) == request  # bob has no memories

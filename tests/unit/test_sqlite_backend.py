@@ -10,7 +10,7 @@ import apsw
 import pytest
 
 from memroute.errors import BackendUnavailableError, ConfigError, ValidationError
-from memroute.interfaces import ComponentContext
+from memroute.interfaces import ComponentContext, MemoryAccess
 from memroute.models import ListFilter, Memory, MemoryPatch, NewMemory, SearchQuery, new_memory_id, utcnow
 from memroute.plugins import make_plugin_manager
 from memroute.settings import structure_options
@@ -124,7 +124,7 @@ def test_update_trigger_ignores_access_and_metadata_changes(backend: SqliteBacke
     backend._connection().execute("INSERT INTO memory_fts(memory_fts) VALUES ('optimize')")
     rows_before = scalar(backend, "SELECT count(*) FROM memory_fts_data")
     for _ in range(50):
-        backend.record_access([m.id for m in memories])
+        backend.record_access("a", {m.id: MemoryAccess(count=1, at=utcnow()) for m in memories})
     backend.update(memories[0].id, MemoryPatch(metadata={"x": 1}, type="episodic", session_id="s"))
     assert scalar(backend, "SELECT count(*) FROM memory_fts_data") == rows_before, "FTS rewritten by telemetry"
     assert scalar(backend, "SELECT access_count FROM memories WHERE id = ?", memories[1].id) == 50
@@ -515,7 +515,7 @@ def test_the_row_memo_is_bounded() -> None:
 
     memo = RowMemo(size=3)
     now = "2026-11-29T14:27:46.123456Z"
-    rows = [(new_memory_id(), "a", None, "factual", f"k{i}", f"c{i}", "{}", now, now, None) for i in range(5)]
+    rows = [(new_memory_id(), "a", None, "factual", f"k{i}", f"c{i}", "{}", now, now, None, 0, None) for i in range(5)]
     built = [memo.memory(row) for row in rows]
     assert len(memo._items) == 3 and memo.memory(rows[-1]) is built[-1]
     assert memo.memory(rows[0]) is not built[0] and memo.memory(rows[0]).content == "c0"

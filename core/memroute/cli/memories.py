@@ -10,7 +10,7 @@ import click
 
 from memroute.cli.common import echo_json, memory_line, open_service, read_text_lines
 from memroute.errors import NotFoundError, ValidationError
-from memroute.models import STRATEGY_ALIASES, MemoryType
+from memroute.models import ORDER_FIELDS, STRATEGY_ALIASES, MemoryType
 from memroute.serialization import memory_to_dict, to_jsonable, write_jsonl
 
 TYPES = click.Choice([t.value for t in MemoryType])
@@ -159,7 +159,8 @@ def stats(ctx: click.Context, api_key: str, as_json: bool) -> None:
 @click.option("--query", default=None, help="Substring filter over content and key.")
 @click.option("--limit", type=int, default=50, show_default=True)
 @click.option("--offset", type=int, default=0, show_default=True)
-@click.option("--order-by", type=click.Choice(["created_at", "updated_at"]), default="created_at")
+@click.option("--order-by", type=click.Choice(list(ORDER_FIELDS)), default="created_at",
+              help="Order field; by last_accessed_at, never-accessed memories sort as the oldest.")
 @click.option("--order-dir", type=click.Choice(["asc", "desc"]), default="desc")
 @json_option
 @click.pass_context

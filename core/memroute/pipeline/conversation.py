@@ -14,7 +14,7 @@ import hashlib
 import logging
 import threading
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -318,13 +318,15 @@ class Conversation:
         *,
         api: ApiShape | None = None,
         session_scope: bool = False,
+        record_access: bool = True,
     ) -> Augmentation:
         """Like :meth:`augment`, returning what was retrieved and why.
 
         Memories are per API key (the reference's chat path never scopes by session); ``session_scope=True``
         restricts retrieval to ``session_id``. Retrieval uses the ``[memory] strategy`` and ``max_tokens`` in
         effect (runtime overrides included). A retrieval failure is logged and the request goes out without
-        memory."""
+        memory. The memories injected (only those: not the ones decay hid) count as accessed unless
+        ``record_access=False``."""
         api_key_id = require_tenant(api_key_id)
         session_id = require_session(session_id if session_id is not None else session_from_headers(headers))
         settings = self.store.memory_settings()
@@ -342,7 +344,7 @@ class Conversation:
             result = self.store.search(
                 "" if settings.strategy in ("recent", "exact") else query, api_key_id=api_key_id,
                 strategy=settings.strategy, max_tokens=settings.max_tokens, limit=BUDGET_CANDIDATES,
-                session_id=session_id if session_scope else None,
+                session_id=session_id if session_scope else None, record_access=False,
             )
         except Exception:
             log.exception("memroute: retrieval failed; the request goes out without memory")
@@ -359,23 +361,26 @@ class Conversation:
             return attrs.evolve(done, skipped="injection failed")
         if augmented is request:
             return attrs.evolve(done, skipped="no memories" if not block else "nowhere to inject")
+        if record_access:
+            self.store.record_access([hit.memory.id for hit in hits], api_key_id=api_key_id)
         return attrs.evolve(done, request=augmented, block=block, count=count)
 
     # --- decay, retention ----------------------------------------------------------------------------
     def _decayed(self, memory: Memory, now: datetime | None = None, *,
                  settings: MemorySettings | None = None) -> bool:
-        """Typed decay (reference §16, opt-in): an episodic memory not refreshed (re-stated, updated) within
-        ``typed_decay_episodic_days`` has decayed, unless its ``metadata.access_count`` reaches
-        ``typed_decay_access_immunity`` (0 disables immunity). Other types never decay."""
+        """Typed decay (reference §16, opt-in): an episodic memory neither accessed (injected, returned by a
+        search) nor refreshed (re-stated, updated) within ``typed_decay_episodic_days`` has decayed, unless its
+        ``access_count`` reaches ``typed_decay_access_immunity`` (0 disables immunity). Other types never
+        decay. The reference's deadline runs from ``last_accessed_at ?? created_at``; memroute also counts
+        ``updated_at`` (a decision the user re-states is fresh, though nothing injected it yet)."""
         settings = settings or self.store.memory_settings()
         if not settings.typed_decay_enabled or memory.type is not MemoryType.EPISODIC:
             return False
-        access = memory.metadata.get("access_count") if isinstance(memory.metadata, Mapping) else None
         immunity = settings.typed_decay_access_immunity
-        if immunity > 0 and isinstance(access, int) and access >= immunity:
+        if immunity > 0 and memory.access_count >= immunity:
             return False
-        deadline = memory.updated_at + timedelta(days=settings.typed_decay_episodic_days)
-        return (now or utcnow()) > deadline
+        last = max(memory.last_accessed_at or memory.created_at, memory.updated_at)
+        return (now or utcnow()) > last + timedelta(days=settings.typed_decay_episodic_days)
 
     def prune(self, api_key_id: str | None = None, *, dry_run: bool = False,
               now: datetime | None = None) -> MaintenanceReport:

@@ -8,7 +8,7 @@ replicated to fallbacks like any other write.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -49,8 +49,13 @@ class MemoryStore(Protocol):
         limit: int | None = None,
         max_tokens: int | None = None,
         session_id: str | None = None,
+        record_access: bool = True,
     ) -> SearchResult:
-        """Ranked memories of ``api_key_id`` for ``query``."""
+        """Ranked memories of ``api_key_id`` for ``query`` (each counted as an access unless
+        ``record_access=False``)."""
+
+    def record_access(self, memory_ids: Iterable[str], *, api_key_id: str) -> None:
+        """Count one access of each of these memories of ``api_key_id`` (in the background)."""
 
     def export(self, api_key_id: str) -> Iterator[Memory]:
         """Every memory of ``api_key_id``, oldest first."""

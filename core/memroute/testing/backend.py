@@ -30,7 +30,8 @@ safety and persistence.
 
 A backend that cannot do something declares it in its ``capabilities``
 (:class:`~memroute.interfaces.BackendCapabilities`) and the matching tests are skipped with a reason:
-``keyword_ranking``, ``sessions``, ``expiry``, ``ordering``, ``large_content``, ``persistent``.
+``keyword_ranking``, ``sessions``, ``expiry``, ``ordering``, ``large_content``, ``persistent``,
+``access_tracking`` (those tests live in :mod:`memroute.testing.access`).
 
 The base class is not collected by pytest (``__test__ = False``); a subclass is collected automatically
 (``__init_subclass__`` sets ``__test__ = True`` unless the subclass sets it itself, which lets you build an
@@ -62,6 +63,7 @@ from memroute.models import (
     new_memory_id,
     utcnow,
 )
+from memroute.testing.access import AccessTrackingTests
 
 __all__ = ["FTS_SYNTAX_QUERIES", "BackendContract", "ROUND_TRIP_CONTENTS"]
 
@@ -107,7 +109,7 @@ FTS_SYNTAX_QUERIES: tuple[str, ...] = (
 )
 
 
-class BackendContract:
+class BackendContract(AccessTrackingTests):
     """Abstract conformance tests for a :class:`~memroute.interfaces.MemoryBackend`.
 
     Override the ``backend`` fixture (required) and the ``reopen`` fixture (optional, for persistence).

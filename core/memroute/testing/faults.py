@@ -10,7 +10,8 @@
     faulty.calls["create"]             # how many times create was called (faulted calls included)
 
 Operation names are the backend's method names: ``create``, ``put``, ``get``, ``get_many``, ``update``,
-``delete``, ``list``, ``search``, ``health``, ``iter_all``. A faulted ``health`` reports ``ok=False``
+``delete``, ``list``, ``search``, ``health``, ``iter_all``, ``record_access`` (passed through when ``inner``
+declares ``access_tracking``). A faulted ``health`` reports ``ok=False``
 (or hangs) instead of raising, as a real probe would.
 """
 
@@ -20,19 +21,20 @@ import builtins
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 import attrs
 
 from memroute.errors import BackendUnavailableError
-from memroute.interfaces import MemoryBackend
+from memroute.interfaces import AccessRecorder, MemoryAccess, MemoryBackend
 from memroute.models import BackendHit, HealthResult, ListFilter, ListPage, Memory, MemoryPatch, NewMemory, SearchQuery
 
 __all__ = ["FaultyBackend", "ManualClock"]
 
 OPERATIONS: Final = frozenset(
-    {"create", "put", "get", "get_many", "update", "delete", "list", "search", "health", "iter_all"}
+    {"create", "put", "get", "get_many", "update", "delete", "list", "search", "health", "iter_all",
+     "record_access"}
 )
 
 
@@ -174,6 +176,13 @@ class FaultyBackend(MemoryBackend):
     def search(self, query: SearchQuery) -> builtins.list[BackendHit]:
         self._enter("search")
         return self.inner.search(query)
+
+    def record_access(self, api_key_id: str, accesses: Mapping[str, MemoryAccess]) -> int:
+        self._enter("record_access")
+        inner = self.inner
+        if not isinstance(inner, AccessRecorder):
+            raise BackendUnavailableError(f"{inner.name!r} records no access", backend=self.name)
+        return inner.record_access(api_key_id, accesses)
 
     def iter_all(self, api_key_id: str | None = None, batch: int = 500) -> Iterable[Memory]:
         self._enter("iter_all")

@@ -11,10 +11,12 @@ from __future__ import annotations
 import builtins
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+
+import attrs
 
 from memroute.errors import BackendUnavailableError, ConflictError, ValidationError
-from memroute.interfaces import BackendCapabilities, MemoryBackend
+from memroute.interfaces import BackendCapabilities, MemoryAccess, MemoryBackend
 from memroute.models import BackendHit, ListFilter, ListPage, Memory, MemoryPatch, NewMemory, SearchQuery
 
 __all__ = ["InMemoryBackend"]
@@ -30,7 +32,7 @@ class InMemoryBackend(MemoryBackend):
     """Memories in a dict, guarded by one lock. Keyword search scores by query-token overlap."""
 
     type_name = "memory"
-    capabilities = BackendCapabilities(persistent=False)
+    capabilities = BackendCapabilities(persistent=False, access_tracking=True)
 
     def __init__(self, name: str = "memory") -> None:
         super().__init__(name)
@@ -78,7 +80,7 @@ class InMemoryBackend(MemoryBackend):
             other_id = self._by_key.get((memory.api_key_id, memory.key))
             if other_id is not None and other_id != memory.id:
                 self._drop(other_id)
-            self._store(memory)
+            self._store(_keep_accesses(memory, self._by_id.get(memory.id)))
 
     def update(self, memory_id: str, patch: MemoryPatch) -> Memory | None:
         if not isinstance(patch, MemoryPatch):
@@ -117,6 +119,22 @@ class InMemoryBackend(MemoryBackend):
         if self._by_key.get((memory.api_key_id, memory.key)) == memory_id:
             del self._by_key[(memory.api_key_id, memory.key)]
 
+    def record_access(self, api_key_id: str, accesses: Mapping[str, MemoryAccess]) -> int:
+        """Add batched accesses of memories of ``api_key_id`` (another tenant's ids are skipped)."""
+        changed = 0
+        with self._lock:
+            self._check_open()
+            for memory_id, access in accesses.items():
+                current = self._by_id.get(memory_id)
+                if current is None or current.api_key_id != api_key_id:
+                    continue
+                last = current.last_accessed_at
+                self._by_id[memory_id] = attrs.evolve(
+                    current, access_count=current.access_count + access.count,
+                    last_accessed_at=access.at if last is None or access.at > last else last)
+                changed += 1
+        return changed
+
     # --- reads ----------------------------------------------------------------------------------------
     def get(self, memory_id: str) -> Memory | None:
         with self._lock:
@@ -147,7 +165,7 @@ class InMemoryBackend(MemoryBackend):
                 and (filter.session_id is None or m.session_id == filter.session_id)
                 and (needle is None or needle in m.content.casefold() or needle in m.key.casefold())
             ]
-        matches.sort(key=lambda m: (getattr(m, filter.order_by), m.id), reverse=filter.order_dir == "desc")
+        matches.sort(key=filter.sort_key, reverse=filter.order_dir == "desc")
         by_type: dict[str, int] = {}
         for memory in matches:
             by_type[memory.type.value] = by_type.get(memory.type.value, 0) + 1
@@ -181,3 +199,11 @@ class InMemoryBackend(MemoryBackend):
     def __repr__(self) -> str:
         return f"InMemoryBackend(name={self.name!r}, memories={len(self._by_id)})"
 
+
+def _keep_accesses(memory: Memory, existing: Memory | None) -> Memory:
+    """``memory`` with the larger access telemetry of it and ``existing`` (a put never erases accesses)."""
+    if existing is None:
+        return memory
+    times = [t for t in (memory.last_accessed_at, existing.last_accessed_at) if t is not None]
+    return attrs.evolve(memory, access_count=max(memory.access_count, existing.access_count),
+                        last_accessed_at=max(times) if times else None)

@@ -222,7 +222,7 @@ class JsonlBackend(MemoryBackend):
             and (needle is None or needle in m.content.casefold() or needle in m.key.casefold())
         ]
         by_type = dict(Counter(m.type.value for m in rows))
-        rows.sort(key=lambda m: (getattr(m, filter.order_by), m.id), reverse=filter.order_dir == "desc")
+        rows.sort(key=filter.sort_key, reverse=filter.order_dir == "desc")
         page = tuple(rows[filter.offset: filter.offset + filter.limit])
         return ListPage(data=page, total=len(rows), by_type=by_type)
 

@@ -30,7 +30,9 @@ MEMORY_EXAMPLE: dict[str, Any] = {
     "id": "0b6f4c1e-6a8e-4c36-9d1e-2f6f1f0d8a11", "apiKeyId": "shop", "sessionId": None, "type": "factual",
     "key": "preference:typescript", "content": "I prefer TypeScript over JavaScript", "metadata": {},
     "createdAt": "2026-01-01T12:00:00Z", "updatedAt": "2026-01-01T12:00:00Z", "expiresAt": None,
+    "accessCount": 2, "lastAccessedAt": "2026-01-02T09:30:00Z",
 }
+_ORDER_FIELDS = {"createdAt": "created_at", "updatedAt": "updated_at", "lastAccessedAt": "last_accessed_at"}
 TenantQuery = Annotated[str | None, Query(alias="apiKeyId", max_length=256,
                                           description="the tenant (admin keys only; default: the key's own)")]
 _NOT_FOUND = {404: {"description": "no such memory for this tenant (another tenant's id included)"}}
@@ -68,7 +70,11 @@ def list_memories(
     page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     offset: Annotated[int | None, Query(ge=0, le=2**53, description="wins over page when given")] = None,
-    order_by: Annotated[Literal["created_at", "updated_at"], Query(alias="orderBy")] = "created_at",
+    order_by: Annotated[Literal["created_at", "updated_at", "last_accessed_at", "createdAt", "updatedAt",
+                                "lastAccessedAt"],
+                        Query(alias="orderBy", description="the field to order by (snake_case or the reference's "
+                                                           "camelCase); never-accessed memories sort as the "
+                                                           "oldest by last_accessed_at")] = "created_at",
     order_dir: Annotated[Literal["asc", "desc"], Query(alias="orderDir")] = "desc",
 ) -> m.MemoryPage:
     """A page of the tenant's memories, newest first, with the tenant's statistics. ``page`` is honoured (the
@@ -77,7 +83,7 @@ def list_memories(
     mem = svc(request)
     start = offset if offset is not None else (page - 1) * limit
     result = mem.list(api_key_id=tenant, type=type, session_id=session_id or None, query=q or None, limit=limit,
-                      offset=start, order_by=order_by, order_dir=order_dir)
+                      offset=start, order_by=_ORDER_FIELDS.get(order_by, order_by), order_dir=order_dir)
     shown_page = start // limit + 1
     return m.MemoryPage(data=result.data, total=result.total, page=shown_page, limit=limit,
                         total_pages=math.ceil(result.total / limit) if result.total else 0,

@@ -77,7 +77,7 @@ def storage_list(
     query: Annotated[str | None, Query(max_length=4096)] = None,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 50,
     offset: Annotated[int, Query(ge=0, le=2**53)] = 0,
-    order_by: Annotated[str, Query(pattern="^(created_at|updated_at)$")] = "created_at",
+    order_by: Annotated[str, Query(pattern="^(created_at|updated_at|last_accessed_at)$")] = "created_at",
     order_dir: Annotated[str, Query(pattern="^(asc|desc)$")] = "desc",
 ) -> StoragePage:
     tenant = _tenant(principal)

@@ -149,8 +149,9 @@ def create_dashboard_router() -> ScopedRouter:
                           body: InjectionBody) -> InjectionPreview:  # type: ignore[valid-type]
         tenant = _tenant(principal, body.api_key_id)  # type: ignore[attr-defined]
         chat = {"messages": [{"role": "user", "content": body.query}]}  # type: ignore[attr-defined]
-        report = request.app.state.memroute.explain_augment(chat, api_key_id=tenant,
-                                                            session_id=body.session_id)  # type: ignore[attr-defined]
+        report = request.app.state.memroute.explain_augment(chat, api_key_id=tenant,  # a preview counts no access
+                                                            session_id=body.session_id,  # type: ignore[attr-defined]
+                                                            record_access=False)
         hits = len(report.preview.memories) if report.preview is not None else 0
         return InjectionPreview(injected=report.injected, block=report.block, skipped=report.skipped,
                                 memories=hits if report.injected else 0)

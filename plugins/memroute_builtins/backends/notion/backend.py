@@ -418,7 +418,7 @@ class NotionBackend(MemoryBackend):
             and (not folded or folded in m.content.casefold() or folded in m.key.casefold())
         ]
         # Notion sorts at millisecond precision; sort again on the exact timestamps (id breaks ties).
-        matches.sort(key=lambda m: (getattr(m, filter.order_by), m.id), reverse=filter.order_dir == "desc")
+        matches.sort(key=filter.sort_key, reverse=filter.order_dir == "desc")
         by_type: dict[str, int] = {}
         for memory in matches:
             by_type[memory.type.value] = by_type.get(memory.type.value, 0) + 1

@@ -540,7 +540,7 @@ class ObsidianBackend(MemoryBackend):
             and (filter.session_id is None or m.session_id == filter.session_id)
             and (needle is None or needle in m.content.lower() or needle in m.key.lower())
         ]
-        matches.sort(key=lambda m: (getattr(m, filter.order_by), m.id), reverse=filter.order_dir == "desc")
+        matches.sort(key=filter.sort_key, reverse=filter.order_dir == "desc")
         by_type = Counter(m.type.value for m in matches)
         page = tuple(matches[filter.offset:filter.offset + filter.limit])
         return ListPage(data=page, total=len(matches), by_type=dict(by_type))

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import builtins
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final
 
@@ -30,7 +30,7 @@ import attrs
 
 import memroute
 from memroute.errors import BackendUnavailableError, ConflictError, MemrouteError
-from memroute.interfaces import BackendCapabilities, ComponentContext, MemoryBackend
+from memroute.interfaces import BackendCapabilities, ComponentContext, MemoryAccess, MemoryBackend
 from memroute.models import (
     BackendHit,
     HealthResult,
@@ -85,7 +85,7 @@ class PostgresBackend(MemoryBackend):
     """memroute's backend for a shared PostgreSQL. Thread-safe: each call borrows a pooled connection for one
     transaction."""
 
-    capabilities = BackendCapabilities(reindex_markers=True)
+    capabilities = BackendCapabilities(reindex_markers=True, access_tracking=True)
     type_name = "postgres"
 
     def __init__(self, name: str, settings: PostgresSettings) -> None:
@@ -266,7 +266,10 @@ class PostgresBackend(MemoryBackend):
             params += [needle, needle]
         clause = " AND ".join(where)
         direction = "DESC" if filter.order_dir == "desc" else "ASC"
-        order = f"{filter.order_by} {direction}, seq {direction}"  # both from fixed allow-lists
+        # Both from fixed allow-lists. NULLs (never accessed) sort as the oldest, as on every backend
+        # (PostgreSQL's default puts them first in descending order).
+        nulls = " NULLS LAST" if direction == "DESC" else " NULLS FIRST"
+        order = f"{filter.order_by} {direction}{nulls}, seq {direction}"
         tenant = filter.api_key_id if filter.api_key_id is not None else ALL_TENANTS
         with self.db.transaction("list memories", tenant=tenant) as conn:
             counts = conn.execute(f"SELECT type, count(*) FROM {self.sql.table} WHERE {clause} GROUP BY type",
@@ -392,14 +395,17 @@ class PostgresBackend(MemoryBackend):
             return int(conn.execute(f"UPDATE {self.sql.table} SET needs_reindex = true WHERE NOT needs_reindex")
                        .rowcount)
 
-    def record_access(self, memory_ids: Iterable[str], now: datetime | None = None) -> None:
-        """Count an injection of these memories (``access_count``, ``last_accessed_at``)."""
-        unique = sorted(set(memory_ids))
-        if not unique:
-            return
-        with self.db.transaction("record memory access", tenant=ALL_TENANTS) as conn:
-            conn.execute(f"UPDATE {self.sql.table} SET access_count = access_count + 1, last_accessed_at = %s "
-                         "WHERE id = ANY(%s)", (now or utcnow(), unique))
+    def record_access(self, api_key_id: str, accesses: Mapping[str, MemoryAccess]) -> int:
+        """Add batched accesses of memories of ``api_key_id`` (:class:`~memroute.interfaces.AccessRecorder`) in
+        one statement, inside the tenant's row-level-security scope. ``updated_at``, ``needs_reindex`` and the
+        generated ``search`` column are untouched. Returns the rows updated."""
+        items = sorted(accesses.items())
+        if not items:
+            return 0
+        with self.db.transaction("record memory access", tenant=api_key_id) as conn:
+            cur = conn.execute(self.sql.record_access, ([i for i, _ in items], [a.count for _, a in items],
+                                                        [a.at for _, a in items], api_key_id))
+            return int(cur.rowcount)
 
     def get_setting(self, key: str) -> str | None:
         with self.db.transaction("read a setting", tenant=ALL_TENANTS) as conn:

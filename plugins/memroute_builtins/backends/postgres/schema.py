@@ -91,7 +91,8 @@ def migrations(schema: str) -> dict[int, str]:
 
 
 MIGRATIONS = migrations
-_COLUMNS: Final = "id, api_key_id, session_id, type, key, content, metadata, created_at, updated_at, expires_at"
+_COLUMNS: Final = ("id, api_key_id, session_id, type, key, content, metadata, created_at, updated_at, expires_at, "
+                   "access_count, last_accessed_at")
 
 
 class Sql:
@@ -104,7 +105,7 @@ class Sql:
         self.get = f"SELECT {_COLUMNS} FROM {t} WHERE id = %s"
         self.get_for_update = self.get + " FOR UPDATE"
         self.get_many = f"SELECT {_COLUMNS} FROM {t} WHERE id = ANY(%s)"
-        insert = (f"INSERT INTO {t} ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)")
+        insert = (f"INSERT INTO {t} ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)")
         # The upsert in one statement: a new key inserts; an existing (owner, key) keeps its id and
         # created_at, takes the new content / type / session / expiry, and shallow-merges metadata (jsonb ||).
         # The row is flagged for a new vector only when something the vector or its filters hold changed.
@@ -133,7 +134,18 @@ class Sql:
             f"OR {t}.session_id IS DISTINCT FROM EXCLUDED.session_id "
             f"OR {t}.expires_at IS DISTINCT FROM EXCLUDED.expires_at "
             f"OR {t}.created_at IS DISTINCT FROM EXCLUDED.created_at "
-            f"OR {t}.api_key_id IS DISTINCT FROM EXCLUDED.api_key_id"
+            f"OR {t}.api_key_id IS DISTINCT FROM EXCLUDED.api_key_id, "
+            # Access telemetry only grows: a replicated or restored copy never erases accesses recorded here.
+            f"access_count = GREATEST({t}.access_count, EXCLUDED.access_count), "
+            f"last_accessed_at = GREATEST({t}.last_accessed_at, EXCLUDED.last_accessed_at)"
+        )
+        # Telemetry (memroute.access): the owner is part of the match (and RLS the second wall); GREATEST skips
+        # NULLs, so the later time wins even when batches of several processes land out of order.
+        self.record_access = (
+            f"UPDATE {t} AS m SET access_count = m.access_count + a.n, "
+            "last_accessed_at = GREATEST(m.last_accessed_at, a.at) "
+            "FROM unnest(%s::text[], %s::bigint[], %s::timestamptz[]) AS a(id, n, at) "
+            "WHERE m.id = a.id AND m.api_key_id = %s"
         )
         self.delete = f"DELETE FROM {t} WHERE id = %s RETURNING id"
         self.key_clash = f"SELECT id FROM {t} WHERE api_key_id = %s AND key = %s AND id <> %s"
@@ -150,18 +162,21 @@ def _utc(value: datetime | None) -> datetime | None:
 
 
 def to_memory(row: Sequence[Any]) -> Memory:
-    (memory_id, api_key_id, session_id, mtype, key, content, metadata, created, updated, expires) = row
+    (memory_id, api_key_id, session_id, mtype, key, content, metadata, created, updated, expires, accesses,
+     accessed) = row
     return Memory.trusted(  # rows were validated when they were written
         id=memory_id, api_key_id=api_key_id, session_id=session_id, type=mtype, key=key, content=content,
         metadata=metadata if isinstance(metadata, dict) else {}, created_at=_utc(created),  # type: ignore[arg-type]
         updated_at=_utc(updated), expires_at=_utc(expires),  # type: ignore[arg-type]
+        access_count=int(accesses or 0), last_accessed_at=_utc(accessed),
     )
 
 
 def row_values(memory: Memory, jsonb: Any) -> tuple[Any, ...]:
     """The INSERT parameters of a memory (``jsonb`` wraps the metadata: psycopg's ``Jsonb``)."""
     return (memory.id, memory.api_key_id, memory.session_id, memory.type.value, memory.key, memory.content,
-            jsonb(memory.metadata), memory.created_at, memory.updated_at, memory.expires_at)
+            jsonb(memory.metadata), memory.created_at, memory.updated_at, memory.expires_at, memory.access_count,
+            memory.last_accessed_at)
 
 
 _TERM = re.compile(r"[^\W_]+")

@@ -34,9 +34,8 @@ import builtins
 import json
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
@@ -51,7 +50,7 @@ from memroute.errors import (
     ConfigError,
     ConflictError,
 )
-from memroute.interfaces import BackendCapabilities, ComponentContext, MemoryBackend
+from memroute.interfaces import BackendCapabilities, ComponentContext, MemoryAccess, MemoryBackend
 from memroute.models import (
     BackendHit,
     HealthResult,
@@ -74,6 +73,7 @@ from memroute_builtins.backends.sqlite.schema import (
     _SQL_INSERT_NEW,
     _SQL_PUT,
     _SQL_PUT_EVICT,
+    _SQL_RECORD_ACCESS,
     _SQL_UPDATE,
     MAX_QUERY_CHARS,
     MAX_QUERY_TERMS,
@@ -141,7 +141,7 @@ class SqliteBackend(MemoryBackend):
     """memroute's embedded default backend. Thread-safe: one apsw connection per thread, every write in a
     ``BEGIN IMMEDIATE`` transaction (so a read-then-write upsert never races another writer)."""
 
-    capabilities = BackendCapabilities(bounded_latency=True, reindex_markers=True)
+    capabilities = BackendCapabilities(bounded_latency=True, reindex_markers=True, access_tracking=True)
     type_name = "sqlite"
 
     def __init__(self, name: str, path: str | Path, *, settings: SqliteSettings | None = None,
@@ -571,15 +571,20 @@ class SqliteBackend(MemoryBackend):
             connection.execute("UPDATE memories SET needs_reindex = 1 WHERE needs_reindex = 0")
             return int(connection.total_changes() - before)
 
-    def record_access(self, memory_ids: Iterable[str], now: datetime | None = None) -> None:
-        """Count an injection of these memories (``access_count``, ``last_accessed_at``). Touches neither the
-        FTS index (the update trigger ignores these columns) nor the cached memories."""
-        stamp = format_ts(now or memroute.models.utcnow())
-        unique = sorted(set(memory_ids))
+    def record_access(self, api_key_id: str, accesses: Mapping[str, MemoryAccess]) -> int:
+        """Add batched accesses of memories of ``api_key_id`` (:class:`~memroute.interfaces.AccessRecorder`):
+        one transaction, the FTS index untouched (its update trigger ignores these columns), ``updated_at``
+        and ``needs_reindex`` unchanged. Returns the rows updated."""
+        rows = [(memory_id, api_key_id, access.count, format_ts(access.at))
+                for memory_id, access in sorted(accesses.items())]
+        if not rows:
+            return 0
         with self._write("record memory access") as connection:
-            connection.executemany(
-                "UPDATE memories SET access_count = access_count + 1, last_accessed_at = ? WHERE id = ?",
-                [(stamp, i) for i in unique])
+            before = connection.total_changes()
+            connection.executemany(_SQL_RECORD_ACCESS, rows)
+            changed = int(connection.total_changes() - before)
+        self._invalidate(accesses)  # cached copies would show the old counts
+        return changed
 
     def get_setting(self, key: str) -> str | None:
         rows = self._read("SELECT value FROM settings WHERE key = ?", (key,), "read a setting")

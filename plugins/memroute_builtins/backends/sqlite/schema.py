@@ -89,7 +89,8 @@ _MIGRATIONS: Final[dict[int, str]] = {
     """,
 }
 
-_COLUMNS = "id, api_key_id, session_id, type, key, content, metadata, created_at, updated_at, expires_at"
+_COLUMNS = ("id, api_key_id, session_id, type, key, content, metadata, created_at, updated_at, expires_at, "
+            "access_count, last_accessed_at")
 _M_COLUMNS = ", ".join(f"m.{c.strip()}" for c in _COLUMNS.split(","))
 
 _SQL_GET = f"SELECT {_COLUMNS} FROM memories WHERE id = ?"
@@ -97,7 +98,7 @@ _SQL_GET_BY_KEY = f"SELECT {_COLUMNS} FROM memories WHERE api_key_id = ? AND key
 _SQL_GET_MANY = f"SELECT {_COLUMNS} FROM memories WHERE id IN (SELECT value FROM json_each(?))"
 _SQL_INSERT = (
     "INSERT INTO memories (id, api_key_id, session_id, type, key, content, metadata, created_at, updated_at, "
-    "expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "expires_at, access_count, last_accessed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _SQL_INSERT_NEW = _SQL_INSERT + " ON CONFLICT DO NOTHING RETURNING memory_rowid"
 _SQL_UPDATE = (
@@ -119,7 +120,17 @@ _SQL_PUT = (
     "metadata = excluded.metadata, created_at = excluded.created_at, updated_at = excluded.updated_at, "
     "expires_at = excluded.expires_at, needs_reindex = CASE WHEN content IS NOT excluded.content "
     "OR key IS NOT excluded.key OR session_id IS NOT excluded.session_id OR expires_at IS NOT excluded.expires_at "
-    "OR created_at IS NOT excluded.created_at OR api_key_id IS NOT excluded.api_key_id THEN 1 ELSE needs_reindex END"
+    "OR created_at IS NOT excluded.created_at OR api_key_id IS NOT excluded.api_key_id THEN 1 ELSE needs_reindex END, "
+    # Access telemetry only grows: a replicated or restored copy never erases accesses recorded here.
+    "access_count = max(access_count, excluded.access_count), "
+    "last_accessed_at = CASE WHEN excluded.last_accessed_at > coalesce(last_accessed_at, '') "
+    "THEN excluded.last_accessed_at ELSE last_accessed_at END"
+)
+# Telemetry (memroute.access): the owner is part of the match, so a batch can never touch another tenant's row;
+# the later time wins (batches of several processes may land out of order). Columns outside the FTS trigger.
+_SQL_RECORD_ACCESS = (
+    "UPDATE memories SET access_count = access_count + ?3, last_accessed_at = CASE WHEN ?4 > "
+    "coalesce(last_accessed_at, '') THEN ?4 ELSE last_accessed_at END WHERE id = ?1 AND api_key_id = ?2"
 )
 
 
@@ -141,7 +152,8 @@ def parse_ts(text: str) -> datetime:
 
 
 def _to_memory(row: Sequence[Any]) -> Memory:
-    (memory_id, api_key_id, session_id, mtype, key, content, metadata, created, updated, expires) = row
+    (memory_id, api_key_id, session_id, mtype, key, content, metadata, created, updated, expires, accesses,
+     accessed) = row
     try:
         meta = json.loads(metadata) if metadata else {}
     except ValueError:
@@ -149,7 +161,8 @@ def _to_memory(row: Sequence[Any]) -> Memory:
     return Memory.trusted(  # rows were validated when they were written
         id=memory_id, api_key_id=api_key_id, session_id=session_id, type=mtype, key=key, content=content,
         metadata=meta if isinstance(meta, dict) else {}, created_at=parse_ts(created), updated_at=parse_ts(updated),
-        expires_at=None if expires is None else parse_ts(expires),
+        expires_at=None if expires is None else parse_ts(expires), access_count=int(accesses or 0),
+        last_accessed_at=None if accessed is None else parse_ts(accessed),
     )
 
 
@@ -198,6 +211,7 @@ def _row_values(memory: Memory) -> tuple[Any, ...]:
         memory.id, memory.api_key_id, memory.session_id, memory.type.value, memory.key, memory.content,
         _dump_metadata(memory.metadata) if memory.metadata else "{}",
         format_ts(memory.created_at), format_ts(memory.updated_at), _opt_ts(memory.expires_at),
+        memory.access_count, _opt_ts(memory.last_accessed_at),
     )
 
 

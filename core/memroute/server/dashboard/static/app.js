@@ -163,7 +163,9 @@ async function loadMemories() {
     row.insertCell().textContent = memory.sessionId || "–";
     row.insertCell().textContent = when(memory.createdAt);
     row.insertCell().textContent = when(memory.updatedAt);
-    row.insertCell().textContent = when(memory.lastAccessedAt);
+    const accessed = row.insertCell();
+    accessed.textContent = when(memory.lastAccessedAt);
+    accessed.title = `${memory.accessCount ?? 0} access${memory.accessCount === 1 ? "" : "es"}`;
     const open = el("button", "Open");
     open.type = "button";
     open.setAttribute("aria-label", `Open memory ${memory.key}`);
