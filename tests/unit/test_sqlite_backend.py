@@ -526,5 +526,5 @@ def test_the_row_memo_keeps_no_huge_memories() -> None:
 
     memo = RowMemo()
     now = "2026-11-29T14:27:46.123456Z"
-    row = (new_memory_id(), "a", None, "factual", "k", "x" * (RowMemo.max_chars + 1), "{}", now, now, None)
+    row = (new_memory_id(), "a", None, "factual", "k", "x" * (RowMemo.max_chars + 1), "{}", now, now, None, 0, None)
     assert memo.memory(row).content == row[5] and memo._items == {}
