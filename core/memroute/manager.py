@@ -108,7 +108,7 @@ class MemoryManager:
         self._replication = Replicator(self.backends, self._caller, self.outbox, settings=self.settings,
                                        clock=self._clock, write_lock=self._write_lock)
         self._monitor = HealthMonitor(self.backends, self._caller, self._replication, self.settings)
-        self._access = AccessLog(self._write_access, interval_s=self.settings.access_flush_interval_s)
+        self._access = AccessLog(self.write_access, interval_s=self.settings.access_flush_interval_s)
 
     @property
     def backends(self) -> list[MemoryBackend]:
@@ -475,10 +475,14 @@ class MemoryManager:
         """The access telemetry's counters (see :meth:`memroute.access.AccessLog.stats`)."""
         return self._access.stats()
 
-    def _write_access(self, api_key_id: str, accesses: Mapping[str, MemoryAccess]) -> int:
-        """One tenant's batch to the primary (only: the counts are the primary's, like the reference's), as a
-        telemetry call: never while its breaker is open, never counted against it."""
-        primary = self.primary
+    def write_access(self, api_key_id: str, accesses: Mapping[str, MemoryAccess]) -> int:
+        """Write one tenant's batch to the primary now (only the primary: the counts are its own, like the
+        reference's), as a telemetry call: never while its breaker is open, never counted against it. The
+        background writer calls this; so does the storage protocol's access route (another process's ``http``
+        backend already batched). Returns the rows updated; 0 when the primary does not track access."""
+        if not self._tracks_access():
+            return 0
+        primary = self.primary  # no open check: close() writes what is pending after it marks the manager closed
         if not isinstance(primary, AccessRecorder):
             raise PluginError(f"backend {primary.name!r} ({primary.type_name}) declares access_tracking but does "
                               "not implement record_access")

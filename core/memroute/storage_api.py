@@ -13,10 +13,22 @@ fallbacks get them) and its vector index.
 from __future__ import annotations
 
 import builtins
+from collections.abc import Mapping
 from typing import Any
 
 from memroute.errors import PermissionDeniedError, ValidationError
-from memroute.models import BackendHit, ListFilter, ListPage, Memory, MemoryPatch, NewMemory, SearchQuery
+from memroute.interfaces import MemoryAccess
+from memroute.models import (
+    BackendHit,
+    ListFilter,
+    ListPage,
+    Memory,
+    MemoryPatch,
+    NewMemory,
+    SearchQuery,
+    require_id,
+    require_tenant,
+)
 
 __all__ = ["StorageAPI"]
 
@@ -84,6 +96,15 @@ class StorageAPI:
             if filter.api_key_id is None:
                 raise ValidationError("api_key_id: required for a tenant key", [("api_key_id", "required")])
         return self._manager.list(filter)
+
+    def record_access(self, api_key_id: str, accesses: Mapping[str, MemoryAccess], tenant: str | None) -> int:
+        """Write a batch of accesses another process's ``http`` backend coalesced, to this deployment's primary
+        now (through its manager, as a telemetry call). Ids of another tenant are skipped by the backend."""
+        owner = require_tenant(api_key_id)
+        self._check(tenant, owner)
+        for memory_id in accesses:
+            require_id(memory_id)
+        return int(self._manager.write_access(owner, accesses))
 
     def search(self, query: SearchQuery, tenant: str | None) -> builtins.list[BackendHit]:
         self._check(tenant, query.api_key_id)

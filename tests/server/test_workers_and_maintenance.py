@@ -91,3 +91,21 @@ def test_the_http_bench_runs_end_to_end(tmp_path):
     assert report["search"]["http"]["p50_ms"] > 0 and report["search"]["in_process"]["p50_ms"] > 0
     assert {"ratio_p50", "budget_ms", "target_met"} <= set(report["search"])
     assert report["add"]["http_4_clients"]["per_s"] > 0 and "ratio_concurrent_vs_one" in report["add"]
+
+
+def test_the_multi_worker_socket_says_tcp_so_responses_are_not_held_by_nagle():
+    # asyncio sets TCP_NODELAY only on accepted sockets whose listener has proto=IPPROTO_TCP; uvicorn's own
+    # multi-worker socket has proto 0 and made every keep-alive request wait ~40 ms for a delayed ACK.
+    import socket
+
+    from memroute.cli.tcp import TcpConfig
+
+    config = TcpConfig("memroute.server.factory:app_from_env", factory=True, host="127.0.0.1", port=0, workers=2)
+    sock = config.bind_socket()
+    try:
+        assert sock.proto == socket.IPPROTO_TCP and sock.get_inheritable()
+        sock.listen(1)
+        with socket.create_connection(sock.getsockname()), sock.accept()[0] as accepted:
+            assert accepted.proto == socket.IPPROTO_TCP  # what asyncio checks before setting TCP_NODELAY
+    finally:
+        sock.close()

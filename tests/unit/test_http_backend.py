@@ -331,6 +331,12 @@ def test_the_reference_camel_case_shape_is_accepted_when_reading() -> None:
     memory = memory_from_wire(reference_shaped)
     assert memory.api_key_id == "key-a" and memory.session_id is None and memory.metadata == {"source": "llm_response"}
     assert memory.created_at.isoformat() == "2026-01-02T03:04:05+00:00"
+    assert memory.access_count == 3 and memory.last_accessed_at is None
+    # malformed telemetry is dropped, never a reason to refuse the memory
+    odd = memory_from_wire({**reference_shaped, "accessCount": "many", "lastAccessedAt": "last tuesday"})
+    assert (odd.access_count, odd.last_accessed_at) == (0, None)
+    stamped = memory_from_wire({**reference_shaped, "lastAccessedAt": "2026-01-03T00:00:00.000Z"})
+    assert stamped.last_accessed_at.isoformat() == "2026-01-03T00:00:00+00:00"
 
 
 def test_search_accepts_bare_memories_ranked_by_position(memory_server: MemoryHttpServer) -> None:

@@ -63,8 +63,20 @@ def serve(ctx: click.Context, host: str | None, port: int | None, workers: int |
     state.service = None
     if state.config_path:
         os.environ["MEMROUTE_CONFIG"] = os.path.abspath(state.config_path)
-    several: dict[str, Any] = {"workers": server.workers} if server.workers > 1 else {}
-    uvicorn.run(_APP_FACTORY, factory=True, **several, **options)
+    if server.workers > 1:
+        _run_workers(server.workers, options)
+    else:
+        uvicorn.run(_APP_FACTORY, factory=True, **options)
+
+
+def _run_workers(workers: int, options: dict[str, Any]) -> None:
+    """``uvicorn.run(..., workers=N)`` with the listening socket of :class:`memroute.cli.tcp.TcpConfig`."""
+    from uvicorn.supervisors import Multiprocess
+
+    from memroute.cli.tcp import TcpConfig
+
+    config = TcpConfig(_APP_FACTORY, factory=True, workers=workers, **options)
+    Multiprocess(config, sockets=[config.bind_socket()]).run()
 
 
 @click.group("keys")

@@ -39,7 +39,7 @@ from memroute.errors import (
     MemrouteError,
     ValidationError,
 )
-from memroute.interfaces import BackendCapabilities, ComponentContext, MemoryBackend
+from memroute.interfaces import BackendCapabilities, ComponentContext, MemoryAccess, MemoryBackend
 from memroute.models import (
     BackendHit,
     HealthResult,
@@ -50,6 +50,7 @@ from memroute.models import (
     MemoryType,
     NewMemory,
     SearchQuery,
+    as_utc,
     require_id,
 )
 from memroute.serialization import converter, memory_from_dict, memory_to_dict
@@ -68,6 +69,7 @@ DEFAULT_ENDPOINTS: Final[dict[str, str]] = {
     "update": "memories/{id}",
     "delete": "memories/{id}",
     "health": "health",
+    "access": "memories/access",
 }
 """Endpoint paths of the protocol, relative to ``base_url``'s path."""
 
@@ -86,7 +88,7 @@ _CAMEL_ALIASES: Final[dict[str, str]] = {
 }
 
 PRESETS: Final[dict[str, dict[str, Any]]] = {
-    "memroute": {"backend_type": "memroute", "endpoints": dict(DEFAULT_ENDPOINTS)},
+    "memroute": {"backend_type": "memroute", "endpoints": dict(DEFAULT_ENDPOINTS), "access_tracking": True},
 }
 """Presets that work. The reference's ``obsidian`` and ``notion`` presets pointed at paths those APIs do not
 have; memroute ships real ``obsidian`` and ``notion`` backends instead."""
@@ -160,7 +162,12 @@ class HttpBackendSettings:
     preset: str | None = None
     """A named set of defaults; only ``memroute`` exists (a server speaking the memroute protocol)."""
     endpoints: dict[str, str] = attrs.field(factory=dict)
-    """Overrides of :data:`DEFAULT_ENDPOINTS` (``search, create, list, get, put, update, delete, health``)."""
+    """Overrides of :data:`DEFAULT_ENDPOINTS` (``search, create, list, get, put, update, delete, health, access``)."""
+    access_tracking: bool = False
+    """The server takes batched access telemetry at ``endpoints.access`` (``memroute serve``'s ``/api/storage``
+    does; the ``memroute`` preset turns this on): the backend then declares ``access_tracking`` and the counts
+    of ``augment`` / ``search`` land on the server's primary. Off by default, since a server without the route
+    would refuse every batch."""
     query_params: dict[str, str] = attrs.field(factory=dict)
     """Protocol query-parameter name → the server's name (e.g. ``{api_key_id = "owner", limit = "count"}``)."""
     path_params: dict[str, str] = attrs.field(factory=dict)
@@ -176,10 +183,10 @@ class HttpBackendSettings:
 # --- wire format ---------------------------------------------------------------------------------------
 
 _MEMORY_FIELDS: Final = ("id", "api_key_id", "session_id", "type", "key", "content", "metadata", "created_at",
-                         "updated_at", "expires_at")
+                         "updated_at", "expires_at", "access_count", "last_accessed_at")
 _WIRE_ALIASES: Final[dict[str, str]] = {
     "apiKeyId": "api_key_id", "sessionId": "session_id", "createdAt": "created_at", "updatedAt": "updated_at",
-    "expiresAt": "expires_at",
+    "expiresAt": "expires_at", "accessCount": "access_count", "lastAccessedAt": "last_accessed_at",
 }
 
 
@@ -202,7 +209,22 @@ def memory_from_wire(data: Any, where: str = "memory") -> Memory:
             raise ValidationError(f"{where}.metadata: not a JSON object", [(f"{where}.metadata", "invalid")]) from None
     if fields.get("session_id") == "":
         fields["session_id"] = None
+    _lenient_access(fields)
     return memory_from_dict(fields, where)
+
+
+def _lenient_access(fields: dict[str, Any]) -> None:
+    """Access telemetry a server sends is kept when it is well-formed and dropped otherwise (the reference's
+    servers send ``accessCount`` as they please; a bad count must not make the memory unreadable)."""
+    count = fields.get("access_count")
+    if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 0):
+        del fields["access_count"]
+    stamp = fields.get("last_accessed_at")
+    if stamp is not None:
+        try:
+            fields["last_accessed_at"] = as_utc(stamp, "last_accessed_at")
+        except ValidationError:
+            del fields["last_accessed_at"]
 
 
 def _iso(value: Any) -> str:
@@ -281,6 +303,8 @@ class HttpBackend(MemoryBackend):
         self.settings = _apply_preset(settings)
         self.base_url = _normalise_base(self.settings.base_url)
         self.endpoints = _resolve_endpoints(self.settings)
+        if self.settings.access_tracking:
+            self.capabilities = attrs.evolve(HttpBackend.capabilities, access_tracking=True)
         self.query_names = _resolve_query_names(self.settings.query_params)
         self._id_placeholders = (
             self.settings.path_params.get("id", "id"), self.settings.path_params.get("memoryId", "memoryId")
@@ -394,6 +418,19 @@ class HttpBackend(MemoryBackend):
         # Never trust a remote with tenant isolation or the query's filters: enforce them here too.
         admitted = [hit for hit in hits if query.admits(hit.memory)]
         return admitted[: query.limit]
+
+    def record_access(self, api_key_id: str, accesses: Mapping[str, MemoryAccess]) -> int:
+        """POST one tenant's batched accesses to ``endpoints.access`` (``access_tracking = true``); the server
+        answers ``{"updated": n}``. Not retried: a lost answer may hide a write that happened."""
+        if not self.settings.access_tracking:
+            raise BackendError(f"{self.name}: access_tracking is off for this server", backend=self.name)
+        body = {"api_key_id": api_key_id,
+                "accesses": [{"id": i, "count": a.count, "at": _iso(a.at)} for i, a in sorted(accesses.items())]}
+        response = self._call("access", "POST", self.endpoints["access"], body=body)
+        assert response is not None
+        data = self._json("access", response) if response.body.strip() else {}
+        updated = data.get("updated", len(accesses)) if isinstance(data, Mapping) else len(accesses)
+        return updated if isinstance(updated, int) and not isinstance(updated, bool) else len(accesses)
 
     def health(self) -> HealthResult:
         """GET the health endpoint: ``ok`` on any 2xx (the body is not interpreted). Never raises."""
@@ -612,6 +649,7 @@ def _apply_preset(settings: HttpBackendSettings) -> HttpBackendSettings:
         settings,
         backend_type=settings.backend_type if settings.backend_type != "memroute" else preset["backend_type"],
         endpoints={**preset["endpoints"], **settings.endpoints},
+        access_tracking=settings.access_tracking or bool(preset.get("access_tracking")),
     )
 
 

@@ -11,7 +11,17 @@ import attrs
 from fastapi import Query, Request
 
 from memroute.errors import NotFoundError
-from memroute.models import BackendHit, ListFilter, Memory, MemoryPatch, MemoryType, NewMemory, SearchQuery
+from memroute.interfaces import MemoryAccess
+from memroute.models import (
+    BackendHit,
+    ListFilter,
+    Memory,
+    MemoryPatch,
+    MemoryType,
+    NewMemory,
+    SearchQuery,
+    as_utc,
+)
 from memroute.server.api import models as m
 from memroute.server.api.memory import MEMORY_EXAMPLE, MemoryModel, ok
 from memroute.server.auth import CurrentPrincipal, Principal, ScopedRouter
@@ -34,6 +44,29 @@ class StoragePatch:
 
 
 @attrs.frozen(kw_only=True)
+class StorageAccess:
+    """Accesses of one memory, coalesced by the caller: ``count`` of them, the latest at ``at``."""
+
+    id: str = attrs.field(metadata={"min_length": 1, "max_length": 256})
+    count: int = attrs.field(metadata={"ge": 1, "le": 1_000_000})
+    at: datetime
+
+
+@attrs.frozen(kw_only=True)
+class StorageAccessBatch:
+    """One tenant's batched accesses (``access_count``, ``last_accessed_at``), from an ``http`` backend."""
+
+    api_key_id: str = attrs.field(metadata={"min_length": 1, "max_length": 256})
+    accesses: tuple[StorageAccess, ...] = attrs.field(metadata={"max_length": 10_000})
+
+
+@attrs.frozen(kw_only=True)
+class StorageAccessResult:
+    updated: int
+    """Rows updated (ids of another tenant, or of no memory, are skipped)."""
+
+
+@attrs.frozen(kw_only=True)
 class StoragePage:
     data: tuple[Memory, ...]
     total: int
@@ -43,6 +76,7 @@ class StoragePage:
 NewBody = wire_model(NewMemory, mode="request", camel_case=False, name="StorageCreate")
 PutBody = wire_model(Memory, mode="request", camel_case=False, name="StoragePut")
 PatchBody = wire_model(StoragePatch, mode="request", camel_case=False)
+AccessBody = wire_model(StorageAccessBatch, mode="request", camel_case=False)
 _NOT_FOUND = {404: {"description": "no such memory for this key"}}
 
 
@@ -106,6 +140,19 @@ def storage_search(
         search = attrs.evolve(search, now=now)
     hits: list[BackendHit] = _storage(request).search(search, _tenant(principal))
     return hits
+
+
+@router.post("/memories/access", scope="write", response_model=wire_model(StorageAccessResult),
+             summary="record access: add batched access counts (the http backend's telemetry)",
+             responses=ok({"updated": 1}))
+def storage_access(request: Request, principal: CurrentPrincipal, body: AccessBody) -> StorageAccessResult:  # type: ignore[valid-type]
+    accesses: dict[str, MemoryAccess] = {}
+    for item in body.accesses:  # type: ignore[attr-defined]
+        seen = accesses.get(item.id)
+        accesses[item.id] = MemoryAccess(count=item.count + (seen.count if seen else 0),
+                                         at=max(as_utc(item.at), seen.at) if seen else as_utc(item.at))
+    updated = _storage(request).record_access(body.api_key_id, accesses, _tenant(principal))  # type: ignore[attr-defined]
+    return StorageAccessResult(updated=updated)
 
 
 @router.get("/memories/{memory_id}", scope="read", response_model=MemoryModel, summary="get",
