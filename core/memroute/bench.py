@@ -14,6 +14,7 @@ import platform
 import random
 import statistics
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,7 +25,8 @@ import numpy as np
 from memroute.models import Memory, MemoryType, new_memory_id, utcnow
 from memroute.serialization import memory_to_dict, to_jsonable
 
-__all__ = ["machine_description", "run_bench", "synthetic_contents"]
+__all__ = ["compare_engines", "concurrent_adds", "drop_postgres_schemas", "machine_description",
+           "one_of_many_tenants", "run_bench", "synthetic_contents"]
 
 _SUBJECTS = ["the billing service", "the search page", "a trail run", "the autumn menu", "the thesis draft",
              "a Postgres migration", "the Kubernetes cluster", "a sourdough starter", "the quarterly report",
@@ -200,3 +202,111 @@ def _knn_samples(embedder: Any, contents: list[str], texts: list[str]) -> dict[s
         top[np.argsort(-scores[top])]
         samples.append(time.perf_counter() - began)
     return _percentiles(samples)
+
+
+# --- engines compared in one run (``memroute bench --backend postgres``; tests/bench/test_postgres_bench.py) ----
+
+def concurrent_adds(open_service: Callable[..., Any], path: Path, writers: int = 8, each: int = 100) -> float:
+    """Adds per second with ``writers`` threads adding through one service at once (embedding included)."""
+    with open_service(path) as mem:
+        _warm_up(mem)
+        barrier = threading.Barrier(writers + 1)
+
+        def work(worker: int) -> None:
+            barrier.wait()
+            for content in synthetic_contents(each, seed=100 + worker):
+                mem.add(api_key_id=f"writer-{worker}", content=content)
+
+        threads = [threading.Thread(target=work, args=(w,)) for w in range(writers)]
+        for thread in threads:
+            thread.start()
+        barrier.wait()
+        started = time.perf_counter()
+        for thread in threads:
+            thread.join()
+        elapsed = time.perf_counter() - started
+        mem.flush()
+    return round(writers * each / elapsed, 1)
+
+
+def one_of_many_tenants(open_service: Callable[..., Any], path: Path, tenants: int = 1000, per_tenant: int = 20,
+                        searches: int = 100) -> dict[str, Any]:
+    """Hybrid search p50 / p95 for one random tenant among ``tenants`` of ``per_tenant`` memories each."""
+    lines = [line for tenant in range(tenants)
+             for line in _jsonl(f"tenant-{tenant}", synthetic_contents(per_tenant, seed=tenant))]
+    with open_service(path) as mem:
+        mem.import_jsonl(lines)
+        mem.flush()
+        rng = random.Random(5)
+        samples = []
+        for _ in range(searches):
+            tenant = f"tenant-{rng.randrange(tenants)}"
+            began = time.perf_counter()
+            mem.search(rng.choice(_QUERIES), api_key_id=tenant, strategy="hybrid", limit=10)
+            samples.append(time.perf_counter() - began)
+    return {"tenants": tenants, "per_tenant": per_tenant, "hybrid": _percentiles(samples)}
+
+
+def _ratios(engine: dict[str, Any], baseline: dict[str, Any], sizes: tuple[int, ...]) -> dict[str, float | None]:
+    def ratio(a: Any, b: Any) -> float | None:
+        return round(a / b, 2) if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b else None
+
+    out = {"single_add_per_s": ratio(engine["single_add_per_s"], baseline["single_add_per_s"]),
+           "concurrent_writers_add_per_s": ratio(engine["concurrent_writers_add_per_s"],
+                                                 baseline["concurrent_writers_add_per_s"])}
+    for size in sizes:
+        ours, theirs = engine[str(size)], baseline[str(size)]
+        for rate in ("bulk_import_per_s", "bulk_import_with_embedding_per_s"):
+            out[f"{rate}_{size}"] = ratio(ours[rate], theirs[rate])
+        for leg in ("keyword", "semantic", "hybrid"):
+            for stat in ("p50_ms", "p95_ms"):
+                out[f"{leg}_{stat}_{size}"] = ratio(ours[leg][stat], theirs[leg][stat])
+    for stat in ("p50_ms", "p95_ms"):
+        out[f"hybrid_{stat}_one_of_{engine['one_of_many_tenants']['tenants']}_tenants"] = ratio(
+            engine["one_of_many_tenants"]["hybrid"][stat], baseline["one_of_many_tenants"]["hybrid"][stat])
+    return out
+
+
+def _prefixed(progress: Callable[[str], None], name: str) -> Callable[[str], None]:
+    return lambda message: progress(f"{name}: {message}")
+
+
+def compare_engines(engines: dict[str, Callable[..., Any]], *, baseline: str, sizes: tuple[int, ...] = (10_000,),
+                    single_adds: int = 500, tenants: int = 1_000, per_tenant: int = 20, queries: int = 50,
+                    writers: int = 8, progress: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
+    """:func:`run_bench` for every engine in one run, plus ``writers`` concurrent writers and hybrid search for
+    one tenant among ``tenants``; ``ratios`` divides each engine's figures by ``baseline``'s (rates: above 1
+    is faster; latencies ``*_ms``: below 1 is faster)."""
+    report: dict[str, Any] = {"machine": machine_description(), "baseline": baseline, "engines": {}, "ratios": {}}
+    with tempfile.TemporaryDirectory(prefix="memroute-compare-") as tmp:
+        for name, open_service in engines.items():
+            started = time.perf_counter()
+            progress(f"{name}: the single-engine measurements")
+            bench = run_bench(open_service, sizes=sizes, single_adds=single_adds, tenants=tenants,
+                              per_tenant=per_tenant, queries=queries, progress=_prefixed(progress, name))
+            result = bench["results"]
+            progress(f"{name}: {writers} concurrent writers")
+            result["concurrent_writers"] = writers
+            result["concurrent_writers_add_per_s"] = concurrent_adds(open_service, Path(tmp) / f"{name}-writers",
+                                                                     writers=writers)
+            progress(f"{name}: one tenant of {tenants}")
+            result["one_of_many_tenants"] = one_of_many_tenants(open_service, Path(tmp) / f"{name}-tenants",
+                                                                tenants=tenants, per_tenant=per_tenant)
+            result["engine"] = bench.get("engine")
+            result["seconds"] = round(time.perf_counter() - started, 1)
+            report["engines"][name] = result
+    base = report["engines"][baseline]
+    report["ratios"] = {name: _ratios(result, base, sizes) for name, result in report["engines"].items()
+                        if name != baseline}
+    return report
+
+
+def drop_postgres_schemas(dsn: str, schemas: list[str]) -> None:
+    """Drop the schemas a PostgreSQL bench created (psycopg comes with ``memroute[postgres]``)."""
+    if not schemas:
+        return
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for schema in schemas:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')

@@ -54,6 +54,8 @@ class BackendCall(Generic[T]):
     writes: bool = attrs.field(default=False, kw_only=True)
     """A write still running after its timeout could land after newer state, so the caller tracks it
     (see :meth:`BackendCaller.abandoned`)."""
+    timeout_s: float | None = attrs.field(default=None, kw_only=True)
+    """This call's timeout; ``None``: ``operation_timeout_s``. A bulk call scales it with its size."""
     telemetry: bool = attrs.field(default=False, kw_only=True)
     """Best-effort bookkeeping (access counts): made only while the breaker is closed, and its outcome never
     feeds the breaker, so a failing telemetry write can neither open a breaker nor take a half-open probe."""
@@ -120,7 +122,7 @@ class BackendCaller:
                 f"backend {name!r} is skipped: circuit breaker open after {breaker.consecutive_failures} "
                 f"failure(s) (last: {breaker.last_error})", backend=name,
             )
-        timeout = self.settings.operation_timeout_s
+        timeout = call.timeout_s if call.timeout_s is not None else self.settings.operation_timeout_s
         try:
             if backend.capabilities.bounded_latency:
                 # A local backend bounds its own latency (SQLite's busy timeout): calling it on this thread

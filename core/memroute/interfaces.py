@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import abc
 import builtins
+import contextlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -349,6 +351,14 @@ class VectorStore(abc.ABC):
     def health(self) -> HealthResult:
         """Probe the store for real. The default times a ``count``."""
         return HealthResult.timed(lambda: self.count())
+
+    def bulk_load(self, expected: int) -> AbstractContextManager[None]:
+        """Optional hook: the indexer is about to upsert a backlog of about ``expected`` vectors (a bulk
+        import, a rebuild), inside this context, in many ``upsert`` calls. A store whose index is cheaper to
+        build once than to grow vector by vector (an HNSW graph in PostgreSQL) may suspend it here and build
+        it on exit; queries meanwhile must still return correct results. The default does nothing."""
+        del expected
+        return contextlib.nullcontext()
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources."""

@@ -51,6 +51,9 @@ log = logging.getLogger("memroute.manager")
 
 T = TypeVar("T")
 
+BULK_SECONDS_PER_MEMORY = 0.002
+"""What ``put_many`` adds to ``operation_timeout_s`` per memory in the batch (100,000: 200 s more)."""
+
 
 @attrs.frozen(kw_only=True)
 class ManagedSearch:
@@ -282,8 +285,12 @@ class MemoryManager:
         if not batch:
             return 0
         self._ensure_open()
+        # One call for the whole batch (one transaction where the backend has them), so its timeout grows with
+        # it: 100,000 memories took PostgreSQL longer than the 30 s default on a loaded 2-core machine.
+        timeout = self.settings.operation_timeout_s + len(batch) * BULK_SECONDS_PER_MEMORY
         with self._write_lock:
-            served, count = self._write(BackendCall("put_many", lambda b: b.put_many(batch), writes=True))
+            served, count = self._write(BackendCall("put_many", lambda b: b.put_many(batch), writes=True,
+                                                    timeout_s=timeout))
             self._replication.journal_puts(served, batch)
         return int(count)
 

@@ -139,3 +139,59 @@ def test_the_service_on_postgres_and_pgvector(postgres_server: PostgresServer, s
     with memroute.open(config) as mem:  # the index (in PostgreSQL) is kept across a restart
         again = mem.search("sleepy cat", api_key_id="alice")
         assert "vector" in again.provenance.legs and again.hits[0].memory.id == cat.id
+
+
+def _hnsw(server: PostgresServer, schema: str) -> list[str]:
+    import psycopg
+
+    with psycopg.connect(server.dsn()) as raw:
+        return [r[0] for r in raw.execute(
+            "SELECT indexname FROM pg_indexes WHERE schemaname = %s AND tablename = 'memory_vectors' "
+            "AND indexdef LIKE '%%USING hnsw%%'", (schema,))]
+
+
+def test_a_bulk_load_builds_the_hnsw_index_once_and_answers_exactly_meanwhile(
+        postgres_server: PostgresServer, schema: str, tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    store = _store(postgres_server, schema, tmp_path)
+    try:
+        store.bind(SIGNATURE)
+        assert _hnsw(postgres_server, schema) == ["memory_vectors_hnsw"]
+        with store.bulk_load(10):  # a small backlog: the index grows vector by vector as usual
+            assert _hnsw(postgres_server, schema) == ["memory_vectors_hnsw"]
+        items = _items(_unit(rng.standard_normal((1200, 48))), "alice")
+        with store.bulk_load(len(items)):
+            assert _hnsw(postgres_server, schema) == [], "suspended for the backlog"
+            for start in range(0, len(items), 300):
+                store.upsert(items[start:start + 300])
+            query = SearchQuery(api_key_id="alice", text="", now=NOW)
+            hits = store.query(items[5].vector, query, 3)
+            assert hits[0].memory_id == items[5].memory_id  # exact scan meanwhile
+        assert _hnsw(postgres_server, schema) == ["memory_vectors_hnsw"], "built once on exit"
+        import psycopg
+
+        # Analysed, so the planner knows the tenant's size (pg_stats hides row-secured tables from their owner).
+        with psycopg.connect(postgres_server.dsn("postgres", "memroute")) as raw:
+            assert raw.execute("SELECT count(*) FROM pg_stats WHERE schemaname = %s AND tablename = "
+                               "'memory_vectors' AND attname = 'api_key_id'", (schema,)).fetchone()[0] == 1
+        assert store.count("alice") == 1200
+        assert store.query(items[7].vector, query, 1)[0].memory_id == items[7].memory_id
+    finally:
+        store.close()
+
+
+def test_an_interrupted_bulk_load_gets_its_index_back_on_the_next_start(
+        postgres_server: PostgresServer, schema: str, tmp_path: Path) -> None:
+    store = _store(postgres_server, schema, tmp_path)
+    store.bind(SIGNATURE)
+    store.upsert(_items(_unit(np.random.default_rng(4).standard_normal((5, 48))), "alice"))
+    assert store._suspend_hnsw()  # what a bulk load does first; the process then "dies" before rebuilding
+    store.close()
+    assert _hnsw(postgres_server, schema) == []
+    again = _store(postgres_server, schema, tmp_path)
+    try:
+        assert again.bind(SIGNATURE) is True  # same signature: the vectors are kept
+        assert _hnsw(postgres_server, schema) == ["memory_vectors_hnsw"]
+        assert again.count() == 5
+    finally:
+        again.close()

@@ -163,9 +163,23 @@ class PostgresServer:
         """The test role and database: a non-superuser owning ``memroute``, with pgvector installed."""
         self.admin(f"CREATE ROLE {ROLE} LOGIN")
         self.admin(f"CREATE DATABASE {DATABASE} OWNER {ROLE}")
-        # CREATE EXTENSION vector needs a superuser the first time (pgvector is not a trusted extension);
-        # memroute itself only runs CREATE EXTENSION IF NOT EXISTS, which is then a no-op.
-        self.admin("CREATE EXTENSION IF NOT EXISTS vector", DATABASE)
+        self.superuser_setup(DATABASE)
+
+    def superuser_setup(self, database: str) -> None:
+        """The one-time superuser steps docs/backends/postgres.md asks of a deployment, in ``database``:
+        CREATE EXTENSION vector needs a superuser the first time (pgvector is not a trusted extension;
+        memroute itself only runs CREATE EXTENSION IF NOT EXISTS, which is then a no-op), and marking the
+        text-match function leakproof lets keyword search use its GIN index under row-level security."""
+        self.admin("CREATE EXTENSION IF NOT EXISTS vector", database)
+        self.admin("ALTER FUNCTION pg_catalog.ts_match_vq(tsvector, tsquery) LEAKPROOF", database)
+
+    def create_database(self, name: str, *, superuser_setup: bool = True) -> str:
+        """A further database owned by the test role (from ``template1``: without the superuser steps unless
+        ``superuser_setup``); returns its dsn. Dropped with the server."""
+        self.admin(f'CREATE DATABASE "{name}" OWNER {ROLE}')
+        if superuser_setup:
+            self.superuser_setup(name)
+        return self.dsn(database=name)
 
 
 @pytest.fixture(scope="session")

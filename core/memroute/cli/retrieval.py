@@ -60,13 +60,20 @@ def reindex(ctx: click.Context, force: bool, as_json: bool) -> None:
 @click.option("--proxy", "proxy", is_flag=True,
               help="Benchmark the memory proxy instead: added latency and time to first streamed byte against "
                    "the same requests sent straight to a loopback fake upstream (docs/proxy.md).")
+@click.option("--backend", type=click.Choice(["sqlite", "postgres"]), default="sqlite", show_default=True,
+              help="postgres: the postgres backend + pgvector store on --dsn against SQLite + sqlite-vec, in one run "
+                   "(with 8 concurrent writers and one tenant of --tenants), with ratios.")
+@click.option("--dsn", default=None, envvar="MEMROUTE_BENCH_DSN",
+              help="With --backend postgres: the database. Each measurement gets a schema of its own "
+                   "(memroute_bench_*), dropped afterwards; the role needs CREATE on the database.")
 @click.pass_context
 def bench(ctx: click.Context, sizes: str, single_adds: int, tenants: int, per_tenant: int, queries: int,
           quick: bool, output: str | None, quality: bool, models: str, distractors: int, http: bool,
-          proxy: bool) -> None:
+          proxy: bool, backend: str, dsn: str | None) -> None:
     """Benchmark the configured engine on synthetic data in a temporary directory (your data is untouched);
     with --quality, measure retrieval quality on the held-out set (docs/retrieval.md); with --http, also
-    the server against in-process calls; with --proxy, the memory proxy against direct calls
+    the server against in-process calls; with --proxy, the memory proxy against direct calls; with
+    --backend postgres, PostgreSQL against SQLite
     (docs/performance.md)."""
     if quality:
         _bench_quality(ctx, [m.strip() for m in models.split(",") if m.strip()], distractors, output)
@@ -79,6 +86,12 @@ def bench(ctx: click.Context, sizes: str, single_adds: int, tenants: int, per_te
         if output:
             Path(output).write_text(json.dumps(report, indent=2, default=str), encoding="utf-8")
         return
+    if backend == "postgres":
+        if not dsn:
+            raise click.BadParameter("required with --backend postgres (or MEMROUTE_BENCH_DSN)", param_hint="--dsn")
+        if http:
+            raise click.BadParameter("--http measures the SQLite deployment; run it without --backend postgres",
+                                     param_hint="--http")
     from memroute.bench import run_bench
     from memroute.service import Memroute
     from memroute.settings import load_settings
@@ -98,6 +111,14 @@ def bench(ctx: click.Context, sizes: str, single_adds: int, tenants: int, per_te
             "primary": "main", "fallbacks": [], "instances": {"main": {"type": "sqlite", "options": {}}}},
             **overrides)
 
+    if backend == "postgres":
+        assert dsn is not None
+        report = _compare_postgres(base, dsn, open_fresh, sizes=size_list, single_adds=single_adds, tenants=tenants,
+                                   per_tenant=per_tenant, queries=queries)
+        echo_json(report)
+        if output:
+            Path(output).write_text(json.dumps(report, indent=2, default=str), encoding="utf-8")
+        return
     report = run_bench(open_fresh, sizes=size_list, single_adds=single_adds, tenants=tenants,
                        per_tenant=per_tenant, queries=queries, progress=lambda m: click.echo(f"... {m}", err=True))
     if http:
@@ -106,6 +127,35 @@ def bench(ctx: click.Context, sizes: str, single_adds: int, tenants: int, per_te
     echo_json(report)
     if output:
         Path(output).write_text(json.dumps(report, indent=2, default=str), encoding="utf-8")
+
+
+def _compare_postgres(base: Any, dsn: str, open_sqlite: Any, **sizes: Any) -> Any:
+    """SQLite + sqlite-vec (the baseline) and postgres + pgvector, measured by the same code in one run."""
+    import uuid
+
+    from memroute.bench import compare_engines, drop_postgres_schemas
+    from memroute.service import Memroute
+
+    schemas: list[str] = []
+
+    def open_sqlite_vec(path: Path, **overrides: Any) -> Any:
+        return open_sqlite(path, **{"vectors": {"store": "sqlite-vec"}, **overrides})
+
+    def open_postgres(path: Path, **overrides: Any) -> Any:
+        # One schema per data directory: the keyword-only reopen of a measurement finds its own data.
+        schema = f"memroute_bench_{uuid.uuid5(uuid.NAMESPACE_URL, str(path)).hex[:12]}"
+        if schema not in schemas:
+            schemas.append(schema)
+        return Memroute.open(base, data_dir=str(path), backends={
+            "primary": "main", "fallbacks": [],
+            "instances": {"main": {"type": "postgres", "options": {"dsn": dsn, "schema": schema}}}},
+            **{"vectors": {"store": "pgvector"}, **overrides})
+
+    try:
+        return compare_engines({"sqlite": open_sqlite_vec, "postgres": open_postgres}, baseline="sqlite",
+                               progress=lambda m: click.echo(f"... {m}", err=True), **sizes)
+    finally:
+        drop_postgres_schemas(dsn, schemas)
 
 
 def _http_bench(*, memories: int, searches: int) -> Any:

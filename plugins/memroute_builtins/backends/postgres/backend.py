@@ -59,6 +59,7 @@ from memroute_builtins.backends.postgres.schema import (
     keyword_terms,
     migrations,
     or_query_sql,
+    put_columns,
     row_values,
     to_memory,
 )
@@ -66,6 +67,12 @@ from memroute_builtins.backends.postgres.schema import (
 __all__ = ["PostgresBackend", "PostgresSettings", "memroute_backends"]
 
 _EXTENSIONS: Final = ("btree_gin",)
+_PUT_CHUNK: Final = 5_000
+"""Rows per set-based statement of ``put_many`` (bounds one statement's parameter arrays, not the transaction)."""
+TS_MATCH: Final = "pg_catalog.ts_match_vq(pg_catalog.tsvector, pg_catalog.tsquery)"
+"""The function behind ``tsvector @@ tsquery``. Under row-level security PostgreSQL uses an operator as an
+index condition only if its function is leakproof (otherwise it must run after the policy, row by row), and
+only a superuser can mark it so: ``ALTER FUNCTION pg_catalog.ts_match_vq(tsvector, tsquery) LEAKPROOF``."""
 
 
 @attrs.frozen(kw_only=True)
@@ -76,9 +83,9 @@ class PostgresSettings(DatabaseSettings):
     """The PostgreSQL schema memroute's tables live in (created when missing)."""
     row_level_security: bool = True
     """Force row-level security by tenant on the table owner (the role in the dsn) as a second wall behind
-    the owner filter every query applies. It costs keyword search its GIN index: PostgreSQL evaluates the
-    text-match operator (not marked leakproof) only after the policy, so a search reads the tenant's rows
-    (see docs/backends/postgres.md for the numbers and the alternative)."""
+    the owner filter every query applies. Keyword search keeps its GIN index under the policy only once a
+    superuser has marked the text-match function leakproof (:data:`TS_MATCH`; ``health()`` says which
+    applies); until then a search reads the tenant's rows (docs/backends/postgres.md has the numbers)."""
 
 
 class PostgresBackend(MemoryBackend):
@@ -198,9 +205,11 @@ class PostgresBackend(MemoryBackend):
                 if tenant != first:
                     conn.execute("SELECT set_config('memroute.api_key_id', %s, true)", (tenant,))
                 group = by_tenant[tenant]
-                with conn.cursor() as cur:
-                    cur.executemany(self.sql.put_evict, [(m.api_key_id, m.key, m.id) for m in group])
-                    cur.executemany(self.sql.put, [self._values(m) for m in group])
+                for start in range(0, len(group), _PUT_CHUNK):
+                    chunk = group[start:start + _PUT_CHUNK]
+                    conn.execute(self.sql.put_evict, ([m.api_key_id for m in chunk], [m.key for m in chunk],
+                                                      [m.id for m in chunk]))
+                    conn.execute(self.sql.put, put_columns(chunk))
         return len(batch)
 
     def get(self, memory_id: str) -> Memory | None:
@@ -332,20 +341,30 @@ class PostgresBackend(MemoryBackend):
         return [BackendHit(memory=to_memory(row), score=1.0 / rank) for rank, row in enumerate(rows, start=1)]
 
     def keyword(self, query: SearchQuery) -> builtins.list[BackendHit]:
+        statement = self.keyword_statement(query)
+        if statement is None:
+            return []
+        with self.db.transaction("search memories", tenant=query.api_key_id) as conn:
+            rows = conn.execute(*statement).fetchall()
+        return [BackendHit(memory=to_memory(row[:-1]), score=float(row[-1])) for row in rows]
+
+    def keyword_statement(self, query: SearchQuery) -> tuple[str, builtins.list[Any]] | None:
+        """The keyword leg's SQL and parameters (``None``: the text has no searchable term). Public so a test
+        can ``EXPLAIN`` exactly what :meth:`keyword` runs.
+
+        Ranked in the database: ``ts_rank`` over the tenant's matches, top ``limit``. The GIN index over
+        ``(api_key_id, search)`` finds the matches only where PostgreSQL may evaluate ``@@`` before the
+        row-level security policy, i.e. when ``ts_match_vq`` is marked leakproof (see :meth:`health`)."""
         terms = keyword_terms(query.text)
         if not terms:
-            return []
+            return None
         where, params = self._scope(query)
-        # Ranked in the database: ts_rank over the tenant's matches (the GIN index finds them), top `limit`.
         weights = f"'{{0, 0, {CONTENT_WEIGHT}, {KEY_WEIGHT}}}'::float4[]"
-        with self.db.transaction("search memories", tenant=query.api_key_id) as conn:
-            rows = conn.execute(
-                f"WITH q AS (SELECT ({or_query_sql(len(terms))}) AS tsq) "
-                f"SELECT {self.sql.columns}, ts_rank({weights}, search, q.tsq) AS rank "
-                f"FROM {self.sql.table}, q WHERE search @@ q.tsq AND {where} "
-                "ORDER BY rank DESC, created_at DESC, seq DESC LIMIT %s",
-                [*terms, *params, query.limit]).fetchall()
-        return [BackendHit(memory=to_memory(row[:-1]), score=float(row[-1])) for row in rows]
+        sql = (f"WITH q AS (SELECT ({or_query_sql(len(terms))}) AS tsq) "
+               f"SELECT {self.sql.columns}, ts_rank({weights}, search, q.tsq) AS rank "
+               f"FROM {self.sql.table}, q WHERE search @@ q.tsq AND {where} "
+               "ORDER BY rank DESC, created_at DESC, seq DESC LIMIT %s")
+        return sql, [*terms, *params, query.limit]
 
     # --- reindex queue, access telemetry, settings -------------------------------------------------------
 
@@ -428,18 +447,23 @@ class PostgresBackend(MemoryBackend):
         started = time.perf_counter()
         try:
             with self.db.transaction("check health", tenant=ALL_TENANTS) as conn:
-                version, estimate, forced, bypass, server = conn.execute(
+                version, estimate, forced, bypass, leakproof, server = conn.execute(
                     f"SELECT (SELECT max(version) FROM {self.sql.version_table}), "
                     "(SELECT reltuples::bigint FROM pg_class WHERE oid = %s::regclass), "
                     "(SELECT relforcerowsecurity FROM pg_class WHERE oid = %s::regclass), "
                     "(SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user), "
+                    f"(SELECT proleakproof FROM pg_proc WHERE oid = '{TS_MATCH}'::regprocedure), "
                     "current_setting('server_version')", (self.sql.table, self.sql.table)).fetchone()
         except MemrouteError as exc:
             return HealthResult(ok=False, latency_ms=(time.perf_counter() - started) * 1000, error=str(exc))
+        policy_applies = bool(forced) and not bypass
         return HealthResult(ok=True, latency_ms=(time.perf_counter() - started) * 1000, details={
             "schema_version": version, "memories_estimate": max(int(estimate or 0), 0),
             "row_level_security": ("bypassed (superuser or BYPASSRLS role)" if bypass else
                                    "enforced" if forced else "off (row_level_security = false)"),
+            "keyword_index": ("gin" if leakproof or not policy_applies else
+                              f"tenant scan: {TS_MATCH} is not leakproof, so under row-level security the GIN "
+                              "index cannot serve keyword search (docs/backends/postgres.md)"),
             "server_version": server, "pool": self.db.stats()})
 
     def identity(self) -> str:

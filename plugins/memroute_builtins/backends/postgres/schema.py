@@ -7,6 +7,7 @@ connection's ``search_path``, which pgbouncer and shared roles make unreliable.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from datetime import datetime, timezone
@@ -14,7 +15,7 @@ from typing import Any, Final
 
 from memroute.models import Memory, MemoryType
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Sql", "keyword_terms", "row_values", "to_memory"]
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Sql", "keyword_terms", "put_columns", "row_values", "to_memory"]
 
 SCHEMA_VERSION: Final = 2
 MAX_QUERY_CHARS: Final = 4096
@@ -123,10 +124,20 @@ class Sql:
             "expires_at = %s, needs_reindex = needs_reindex OR content IS DISTINCT FROM %s OR key IS DISTINCT "
             "FROM %s OR session_id IS DISTINCT FROM %s OR expires_at IS DISTINCT FROM %s WHERE id = %s"
         )
-        # put: drop a different memory holding the same (owner, key), then insert-or-replace by id.
-        self.put_evict = f"DELETE FROM {t} WHERE api_key_id = %s AND key = %s AND id <> %s RETURNING id"
+        # put_many, set-based: one DELETE and one INSERT per chunk of rows, each row's values passed as
+        # parallel arrays and unnested in the server (executemany of 10,000 rows cost ~240 µs a row: two
+        # statements each, parsed and planned per row). First drop a different memory holding the same
+        # (owner, key), then insert-or-replace by id.
+        self.put_evict = (
+            f"DELETE FROM {t} AS m USING unnest(%s::text[], %s::text[], %s::text[]) AS p(api_key_id, key, id) "
+            "WHERE m.api_key_id = p.api_key_id AND m.key = p.key AND m.id <> p.id")
         self.put = (
-            insert + " ON CONFLICT (id) DO UPDATE SET api_key_id = EXCLUDED.api_key_id, "
+            f"INSERT INTO {t} ({_COLUMNS}) SELECT id, api_key_id, session_id, type, key, content, metadata::jsonb, "
+            "created_at, updated_at, expires_at, access_count, last_accessed_at FROM unnest(%s::text[], %s::text[], "
+            "%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::timestamptz[], %s::timestamptz[], "
+            "%s::timestamptz[], %s::bigint[], %s::timestamptz[]) AS p(id, api_key_id, session_id, type, key, "
+            "content, metadata, created_at, updated_at, expires_at, access_count, last_accessed_at) "
+            "ON CONFLICT (id) DO UPDATE SET api_key_id = EXCLUDED.api_key_id, "
             "session_id = EXCLUDED.session_id, type = EXCLUDED.type, key = EXCLUDED.key, content = EXCLUDED.content, "
             "metadata = EXCLUDED.metadata, created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at, "
             f"expires_at = EXCLUDED.expires_at, needs_reindex = {t}.needs_reindex "
@@ -170,6 +181,18 @@ def to_memory(row: Sequence[Any]) -> Memory:
         updated_at=_utc(updated), expires_at=_utc(expires),  # type: ignore[arg-type]
         access_count=int(accesses or 0), last_accessed_at=_utc(accessed),
     )
+
+
+def put_columns(memories: Sequence[Memory]) -> list[list[Any]]:
+    """The parameters of :attr:`Sql.put`: one array per column (metadata as JSON text, cast in the server)."""
+    columns: list[list[Any]] = [[] for _ in range(12)]
+    for m in memories:
+        for column, value in zip(columns, (
+                m.id, m.api_key_id, m.session_id, m.type.value, m.key, m.content,
+                json.dumps(m.metadata, ensure_ascii=False, separators=(",", ":")), m.created_at, m.updated_at,
+                m.expires_at, m.access_count, m.last_accessed_at), strict=True):
+            column.append(value)
+    return columns
 
 
 def row_values(memory: Memory, jsonb: Any) -> tuple[Any, ...]:

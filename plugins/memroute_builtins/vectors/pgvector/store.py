@@ -25,8 +25,10 @@ whose signature no longer matches gets a :class:`VectorStoreError` saying so (an
 
 from __future__ import annotations
 
+import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, Final
 
 import attrs
@@ -47,9 +49,14 @@ from memroute_builtins.vectors.common import canonical_uuid, check_items, check_
 
 __all__ = ["PgvectorSettings", "PgvectorStore"]
 
+log = logging.getLogger("memroute.pgvector")
+
 COLUMN_TYPES: Final = {"float32": "vector", "int8": "halfvec", "float16": "halfvec"}
 ITERATIVE_SCANS: Final = ("relaxed_order", "strict_order", "off")
 MAX_DIMENSIONS: Final = 2000
+HNSW_INDEX: Final = "memory_vectors_hnsw"
+BULK_MIN: Final = 1_000
+"""Backlogs smaller than this grow the HNSW graph vector by vector (see :meth:`PgvectorStore.bulk_load`)."""
 """HNSW indexes ``vector`` up to 2,000 dimensions (``halfvec`` up to 4,000)."""
 _POLICY = ("(current_setting('memroute.all_tenants', true) = 'on' "
            "OR api_key_id = current_setting('memroute.api_key_id', true))")
@@ -103,6 +110,9 @@ class PgvectorSettings(DatabaseSettings):
     """``hnsw.iterative_scan``: keep scanning while filters drop candidates (results are re-sorted)."""
     max_scan_tuples: int = attrs.field(default=20_000, validator=_at_least(1))
     """``hnsw.max_scan_tuples``: where an iterative scan stops (the exact per-tenant query covers the rest)."""
+    index_build_memory_mb: int = attrs.field(default=256, validator=_at_least(1))
+    """``maintenance_work_mem`` for building the HNSW index after a bulk load: the graph is built fastest when
+    it fits (about one and a half times the vectors' size)."""
 
 
 @attrs.frozen
@@ -237,6 +247,9 @@ class PgvectorStore(VectorStore):
                 exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (self.table,)).fetchone()[0]
                 if stored == wanted and exists:
                     self._index = wanted
+                    if not self._hnsw_indexes(conn):  # a bulk load was interrupted before it rebuilt the index
+                        conn.execute("SET LOCAL statement_timeout = 0")
+                        self._create_hnsw(conn, wanted)
                     return True
                 self._create_table(conn, wanted)
                 conn.execute(f"DELETE FROM {self.meta_table}")
@@ -248,19 +261,73 @@ class PgvectorStore(VectorStore):
         return stored is None
 
     def _create_table(self, conn: Any, index: _Index) -> None:
-        opclass = f"{index.column_type}_cosine_ops"
         conn.execute(f"DROP TABLE IF EXISTS {self.table}")
         conn.execute(
             f"CREATE TABLE {self.table} (memory_id uuid PRIMARY KEY, api_key_id text NOT NULL, session_id text, "
             "created_at timestamptz NOT NULL, expires_at timestamptz, "
             f"embedding {index.column_type}({index.dimensions}) NOT NULL)")
         conn.execute(f"CREATE INDEX ON {self.table} (api_key_id)")
-        m, ef_construction = int(self.settings.hnsw_m), int(self.settings.hnsw_ef_construction)
-        conn.execute(f"CREATE INDEX ON {self.table} USING hnsw (embedding {opclass}) "
-                     f"WITH (m = {m}, ef_construction = {ef_construction})")
+        self._create_hnsw(conn, index)
         conn.execute(f"ALTER TABLE {self.table} ENABLE ROW LEVEL SECURITY")
         conn.execute(f"ALTER TABLE {self.table} FORCE ROW LEVEL SECURITY")
         conn.execute(f"CREATE POLICY memory_vectors_tenant ON {self.table} USING {_POLICY} WITH CHECK {_POLICY}")
+
+    def _hnsw_indexes(self, conn: Any) -> list[str]:
+        rows = conn.execute(
+            "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam "
+            "WHERE i.indrelid = to_regclass(%s) AND a.amname = 'hnsw'", (self.table,)).fetchall()
+        return [str(r[0]) for r in rows]
+
+    def _create_hnsw(self, conn: Any, index: _Index) -> None:
+        m, ef_construction = int(self.settings.hnsw_m), int(self.settings.hnsw_ef_construction)
+        conn.execute(f"SET LOCAL maintenance_work_mem = '{int(self.settings.index_build_memory_mb)}MB'")
+        conn.execute(f'CREATE INDEX IF NOT EXISTS "{HNSW_INDEX}" ON {self.table} USING hnsw '
+                     f"(embedding {index.column_type}_cosine_ops) WITH (m = {m}, ef_construction = {ef_construction})")
+
+    @contextmanager
+    def bulk_load(self, expected: int) -> Iterator[None]:
+        """Index a backlog of ``expected`` vectors without the HNSW index, then build it once.
+
+        Growing pgvector's HNSW graph costs a graph search per inserted vector; building it from the rows is
+        about ten times faster (10,000 vectors of 256 dimensions on the project's machine: 63 s of inserts
+        into the index against 1.2 s of plain inserts and a 6.6 s build). So when the backlog is at least
+        :data:`BULK_MIN` and a quarter of the vectors already stored, the index is dropped here (waiting at
+        most 5 s for its lock; otherwise nothing changes) and rebuilt on exit. Queries stay correct meanwhile:
+        the per-tenant exact scan serves them. Should the process die first, the next ``bind`` (every start)
+        rebuilds the missing index."""
+        index = self._index
+        suspended = (index is not None and expected >= BULK_MIN and expected * 4 >= self.count()
+                     and self._suspend_hnsw())
+        try:
+            yield
+        finally:
+            if suspended and index is not None:
+                self._build_hnsw(index)
+
+    def _suspend_hnsw(self) -> bool:
+        try:
+            with self._database().transaction("suspend the HNSW index", tenant=ALL_TENANTS) as conn:
+                conn.execute("SET LOCAL lock_timeout = '5s'")
+                for name in self._hnsw_indexes(conn):
+                    conn.execute(f'DROP INDEX "{self.schema}"."{name}"')
+        except MemrouteError as exc:
+            log.info("pgvector: indexing the backlog into the HNSW index as it is (%s)", exc)
+            return False
+        return True
+
+    def _build_hnsw(self, index: _Index) -> None:
+        try:
+            with self._database().transaction("build the HNSW index", tenant=ALL_TENANTS) as conn:
+                conn.execute("SET LOCAL statement_timeout = 0")
+                if not self._hnsw_indexes(conn):
+                    self._create_hnsw(conn, index)
+                # Fresh statistics: with those of the (nearly empty) table before the load, the planner takes
+                # a tenant of 100,000 vectors for 100 rows and scans them exactly instead of using the index
+                # (measured: 42 ms instead of 3 ms at 20,000 vectors).
+                conn.execute(f"ANALYZE {self.table}")
+        except MemrouteError as exc:
+            log.warning("pgvector: building the HNSW index failed (the next start retries; searches scan each "
+                        "tenant's vectors exactly meanwhile): %s", exc)
 
     def signature(self) -> str | None:
         with self._database().transaction("read the vector index signature", tenant=ALL_TENANTS) as conn:
@@ -383,10 +450,12 @@ class PgvectorStore(VectorStore):
             with self._database().transaction("check health", tenant=ALL_TENANTS) as conn:
                 version = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
                 stored = self._read_index(conn, self.meta_table)
+                hnsw = self._hnsw_indexes(conn)
         except MemrouteError as exc:
             return HealthResult(ok=False, latency_ms=(time.perf_counter() - started) * 1000, error=str(exc),
                                 details=details)
-        details.update(pgvector=version[0] if version else None, stored=None if stored is None else stored.signature)
+        details.update(pgvector=version[0] if version else None, stored=None if stored is None else stored.signature,
+                       hnsw_index="present" if hnsw else "absent (a bulk load is running, or the next start builds it)")
         ok = self._index is None or stored == self._index
         return HealthResult(ok=ok, latency_ms=(time.perf_counter() - started) * 1000, details=details,
                             error=None if ok else str(self._stale(stored, self._index)))  # type: ignore[arg-type]

@@ -1,0 +1,74 @@
+"""Bulk import into PostgreSQL through the public service: set-based ``put_many`` in chunks, still one
+transaction (all or nothing), exact copies, idempotent on a second run, on a real server."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+import memroute
+from memroute.errors import BackendError
+from memroute.models import Memory, new_memory_id, utcnow
+from memroute.serialization import memory_to_dict
+from memroute_builtins.backends.postgres import backend as postgres_backend
+from tests.servers.postgres import PostgresServer, fresh_schema
+
+
+@pytest.fixture
+def service(postgres_server: PostgresServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    monkeypatch.setattr(postgres_backend, "_PUT_CHUNK", 50)  # several statements per tenant in one transaction
+    schema = fresh_schema(postgres_server)
+    config = {"embedding": {"source": "none"},
+              "backends": {"primary": "main", "main": {"type": "postgres", "dsn": postgres_server.dsn(),
+                                                       "schema": schema}}}
+    with memroute.open(config, data_dir=str(tmp_path)) as mem:
+        yield mem
+    postgres_server.admin(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE', "memroute")
+
+
+def _lines(tenants: int = 3, each: int = 120) -> list[str]:
+    now = utcnow()
+    return [json.dumps(memory_to_dict(Memory(
+        id=new_memory_id(), api_key_id=f"t{t}", key=f"k{i}", content=f"memory {i} of tenant {t} \u00e9\u4e2d",
+        metadata={"i": i, "nested": {"quote": "it's \"quoted\""}}, session_id="s1" if i % 2 else None,
+        created_at=now, updated_at=now))) for t in range(tenants) for i in range(each)]
+
+
+def test_import_is_exact_and_idempotent(service: Any, postgres_server: PostgresServer) -> None:
+    lines = _lines()
+    report = service.import_jsonl(lines)
+    assert report.imported == 360 and report.tenants == 3
+    exported = {m.id: memory_to_dict(m) for t in range(3) for m in service.export(f"t{t}")}
+    assert exported == {json.loads(line)["id"]: json.loads(line) for line in lines}
+    assert service.import_jsonl(lines).imported == 360  # the same file again: the same memories, no duplicates
+    assert sum(len(list(service.export(f"t{t}"))) for t in range(3)) == 360
+    # A copy of t0's k1 under a new id replaces the memory holding (t0, k1): one memory per (owner, key).
+    moved = json.loads(lines[1])
+    moved["id"] = new_memory_id()
+    service.import_jsonl([json.dumps(moved)])
+    keys = [m.key for m in service.export("t0")]
+    assert len(keys) == 120 and len(set(keys)) == 120
+    assert service.get(moved["id"], api_key_id="t0") is not None
+
+
+def test_a_failure_late_in_the_import_writes_nothing(service: Any, postgres_server: PostgresServer) -> None:
+    schema = service.settings.backends.instances["main"].options["schema"]
+    # A real server-side failure after several chunks were executed: a trigger refusing one memory.
+    postgres_server.admin(
+        f'CREATE FUNCTION "{schema}".refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN '
+        "IF NEW.content LIKE 'poison%' THEN RAISE EXCEPTION 'refused by the test'; END IF; RETURN NEW; END $$; "
+        f'CREATE TRIGGER refuse BEFORE INSERT ON "{schema}".memories FOR EACH ROW EXECUTE FUNCTION "{schema}".refuse()',
+        "memroute")
+    lines = _lines()
+    poison = json.loads(lines[-1])
+    poison["content"] = "poison pill"
+    with pytest.raises(BackendError):
+        service.import_jsonl([*lines[:-1], json.dumps(poison)])
+    with psycopg.connect(postgres_server.dsn()) as raw:
+        raw.execute("SELECT set_config('memroute.all_tenants', 'on', false)")
+        assert raw.execute(f'SELECT count(*) FROM "{schema}".memories').fetchone()[0] == 0
