@@ -53,10 +53,11 @@ class AsyncMemroute:
 
     Use ``async with await memroute.open_async(...) as mem:`` (or ``async with memroute.open_async(...)``),
     or call :meth:`aclose`. Build it with :func:`open_async`; ``AsyncMemroute(service)`` wraps a service you
-    opened yourself (it is closed with this object)."""
+    opened yourself (it is closed with this object unless ``close_service=False``: then :meth:`aclose` only
+    settles and stops the pool, and the service stays yours to close)."""
 
     def __init__(self, service: Memroute, *, max_workers: int = DEFAULT_MAX_WORKERS,
-                 executor: concurrent.futures.ThreadPoolExecutor | None = None) -> None:
+                 executor: concurrent.futures.ThreadPoolExecutor | None = None, close_service: bool = True) -> None:
         if isinstance(max_workers, bool) or not isinstance(max_workers, int) or not 1 <= max_workers <= 256:
             raise ValidationError("max_workers: must be an integer in [1, 256]", [("max_workers", "range")])
         self._sync = service
@@ -66,6 +67,7 @@ class AsyncMemroute:
         self._inflight: set[concurrent.futures.Future[Any]] = set()
         self._inflight_lock = threading.Lock()
         self._closing = False
+        self._close_service = close_service
 
     @property
     def sync(self) -> Memroute:
@@ -112,14 +114,16 @@ class AsyncMemroute:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Refuse new calls, wait for those in flight, close the service (off the loop), stop the pool."""
+        """Refuse new calls, wait for those in flight, close the service (off the loop; unless built with
+        ``close_service=False``), stop the pool."""
         if self._closing:
             return
         self._closing = True
         await self.settle()
         loop = asyncio.get_running_loop()
         try:
-            await loop.run_in_executor(self._executor, self._sync.close)
+            if self._close_service:
+                await loop.run_in_executor(self._executor, self._sync.close)
         finally:
             self._executor.shutdown(wait=False)
 

@@ -60,6 +60,11 @@ def reindex(ctx: click.Context, force: bool, as_json: bool) -> None:
 @click.option("--proxy", "proxy", is_flag=True,
               help="Benchmark the memory proxy instead: added latency and time to first streamed byte against "
                    "the same requests sent straight to a loopback fake upstream (docs/proxy.md).")
+@click.option("--async", "async_", is_flag=True,
+              help="Also benchmark the async API: search and add throughput, 1 vs 16 tasks against 1 vs 16 sync "
+                   "threads, and the event loop's lag (docs/python-api.md).")
+@click.option("--async-workers", type=click.IntRange(1, 256), default=8, show_default=True,
+              help="With --async: the async API's pool size (max_workers) for the throughput figures.")
 @click.option("--backend", type=click.Choice(["sqlite", "postgres"]), default="sqlite", show_default=True,
               help="postgres: the postgres backend + pgvector store on --dsn against SQLite + sqlite-vec, in one run "
                    "(with 8 concurrent writers and one tenant of --tenants), with ratios.")
@@ -69,12 +74,12 @@ def reindex(ctx: click.Context, force: bool, as_json: bool) -> None:
 @click.pass_context
 def bench(ctx: click.Context, sizes: str, single_adds: int, tenants: int, per_tenant: int, queries: int,
           quick: bool, output: str | None, quality: bool, models: str, distractors: int, http: bool,
-          proxy: bool, backend: str, dsn: str | None) -> None:
+          proxy: bool, async_: bool, async_workers: int, backend: str, dsn: str | None) -> None:
     """Benchmark the configured engine on synthetic data in a temporary directory (your data is untouched);
     with --quality, measure retrieval quality on the held-out set (docs/retrieval.md); with --http, also
     the server against in-process calls; with --proxy, the memory proxy against direct calls; with
-    --backend postgres, PostgreSQL against SQLite
-    (docs/performance.md)."""
+    --backend postgres, PostgreSQL against SQLite (docs/performance.md); with --async, also the async API
+    against sync threads (docs/python-api.md)."""
     if quality:
         _bench_quality(ctx, [m.strip() for m in models.split(",") if m.strip()], distractors, output)
         return
@@ -121,6 +126,13 @@ def bench(ctx: click.Context, sizes: str, single_adds: int, tenants: int, per_te
         return
     report = run_bench(open_fresh, sizes=size_list, single_adds=single_adds, tenants=tenants,
                        per_tenant=per_tenant, queries=queries, progress=lambda m: click.echo(f"... {m}", err=True))
+    if async_:
+        from memroute.bench_async import run_async_bench
+
+        report["async"] = run_async_bench(
+            lambda path: open_fresh(path), memories=1000 if quick else 5000, operations=160 if quick else 640,
+            max_workers=async_workers, rounds=1 if quick else 2,
+            progress=lambda m: click.echo(f"... async: {m}", err=True))
     if http:
         click.echo("... http server", err=True)
         report["http"] = _http_bench(memories=1000 if quick else 5000, searches=queries)

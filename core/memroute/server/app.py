@@ -14,6 +14,7 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
 import memroute
+from memroute.aio import AsyncMemroute
 from memroute.server.errors import install_error_handlers
 from memroute.server.middleware import GuardMiddleware
 from memroute.server.openapi import install_openapi
@@ -48,6 +49,7 @@ def create_app(mem: Any, *, settings: ServerSettings | None = None, close_servic
         finally:
             maintenance.stop()
             await app.state.proxy.aclose()
+            await app.state.memroute_async.aclose()  # settles its calls; the service stays open here
             try:
                 if not mem.flush(timeout=settings.graceful_timeout_s):
                     log.warning("shutdown: background work did not finish within %ss", settings.graceful_timeout_s)
@@ -60,6 +62,9 @@ def create_app(mem: Any, *, settings: ServerSettings | None = None, close_servic
         lifespan=lifespan, openapi_url="/openapi.json", docs_url="/docs", redoc_url="/redoc",
     )
     app.state.memroute = mem
+    # The async API over the same service, for routes that are coroutines: one hop into its bounded pool
+    # instead of FastAPI's thread hops for a sync route and its response validation (docs/server.md).
+    app.state.memroute_async = AsyncMemroute(mem, close_service=False)
     app.state.server_settings = settings
     install_error_handlers(app)
     install_openapi(app)

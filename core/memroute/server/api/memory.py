@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import Query, Request
 
+from memroute.aio import AsyncMemroute
 from memroute.errors import NotFoundError, ValidationError
 from memroute.models import Memory, MemoryType
 from memroute.server.api import models as m
@@ -46,6 +47,13 @@ def svc(request: Request) -> Memroute:
     """The tenant-scoped service the app serves (``memroute.open``'s): the only thing a route calls."""
     mem: Memroute = request.app.state.memroute
     return mem
+
+
+def asvc(request: Request) -> AsyncMemroute:
+    """The async API over the app's service: a coroutine route awaits one call in its pool, where a sync
+    route costs FastAPI two thread hops (the handler, then its response validation)."""
+    amem: AsyncMemroute = request.app.state.memroute_async
+    return amem
 
 
 def _stats(mem: Memroute, tenant: str) -> m.ListStats:
@@ -93,9 +101,9 @@ def list_memories(
 @router.post("", scope="write", status_code=201, response_model=wire_model(m.MemoryCreated),
              summary="Store a memory (an upsert on the key)",
              responses=ok({"success": True, "id": MEMORY_EXAMPLE["id"], "memory": MEMORY_EXAMPLE}, 201))
-def create_memory(request: Request, principal: CurrentPrincipal, body: CreateBody) -> m.MemoryCreated:  # type: ignore[valid-type]
+async def create_memory(request: Request, principal: CurrentPrincipal, body: CreateBody) -> m.MemoryCreated:  # type: ignore[valid-type]
     tenant = principal.tenant_for(body.api_key_id)  # type: ignore[attr-defined]
-    memory = svc(request).add(
+    memory = await asvc(request).add(
         api_key_id=tenant, content=body.content, key=body.key, type=body.type,  # type: ignore[attr-defined]
         session_id=body.session_id or None, metadata=body.metadata,  # type: ignore[attr-defined]
         expires_at=body.expires_at,  # type: ignore[attr-defined]
@@ -112,12 +120,12 @@ def create_memory(request: Request, principal: CurrentPrincipal, body: CreateBod
                                           "strategyUsed": "hybrid", "legs": ["keyword", "vector"],
                                           "degraded": False, "reason": None, "fallback": False,
                                           "vectorStore": "sqlite-vec"}}))
-def search_memories(request: Request, principal: CurrentPrincipal, body: SearchBody) -> Any:  # type: ignore[valid-type]
+async def search_memories(request: Request, principal: CurrentPrincipal, body: SearchBody) -> Any:  # type: ignore[valid-type]
     """The same retrieval ``augment`` uses: expiry, retention and session scope applied on every leg."""
     tenant = principal.tenant_for(body.api_key_id)  # type: ignore[attr-defined]
-    return svc(request).search(body.query, api_key_id=tenant, strategy=body.strategy,  # type: ignore[attr-defined]
-                               limit=body.limit, max_tokens=body.max_tokens,  # type: ignore[attr-defined]
-                               session_id=body.session_id or None)  # type: ignore[attr-defined]
+    return await asvc(request).search(body.query, api_key_id=tenant, strategy=body.strategy,  # type: ignore[attr-defined]
+                                      limit=body.limit, max_tokens=body.max_tokens,  # type: ignore[attr-defined]
+                                      session_id=body.session_id or None)  # type: ignore[attr-defined]
 
 
 def _memory_id(memory_id: str) -> str:
