@@ -519,3 +519,12 @@ def test_the_row_memo_is_bounded() -> None:
     built = [memo.memory(row) for row in rows]
     assert len(memo._items) == 3 and memo.memory(rows[-1]) is built[-1]
     assert memo.memory(rows[0]) is not built[0] and memo.memory(rows[0]).content == "c0"
+
+
+def test_the_row_memo_keeps_no_huge_memories() -> None:
+    from memroute_builtins.backends.sqlite.schema import RowMemo
+
+    memo = RowMemo()
+    now = "2026-11-29T14:27:46.123456Z"
+    row = (new_memory_id(), "a", None, "factual", "k", "x" * (RowMemo.max_chars + 1), "{}", now, now, None, 0, None)
+    assert memo.memory(row).content == row[5] and memo._items == {}

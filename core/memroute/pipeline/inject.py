@@ -120,7 +120,12 @@ class _LineMemo:
         found = self._items.get(id(memory))
         return found[1] if found is not None and found[0] is memory else None
 
+    max_chars = 16_384
+    """Longer lines are not kept (a few huge memories must not pin megabytes)."""
+
     def put(self, memory: Any, line: str) -> str:
+        if len(line) > self.max_chars:
+            return line
         with self._lock:
             while len(self._items) >= self.size:
                 del self._items[next(iter(self._items))]

@@ -10,6 +10,7 @@ from typing import Any, Final
 
 from starlette.exceptions import HTTPException
 
+from memroute.server.errors import PROXY_PREFIX, api_error_body, api_style
 from memroute.settings import ServerSettings
 
 __all__ = ["GuardMiddleware", "PayloadTooLarge"]
@@ -21,7 +22,6 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 IMPORT_PATH: Final = "/api/memory/import"
-PROXY_PREFIX: Final = "/v1/"
 _DOCS_PATHS: Final = ("/docs", "/redoc")
 _SECURITY_HEADERS: Final = (
     (b"x-content-type-options", b"nosniff"),
@@ -38,8 +38,11 @@ class PayloadTooLarge(HTTPException):
         super().__init__(413, f"request body larger than {limit} bytes")
 
 
-def _json_error(status: int, message: str) -> tuple[Message, Message]:
-    body = json.dumps({"error": {"message": message, "details": []}}).encode("utf-8")
+def _json_error(status: int, message: str, scope: Scope) -> tuple[Message, Message]:
+    """memroute's error shape, or on a proxy route (``/v1/…``) the shape of the API the caller speaks."""
+    style = api_style(scope.get("path", ""), list(scope.get("headers", [])))
+    payload = api_error_body(style, status, message) if style else {"error": {"message": message, "details": []}}
+    body = json.dumps(payload).encode("utf-8")
     start = {"type": "http.response.start", "status": status,
              "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]}
     return start, {"type": "http.response.body", "body": body}
@@ -80,7 +83,7 @@ class GuardMiddleware:
             await send(message)
 
         if self.allowed_hosts and self._host(scope) not in self.allowed_hosts:
-            for message in _json_error(400, "Host header not allowed"):
+            for message in _json_error(400, "Host header not allowed", scope):
                 await guarded_send(message)
             return
         proxied = path.startswith(PROXY_PREFIX)
@@ -88,7 +91,7 @@ class GuardMiddleware:
                  else self.proxy_max_body_bytes if proxied else self.settings.max_body_bytes)
         declared = self._content_length(scope)
         if declared is not None and declared > limit:
-            for message in _json_error(413, f"request body larger than {limit} bytes"):
+            for message in _json_error(413, f"request body larger than {limit} bytes", scope):
                 await guarded_send(message)
             return
         received = 0
@@ -109,7 +112,7 @@ class GuardMiddleware:
                                          return_when=asyncio.FIRST_COMPLETED)
             if not done:  # no response started in time: give up on the request
                 task.cancel()
-                for message in _json_error(504, f"no response within {self.settings.request_timeout_s:g}s"):
+                for message in _json_error(504, f"no response within {self.settings.request_timeout_s:g}s", scope):
                     await guarded_send(message)
                 return
             await task  # the response started (or the app finished): let it run to the end

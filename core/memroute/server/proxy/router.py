@@ -26,10 +26,12 @@ from fastapi import Request
 from starlette.background import BackgroundTask
 from starlette.responses import JSONResponse, Response
 
-from memroute.errors import MemrouteError
+from memroute.errors import MemrouteError, ValidationError
+from memroute.models import require_session
 from memroute.netguard import BlockedUrlError
-from memroute.pipeline.gate import memory_enabled, opted_out
+from memroute.pipeline.gate import SESSION_HEADERS, memory_enabled, opted_out
 from memroute.server.auth import Principal, ScopedRouter, current_principal
+from memroute.server.errors import api_error_response
 from memroute.server.proxy.sse import Api, ReplyCollector, reply_from_events
 from memroute.server.proxy.stream import Outcome, RelayedStream
 from memroute.server.proxy.upstream import Upstream, response_headers
@@ -96,14 +98,24 @@ class _Augmented:
     failed: bool = False
 
 
-def error_response(style: Style, status: int, message: str, kind: str,
-                   headers: Mapping[str, str] | None = None) -> JSONResponse:
-    """An error in the wire format of the caller's API, so its SDK shows the message."""
-    if style == "anthropic":
-        body: dict[str, Any] = {"type": "error", "error": {"type": kind, "message": message}}
-    else:
-        body = {"error": {"message": message, "type": kind, "param": None, "code": None}}
-    return JSONResponse(body, status_code=status, headers=dict(headers or {}))
+def error_response(style: Style, status: int, message: str, kind: str | None = None,
+                   headers: Mapping[str, str] | None = None, param: str | None = None) -> JSONResponse:
+    """An error in the wire format of the caller's API, so its SDK raises its typed error with the message
+    (:func:`memroute.server.errors.api_error_response`)."""
+    return api_error_response(style, status, message, kind=kind, param=param, headers=headers)
+
+
+def _session_problem(headers: Mapping[str, str]) -> tuple[str, str] | None:
+    """``(header, message)`` when a session header names no valid session id (over 256 characters, a NUL)."""
+    for name in SESSION_HEADERS:
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            require_session(value.strip())
+        except ValidationError as exc:
+            return name, f"memroute: header {name}: {exc}"
+    return None
 
 
 class MemoryProxy:
@@ -197,6 +209,9 @@ class MemoryProxy:
         if not isinstance(body, dict):
             return error_response(route.style, 400, "memroute: the request body must be a JSON object",
                                   "invalid_request_error")
+        session_problem = _session_problem(request.headers)
+        if session_problem is not None:
+            return error_response(route.style, 422, session_problem[1], param=session_problem[0])
         tenant = str(principal.tenant)
         headers = dict(request.headers)
         memory_headers: dict[str, str] = {}

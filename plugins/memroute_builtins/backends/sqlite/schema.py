@@ -173,8 +173,11 @@ class RowMemo:
     building a memory parses its metadata JSON and two or three timestamps: about 6 us a row, the largest cost
     left in the keyword leg. The row is still read from SQLite every time; only its conversion is memoised, so a
     row changed by this process or another is rebuilt (any column differs). Bounded to ``size`` memories,
-    oldest entry dropped first. Memories are shared between callers: their ``metadata`` is read-only.
+    oldest entry dropped first, and only memories of at most ``max_chars`` characters are kept (a few huge ones
+    must not pin megabytes). Memories are shared between callers: their ``metadata`` is read-only.
     """
+
+    max_chars = 16_384
 
     def __init__(self, size: int = 8192) -> None:
         self.size = size
@@ -187,6 +190,8 @@ class RowMemo:
         if found is not None and found[0] == row:
             return found[1]
         memory = _to_memory(row)
+        if len(memory.content) > self.max_chars:
+            return memory
         with self._lock:
             while len(self._items) >= self.size:
                 del self._items[next(iter(self._items))]
