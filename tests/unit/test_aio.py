@@ -207,33 +207,51 @@ async def _probe_lag(stop: asyncio.Event, tick: float = 0.001) -> float:
 
 
 def test_memroute_calls_do_not_block_the_loop(tmp_path):
-    """The loop only submits and collects; the calls run in threads. The max lag is reported (a timed
-    assertion would be flaky on a shared 2-core machine: GIL hand-offs alone are ~5 ms); tests/bench has
-    the figure under load. Asserted generously: a blocking implementation lags by whole calls."""
+    """The loop only submits and collects; the calls run in pool threads, several at once. Checked
+    structurally (which thread ran each call, how many overlapped), not by timing: a timed assertion is
+    flaky on a shared 2-core machine. The loop lag is printed for reference; tests/bench has the figure."""
+    ran_on: list[int] = []
+    active = 0
+    most_at_once = 0
+    lock = threading.Lock()
 
-    async def main() -> tuple[float, float, float]:
-        stop_idle = asyncio.Event()
-        idle_probe = asyncio.ensure_future(_probe_lag(stop_idle))
-        await asyncio.sleep(0.3)  # the baseline: what this machine's scheduling alone costs an idle loop
-        stop_idle.set()
-        idle = await idle_probe
-        async with _open(tmp_path, max_workers=4) as mem:
+    class Spying(AsyncMemroute):
+        async def _run(self, fn, *args, **kwargs):  # type: ignore[no-untyped-def]
+            def spied(*a, **kw):  # type: ignore[no-untyped-def]
+                nonlocal active, most_at_once
+                with lock:
+                    ran_on.append(threading.get_ident())
+                    active += 1
+                    most_at_once = max(most_at_once, active)
+                try:
+                    return fn(*a, **kw)
+                finally:
+                    with lock:
+                        active -= 1
+            return await super()._run(spied, *args, **kwargs)
+
+    async def main() -> tuple[int, float, float]:
+        loop_thread = threading.get_ident()
+        service = memroute.open(data_dir=str(tmp_path / "d"))
+        async with Spying(service, max_workers=4) as mem:
             for i in range(20):
                 await mem.add(api_key_id="a", content=f"note {i} about tea", key=f"k{i}")
             await mem.search("warm up", api_key_id="a", strategy="hybrid")  # loads the embedder once
+            ran_on.clear()
             stop = asyncio.Event()
             probe = asyncio.ensure_future(_probe_lag(stop))
             started = time.perf_counter()
-            await asyncio.gather(*(mem.search("tea", api_key_id="a", strategy="hybrid") for _ in range(50)))
+            results = await asyncio.gather(*(mem.search("tea", api_key_id="a", strategy="hybrid")
+                                             for _ in range(50)))
             elapsed = time.perf_counter() - started
             stop.set()
-            return await probe, elapsed, idle
+            assert all(result.memories for result in results)
+            return loop_thread, await probe, elapsed
 
-    worst, elapsed, idle = asyncio.run(main())
-    print(f"max loop lag during 50 concurrent searches: {worst * 1000:.1f} ms of {elapsed * 1000:.0f} ms "
-          f"(idle loop on this machine: {idle * 1000:.1f} ms)")
-    assert worst < max(0.8 * elapsed, 0.05), "the loop was blocked for most of the run: a call ran on the loop"
-
+    loop_thread, worst, elapsed = asyncio.run(main())
+    print(f"max loop lag during 50 concurrent searches: {worst * 1000:.1f} ms of {elapsed * 1000:.0f} ms")
+    assert len(ran_on) == 50 and loop_thread not in ran_on, "a call ran on the event loop's thread"
+    assert most_at_once >= 2, "the calls never overlapped: they were serialised"
 
 
 def test_close_service_false_leaves_the_service_open(tmp_path):
