@@ -119,7 +119,7 @@ class Replicator:
             if respect_backoff and entry.next_attempt_at > self._clock():
                 return False
             try:
-                self._caller.call(backend, _replay_call(entry), force=force)
+                self._caller.call(backend, self._replay_call(entry, target), force=force)
             except CircuitOpenError:
                 return False
             except ValidationError as exc:
@@ -138,6 +138,41 @@ class Replicator:
             self.outbox.remove(entry)
             delivered += 1
         return self.outbox.pending(target) == 0
+
+    def _replay_call(self, entry: OutboxEntry, target: str) -> BackendCall[object]:
+        """The backend call that delivers one outbox entry (its own scope: a call abandoned after its timeout
+        still holds its own entry's data).
+
+        A ``put`` owed to a fallback carries the primary's *current* version of the memory: processes sharing
+        one primary commit and journal in two steps, so the snapshot of the write the primary committed first
+        can be journaled last, and replaying snapshots in queue order would leave the fallback on a version the
+        primary overwrote (``updated_at`` does not settle it: it is stamped before the commit). The primary's
+        commit order is the truth. The snapshot is used when the primary cannot answer, no longer has the
+        memory, or is itself catching up (entries are owed to it: it may hold an older version)."""
+        if entry.op != OP_PUT:
+            memory_id = entry.memory_id
+            return BackendCall("delete", lambda b: b.delete(memory_id), writes=True)
+        memory = _entry_memory(entry)
+        primary = self._backends[0]
+        if target != primary.name and self.in_sync(primary.name):
+            current = self._current_on(primary, memory)
+            if current is not None:
+                memory = current
+        return BackendCall("put", lambda b: b.put(memory), writes=True)
+
+    def _current_on(self, primary: MemoryBackend, memory: Memory) -> Memory | None:
+        memory_id = memory.id
+        try:
+            # get_many, not get: a backend may serve get from a per-process cache that another process's
+            # commit has made stale; get_many reads the store.
+            found = self._caller.call(primary, BackendCall("get_many", lambda b: b.get_many([memory_id])))
+            current = found.get(memory_id) if isinstance(found, dict) else None
+        except Exception as exc:  # the snapshot is still a valid (if possibly older) delivery
+            log.debug("replay: the primary's current version of %s is unavailable: %s", memory_id, exc)
+            return None
+        if isinstance(current, Memory) and current.api_key_id == memory.api_key_id:
+            return current
+        return None
 
     def _failed(self, entry: OutboxEntry, target: str, exc: Exception) -> None:
         delay = min(self._settings.retry_base_s * 2 ** entry.attempts, self._settings.retry_max_s)
@@ -197,15 +232,9 @@ class Replicator:
             pause = min(pause * 2, 0.25)
 
 
-def _replay_call(entry: OutboxEntry) -> BackendCall[object]:
-    """The backend call that delivers one outbox entry (its own scope: a call abandoned after its timeout
-    still holds its own entry's data)."""
-    if entry.op == OP_PUT:
-        try:
-            memory = entry.memory()
-        except ValidationError as exc:
-            raise ValidationError(f"outbox entry {entry.id}: payload does not validate: {exc}",
-                                  [("payload", "invalid")]) from None
-        return BackendCall("put", lambda b: b.put(memory), writes=True)
-    memory_id = entry.memory_id
-    return BackendCall("delete", lambda b: b.delete(memory_id), writes=True)
+def _entry_memory(entry: OutboxEntry) -> Memory:
+    try:
+        return entry.memory()
+    except ValidationError as exc:
+        raise ValidationError(f"outbox entry {entry.id}: payload does not validate: {exc}",
+                              [("payload", "invalid")]) from None

@@ -114,7 +114,8 @@ def check_store(config: dict[str, Any], acked: dict[str, str] | None = None, *,
             f"primary and fallback differ: {len(main_rows.keys() - spare_rows.keys())} only on the primary, "
             f"{len(spare_rows.keys() - main_rows.keys())} only on the fallback")
         stale = [i for i, m in main_rows.items() if not m.same_as(spare_rows[i])]
-        assert not stale, f"{len(stale)} memories differ between primary and fallback (e.g. {stale[0]})"
+        assert not stale, (f"{len(stale)} memories differ between primary and fallback, e.g. primary "
+                           f"{main_rows[stale[0]]!r} vs fallback {spare_rows[stale[0]]!r}")
         for backend in (primary, spare):
             connection = backend._connection()  # type: ignore[attr-defined]
             docs = connection.execute("SELECT count(*) FROM memory_fts_docsize").fetchone()[0]
