@@ -154,6 +154,7 @@ class AsyncMemroute:
     memory_settings = _forward(Memroute.memory_settings)
     memory_overrides = _forward(Memroute.memory_overrides)
     update_memory_settings = _forward(Memroute.update_memory_settings)
+    qdrant_settings = _forward(Memroute.qdrant_settings)
 
     # --- export: async iterators ---------------------------------------------------------------------
     def export(self, api_key_id: str) -> AsyncIterator[Memory]:

@@ -70,6 +70,8 @@ if TYPE_CHECKING:
     from memroute.keys import KeyStore
     from memroute.pipeline.conversation import Conversation
     from memroute.pipeline.requests import ApiShape
+    from memroute.retrieval.engine import RetrievalEngine
+    from memroute.runtime_vectors import VectorSwitch
     from memroute.settings import MemorySettings
     from memroute.state import RuntimeMemorySettings, StateStore
     from memroute.storage_api import StorageAPI
@@ -129,13 +131,28 @@ class Memroute:
                 except Exception:
                     pass
             raise
+        self._vector_switch: VectorSwitch | None = None
         try:
-            self._retrieval = build_retrieval(
-                self._manager, settings, self.plugins, self.state_dir, embedder=embedder, vector_store=vector_store
-            )
+            if vector_store is not None:  # a store given in code is never switched
+                self._engine = build_retrieval(self._manager, settings, self.plugins, self.state_dir,
+                                               embedder=embedder, vector_store=vector_store)
+            else:  # the runtime qdrant settings (PUT /api/settings/qdrant) choose the store
+                from memroute.runtime_vectors import open_retrieval
+
+                self._engine, self._vector_switch = open_retrieval(
+                    settings, self._manager, self.plugins, self.state_dir, embedder, lambda: self.state)
         except BaseException:
+            if self._state is not None:
+                self._state.close()
             self._manager.close()
             raise
+
+    @property
+    def _retrieval(self) -> RetrievalEngine:
+        switch = self._vector_switch
+        if switch is not None:
+            switch.poll()  # one clock read unless the runtime vector settings are due a re-read
+        return self._engine
 
     @classmethod
     def open(
@@ -164,7 +181,9 @@ class Memroute:
         try:
             if self._pipeline is not None:
                 self._pipeline.close()  # stored extractions first: they write through the manager
-            self._retrieval.close()
+            if self._vector_switch is not None:
+                self._vector_switch.close()
+            self._engine.close()
         finally:
             try:
                 self._manager.close()
@@ -220,6 +239,18 @@ class Memroute:
         :class:`~memroute.errors.ValidationError` naming the field and stores nothing. Returns the settings now
         in effect."""
         return self._runtime_settings.update(changes)
+
+    def qdrant_settings(self, changes: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The Qdrant settings in effect (``GET /api/settings/qdrant``; never the key, only ``api_key_masked``);
+        with ``changes`` (``PUT``: wire names, ``null`` drops an override, ``apiKey: ""`` removes the key) they
+        are validated strictly, the new target probed for real, and stored for every process only if it
+        works (:class:`~memroute.errors.ValidationError` naming the field otherwise). This process switches
+        its vector store at once, the others within about a second. See :mod:`memroute.runtime_vectors`."""
+        if self._vector_switch is None:
+            raise ConfigError("this service was given its vector store in code; it has no runtime qdrant settings")
+        if changes is not None:
+            self._vector_switch.update(changes)
+        return self._vector_switch.view()
 
     @property
     def _runtime_settings(self) -> RuntimeMemorySettings:

@@ -26,7 +26,12 @@ def test_the_view_names_the_collection_and_never_a_secret(qdrant_server):
     with qdrant_server.client(qdrant_server.admin) as admin, qdrant_server.client(qdrant_server.tenant_a) as a:
         view = admin.get("/api/settings/qdrant").json()
         assert view["enabled"] and view["mode"] == "local" and view["collection"] == "memroute_memories"
-        assert view["available"] and "apiKey" not in json.dumps(view)
+        assert view["available"] and "apiKey" not in view and not view["hasApiKey"] and view["apiKeyMasked"] is None
+        # local mode (a folder one process locks) is the file's: a PUT cannot move it, only confirm it
+        assert admin.put("/api/settings/qdrant", json={"enabled": True}).json()["mode"] == "local"
+        moved = admin.put("/api/settings/qdrant", json={"collection": "elsewhere"})
+        assert moved.status_code == 422 and moved.json()["error"]["details"][0]["field"] == "host"
+        assert admin.put("/api/settings/qdrant", json={"enabled": None}).status_code == 200
         assert admin.get("/api/settings/qdrant/health").json()["ok"] is True
         assert a.get("/api/settings/qdrant").status_code == 403  # a tenant key does not see deployment settings
 
@@ -77,7 +82,9 @@ def test_cleanup_deletes_memories_with_their_points_and_counts_for_real(qdrant_s
 
 def test_every_qdrant_route_is_a_typed_404_without_a_qdrant_store(memroute_server):
     with memroute_server.client(memroute_server.admin) as admin:
-        for method, path, body in (("GET", "/api/settings/qdrant", None), ("GET", "/api/settings/qdrant/health", None),
+        view = admin.get("/api/settings/qdrant").json()  # the settings view answers: Qdrant is off
+        assert view["enabled"] is False and view["active"] is False and view["hasApiKey"] is False
+        for method, path, body in (("GET", "/api/settings/qdrant/health", None),
                                    ("POST", "/api/settings/qdrant/search", {"query": "tea"}),
                                    ("POST", "/api/settings/qdrant/cleanup", {})):
             answer = admin.request(method, path, json=body)

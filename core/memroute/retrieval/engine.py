@@ -10,6 +10,7 @@ is degraded.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -17,12 +18,12 @@ from typing import Any
 import attrs
 
 from memroute.errors import MemrouteError
-from memroute.interfaces import EmbeddingSource, Reranker, VectorStore
+from memroute.interfaces import EmbeddingSignature, EmbeddingSource, Reranker, VectorStore
 from memroute.manager import ManagedSearch, MemoryManager
 from memroute.models import Memory, Provenance, SearchHit, SearchQuery, SearchResult
 from memroute.retrieval.budget import fit_budget
 from memroute.retrieval.fusion import DEFAULT_KEYWORD_WEIGHT, fuse, fuse_scores, keyword_query
-from memroute.retrieval.indexer import Indexer, IndexQueue
+from memroute.retrieval.indexer import Indexer, IndexQueue, store_identity
 from memroute.retrieval.ordering import order_hits, order_pairs, recency_key
 from memroute.settings import MemorySettings
 
@@ -72,26 +73,70 @@ class RetrievalEngine:
         }
         self.indexer: Indexer | None = None
         self.vector_reason: str | None = None
+        self._index_path, self._prepare, self._background = index_path, prepare, background
+        self._quantization = quantization
+        self._swap_lock = threading.Lock()
         if embedder is None:
             self.vector_reason = str(self.resolution.get("reason") or "no embedding source configured")
         elif vector_store is None:
             self.vector_reason = "no vector store configured"
         else:
             try:
-                self.indexer = Indexer(
-                    fetch=manager.get_many,
-                    enumerate_memories=lambda: manager.iter_all(),
-                    count_memories=self._count_memories,
-                    embedder=embedder,
-                    store=vector_store,
-                    queue=IndexQueue(index_path, prepare=prepare),
-                    markers=manager.reindex_markers(),
-                    quantization=quantization,
-                    background=background,
-                )
+                self.indexer = self._make_indexer(vector_store, IndexQueue(index_path, prepare=prepare))
             except Exception as exc:
                 self.vector_reason = f"vector index unavailable: {type(exc).__name__}: {exc}"
                 log.warning("memroute: %s", self.vector_reason)
+
+    def _make_indexer(self, store: VectorStore, queue: IndexQueue) -> Indexer:
+        assert self.embedder is not None
+        return Indexer(
+            fetch=self.manager.get_many,
+            enumerate_memories=lambda: self.manager.iter_all(),
+            count_memories=self._count_memories,
+            embedder=self.embedder,
+            store=store,
+            queue=queue,
+            markers=self.manager.reindex_markers(),
+            quantization=self._quantization,
+            background=self._background,
+            target=store_identity(store),
+        )
+
+    def index_signature(self) -> EmbeddingSignature:
+        """The signature the vector index is bound to (the embedder's, with ``[vectors] quantization``)."""
+        assert self.embedder is not None
+        return self.embedder.signature().with_quantization(self._quantization)
+
+    def replace_vector_store(self, store: VectorStore | None) -> None:
+        """Index into ``store`` from now on (a vector-store switch at run time: ``PUT /api/settings/qdrant``).
+        The old indexer stops (its in-flight batch finishes), a new one on the same durable queue binds the new
+        store: a store the index was not built in is emptied and every memory enqueued again (the rebuild,
+        done in the background; searches degrade to keyword for a tenant until its memories are indexed),
+        the same store is healed. The old store is closed. When the new one cannot be bound, the old indexer
+        is restarted and the error raised (the caller's store is closed)."""
+        with self._swap_lock:
+            old_indexer, old_store = self.indexer, self.vector_store
+            if old_indexer is not None:
+                old_indexer.close()
+                with old_indexer.process_lock:  # a lazy backfill running on a request thread finishes first
+                    pass
+            queue = old_indexer.queue if old_indexer is not None else None
+            if store is None or self.embedder is None:
+                self.indexer, self.vector_store = None, store
+                self.vector_reason = "no vector store configured" if self.embedder is not None else self.vector_reason
+                if queue is not None:
+                    queue.close()
+            else:
+                try:
+                    indexer = self._make_indexer(store, queue or IndexQueue(self._index_path, prepare=self._prepare))
+                except Exception:
+                    store.close()
+                    if old_indexer is not None and old_store is not None:
+                        self.indexer = self._make_indexer(old_store, old_indexer.queue)
+                    raise
+                self.indexer, self.vector_store, self.vector_reason = indexer, store, None
+            if old_store is not None and old_store is not store:
+                old_store.close()
 
     def _count_memories(self) -> int:
         from memroute.models import ListFilter
@@ -267,17 +312,18 @@ class RetrievalEngine:
         """The vector ranking, or ``None`` (with a reason) when the vector tier cannot serve this query.
         With ``floor``, candidates below the relevance floor are dropped (see :meth:`search`); memories in
         ``known`` (already read by the keyword leg) are not read again."""
-        if self.indexer is None or self.embedder is None or self.vector_store is None:
+        indexer, store, embedder = self.indexer, self.vector_store, self.embedder  # one view across a switch
+        if indexer is None or embedder is None or store is None:
             reasons.append(f"{self.vector_reason}: degraded to keyword")
             return None
-        ready, pending = self.indexer.tenant_ready(query.api_key_id, self.lazy_budget)
+        ready, pending = indexer.tenant_ready(query.api_key_id, self.lazy_budget)
         if not ready:
             reasons.append(f"vector index rebuilding ({pending} memories pending): degraded to keyword")
             return None
         try:
-            text = keyword_query(query.text) if self.embedder.query_content_words else query.text
-            vector = self.embedder.embed(text)
-            found = self.vector_store.query(vector, query, k)
+            text = keyword_query(query.text) if embedder.query_content_words else query.text
+            vector = embedder.embed(text)
+            found = store.query(vector, query, k)
         except Exception as exc:
             reasons.append(f"vector leg failed ({type(exc).__name__}: {exc}): degraded to keyword")
             return None

@@ -26,7 +26,7 @@ from memroute.errors import ValidationError
 from memroute.interfaces import EmbeddingSource, ReindexMarkers, VectorItem, VectorStore
 from memroute.models import Memory
 
-__all__ = ["IndexQueue", "Indexer", "ReindexMarkers"]
+__all__ = ["IndexQueue", "Indexer", "ReindexMarkers", "store_identity"]
 
 log = logging.getLogger("memroute.index")
 
@@ -178,6 +178,20 @@ class IndexQueue:
             self._conn.close()
 
 
+def store_identity(store: VectorStore) -> str:
+    """Which index a store is: its name and, from ``describe()``, where it keeps vectors (path or target, and
+    collection). The indexer records it; opening the index on another store rebuilds it there."""
+    try:
+        describe = getattr(store, "describe", None)
+        described = describe() if callable(describe) else {}
+    except Exception:
+        described = {}
+    where = described.get("target") or described.get("path") or ""
+    name = getattr(store, "store_name", type(store).__name__)
+    parts = [str(name), str(where), str(described.get("collection") or "")]
+    return "|".join(parts)
+
+
 def embedding_text(memory: Memory) -> str:
     """What is embedded for a memory: its content (keys are machine-made slugs that add noise to vectors)."""
     return memory.content
@@ -189,6 +203,7 @@ class Indexer:
 
     META_SIGNATURE = "signature"
     META_ENUMERATED = "enumerated"
+    META_TARGET = "target"
 
     def __init__(
         self,
@@ -203,8 +218,10 @@ class Indexer:
         quantization: str = "float32",
         batch_size: int = 256,
         background: bool = True,
+        target: str | None = None,
     ) -> None:
         self._fetch = fetch
+        self.target = target
         self.markers = markers
         self._enumerate = enumerate_memories
         self._count = count_memories
@@ -214,6 +231,8 @@ class Indexer:
         self.queue = queue
         self.batch_size = batch_size
         self._process_lock = threading.Lock()
+        self.process_lock = self._process_lock
+        """Held while a batch is processed (a vector-store switch waits on it)."""
         self._bulk_lock = threading.Lock()
         self._wake = threading.Condition()
         self._stopping = False
@@ -240,6 +259,17 @@ class Indexer:
             # memory is enqueued again.
             self.queue.set_meta(self.META_SIGNATURE, str(signature))
             self.queue.set_meta(self.META_ENUMERATED, None)
+        if self.target is not None:
+            previous = self.queue.get_meta(self.META_TARGET)
+            if previous is not None and previous != self.target:
+                # Another store held the index (a vector-store switch at run time, or a changed [vectors]):
+                # whatever this one still holds is from before, so it is emptied and rebuilt from the memories.
+                log.info("memroute indexer: the index moved from %s to %s: rebuilding", previous, self.target)
+                self.queue.clear()
+                for memory_id_batch in _chunks(sorted(self.store.ids()), 1000):
+                    self.store.delete(memory_id_batch)
+                self.queue.set_meta(self.META_ENUMERATED, None)
+            self.queue.set_meta(self.META_TARGET, self.target)
         if self.queue.get_meta(self.META_ENUMERATED) is None:
             self.enqueue_all()
         else:

@@ -254,20 +254,55 @@ class MemorySettingsUpdate:
 
 @attrs.frozen(kw_only=True)
 class QdrantView:
-    """The configured Qdrant vector store (``[vectors] store = "qdrant"``): where it is and what it holds."""
+    """The Qdrant settings in effect (``[vectors]`` with the runtime overrides of ``PUT``) and, when this
+    process's vector store is Qdrant, where it is and what it holds. Never the API key."""
 
     enabled: bool
+    """Qdrant is the vector store (stored: every process follows within about a second)."""
+    active: bool
+    """This process's vector store is Qdrant now."""
+    switching: bool
+    """This process has not yet switched to the stored settings."""
+    host: str | None
+    port: int | None
+    collection: str | None
+    embedding_model: str | None
+    """The deployment's embedding model (``[embedding]``): memroute embeds for every vector store."""
+    quantization: str | None
+    has_api_key: bool
+    api_key_masked: str | None
+    """``"***"`` plus the key's last 4 characters (``"***"`` alone for a key under 12 characters)."""
     mode: str | None
     """``local`` (a folder or ``:memory:``) or ``server`` (``url``)."""
     target: str | None
-    collection: str | None
     signature: str | None
     """The embedding signature the collection was built for."""
-    quantization: str | None
     available: bool
     rows: int
     pending_reindex: int
     last_error: str | None
+    overrides: tuple[str, ...]
+    """The fields set at run time (``PUT``) rather than in ``memroute.toml``."""
+
+
+@attrs.frozen(kw_only=True)
+class QdrantSettingsUpdate:
+    """Runtime changes of the Qdrant connection; unknown fields are refused, ``null`` drops a field's override.
+    A new target is probed (built, bound and searched) before anything is stored."""
+
+    enabled: bool | None = None
+    """Qdrant on (the store becomes ``qdrant``) or off (the configured store, or ``auto``)."""
+    host: str | None = attrs.field(default=None, metadata={"min_length": 1, "max_length": 2048,
+                                                             "examples": ["qdrant.internal", "https://q.example:6333"]})
+    """A host name or an http(s) URL; ``http://`` is assumed and ``port`` (6333) added when it has none."""
+    port: int | None = attrs.field(default=None, metadata={"ge": 1, "le": 65535})
+    collection: str | None = attrs.field(default=None, metadata={"min_length": 1, "max_length": 255,
+                                                                   "pattern": r"^[A-Za-z0-9._-]+$"})
+    embedding_model: str | None = attrs.field(default=None, metadata={"min_length": 1, "max_length": 512})
+    """Accepted only when it names the deployment's embedding model (memroute embeds for Qdrant)."""
+    quantization: Literal["none", "int8", "binary"] | None = None
+    api_key: str | None = attrs.field(default=None, metadata={"max_length": 4096})
+    """``""`` removes the key (also one set in ``memroute.toml``); never echoed back."""
 
 
 @attrs.frozen(kw_only=True)

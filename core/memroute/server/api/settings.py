@@ -69,23 +69,46 @@ def _qdrant(mem: Any) -> dict[str, Any]:
     return dict(store)
 
 
+_QDRANT_EXAMPLE = {"enabled": True, "active": True, "switching": False, "host": "http://qdrant.internal",
+                   "port": 6333, "collection": "memroute_memories",
+                   "embeddingModel": "minishlab/potion-base-8M", "quantization": "int8", "hasApiKey": True,
+                   "apiKeyMasked": "***9f3a", "mode": "server", "target": "http://qdrant.internal:6333",
+                   "signature": "static:minishlab/potion-base-8M:256:l2:float32", "available": True, "rows": 12,
+                   "pendingReindex": 0, "lastError": None, "overrides": ["enabled", "host", "apiKey"]}
+
+
+def _qdrant_view(view: dict[str, Any]) -> m.QdrantView:
+    return m.QdrantView(**view)
+
+
 @router.get("/qdrant", scope="admin", response_model=wire_model(m.QdrantView),
-            summary="The Qdrant vector store's configuration and state",
-            responses={**ok({"enabled": True, "mode": "server", "target": "http://qdrant:6333",
-                             "collection": "memroute_memories",
-                             "signature": "static:minishlab/potion-base-8M:256:l2:float32", "quantization": "none",
-                             "available": True, "rows": 12, "pendingReindex": 0,
-                             "lastError": None}), **_NO_QDRANT})
+            summary="The Qdrant settings in effect and the collection's state", responses=ok(_QDRANT_EXAMPLE))
 def get_qdrant(request: Request) -> m.QdrantView:
-    """Connection settings live in ``memroute.toml`` (``[vectors.options.qdrant]``) and are never echoed with
-    secrets (the API key is not in this view)."""
-    store = _qdrant(request.app.state.memroute)
-    described = store.get("store") or {}
-    return m.QdrantView(enabled=True, mode=described.get("mode"), target=described.get("target"),
-                        collection=described.get("collection"), signature=store.get("signature"),
-                        quantization=described.get("quantization"), available=bool(store.get("available")),
-                        rows=int(store.get("rows") or 0), pending_reindex=int(store.get("pending_reindex") or 0),
-                        last_error=store.get("last_error"))
+    """``[vectors]`` (``[vectors.options.qdrant]``) with the runtime overrides applied; ``enabled: false`` where
+    the vector store is not Qdrant. The API key is never shown, only ``apiKeyMasked``."""
+    return _qdrant_view(request.app.state.memroute.qdrant_settings())
+
+
+QdrantUpdateBody = wire_model(m.QdrantSettingsUpdate, mode="request")
+
+
+@router.put("/qdrant", scope="admin", response_model=wire_model(m.QdrantView),
+            summary="Change the Qdrant connection at run time (probed first; every process follows)",
+            responses={**ok(_QDRANT_EXAMPLE), 409: {"description": "changed by another request meanwhile"}},
+            openapi_extra={"requestBody": {"content": {"application/json": {"example": {
+                "enabled": True, "host": "qdrant.internal", "port": 6333, "collection": "memroute_memories",
+                "quantization": "int8", "apiKey": "qdrant-secret-key"}}}}})
+def put_qdrant(request: Request, principal: CurrentPrincipal, body: QdrantUpdateBody) -> m.QdrantView:  # type: ignore[valid-type]
+    """Strict: unknown fields, wrong JSON types and out-of-range values are 422 with the field named.
+    ``enabled`` switches the vector store to Qdrant (on) or back to the configured store, ``auto`` when that is
+    Qdrant (off); ``apiKey: ""`` removes the key; ``null`` drops an override. A new target is **probed for
+    real** before anything is stored: the store is built, bound to the index's embedding signature and
+    searched; a target that does not answer, refuses the key or is a cloud metadata / link-local address is
+    a 422 on ``host`` and nothing is stored (the reference stored settings that did not work). Stored in the
+    deployment's state store: this process switches at once, every other process and every new
+    ``memroute.open`` within about a second; the new store is filled from the memories in the background."""
+    changes = body.model_dump(by_alias=True, exclude_unset=True)  # type: ignore[attr-defined]
+    return _qdrant_view(request.app.state.memroute.qdrant_settings(changes))
 
 
 @router.get("/qdrant/health", scope="admin", summary="Whether Qdrant answers",
