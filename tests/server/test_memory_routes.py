@@ -213,7 +213,8 @@ def test_settings_routes(clients):
     for bad in ({"maxTokens": 16001}, {"retentionDays": 0}, {"strategy": "psychic"}, {"primaryBackend": "x"},
                 {"enabled": "yes"}):
         _error(admin.put("/api/settings/memory", json=bad), 422)
-    _error(admin.get("/api/settings/qdrant"), 404)  # no qdrant store configured
+    assert admin.get("/api/settings/qdrant").json()["enabled"] is False  # no qdrant store configured
+    _error(admin.get("/api/settings/qdrant/health"), 404)
 
 
 def test_write_scope_is_needed_for_changes(memroute_server):
