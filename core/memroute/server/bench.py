@@ -15,7 +15,12 @@ Measures, on a fresh SQLite deployment in a temporary directory with ``N`` memor
   measured rate, that bounds what any amount of concurrency can reach (``add.ceiling``).
 
 The server is the real ``memroute serve`` in its own process on a loopback port, on the same deployment as the
-in-process baseline; the clients are ``httpx`` clients with keep-alive.
+in-process baseline. The add runs are made twice, with two clients: ``httpx`` (keep-alive; what an application
+would use, ~1 ms of client CPU per request) and ``raw`` (one keep-alive socket per writer, pre-encoded
+HTTP/1.1 requests, responses read by ``Content-Length``; ~0.1 ms). Eight ``httpx`` writers in one process burn
+most of a core themselves on a 2-core machine, so the ``raw`` run is the one that measures the server's
+concurrency; both are reported. Each one-writer run also splits its round trip into client CPU, server CPU and
+the rest (waiting: loopback, scheduling, the event loop's hand-offs), ``add.<client>.round_trip_ms``.
 """
 
 from __future__ import annotations
@@ -119,6 +124,122 @@ def _ceiling(one: _CpuMeter, many: _CpuMeter, one_rate: float, workers: int) -> 
             "limited_by": f"{workers} server process(es) (GIL)" if gil_bound <= cores_bound else f"{cores} CPU cores"}
 
 
+class _RawClient:
+    """The lightest keep-alive HTTP/1.1 client: one socket (``TCP_NODELAY``), a request pre-encoded but for its
+    body, the response read by ``Content-Length`` (what uvicorn sends for JSON). Not a general client: no
+    chunked bodies, no redirects; enough to post to ``memroute serve`` without measuring an HTTP library."""
+
+    def __init__(self, url: str, headers: dict[str, str]) -> None:
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(url)
+        host, port = parts.hostname or "127.0.0.1", parts.port or 80
+        self.sock = socket.create_connection((host, port), timeout=30)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        lines = [f"host: {host}:{port}", "content-type: application/json",
+                 *(f"{name.lower()}: {value}" for name, value in headers.items())]
+        self.head = "\r\n".join(lines)
+        self.buffer = b""
+
+    def post(self, path: str, body: dict[str, Any]) -> int:
+        data = json.dumps(body).encode()
+        self.sock.sendall(f"POST {path} HTTP/1.1\r\n{self.head}\r\ncontent-length: {len(data)}\r\n\r\n".encode()
+                          + data)
+        while b"\r\n\r\n" not in self.buffer:
+            self._read()
+        head, _, rest = self.buffer.partition(b"\r\n\r\n")
+        length = 0
+        for line in head.split(b"\r\n")[1:]:
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-length":
+                length = int(value)
+        while len(rest) < length:
+            rest += self._recv()
+        self.buffer = rest[length:]
+        status = int(head[9:12])
+        if status >= 400:
+            raise RuntimeError(f"POST {path}: HTTP {status}: {rest[:length][:200]!r}")
+        return status
+
+    def _recv(self) -> bytes:
+        chunk = self.sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("the server closed the connection")
+        return chunk
+
+    def _read(self) -> None:
+        self.buffer += self._recv()
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+class _HttpxClient:
+    def __init__(self, url: str, headers: dict[str, str]) -> None:
+        import httpx
+
+        self.client = httpx.Client(base_url=url, headers=headers, timeout=30)
+
+    def post(self, path: str, body: dict[str, Any]) -> int:
+        return self.client.post(path, json=body).raise_for_status().status_code
+
+    def close(self) -> None:
+        self.client.close()
+
+
+_CLIENTS: dict[str, Callable[[str, dict[str, str]], Any]] = {"httpx": _HttpxClient, "raw": _RawClient}
+
+
+def _add_runs(kind: str, url: str, headers: dict[str, str], pid: int, *, adds: int, clients: int,
+              workers: int) -> dict[str, Any]:
+    """One writer, then ``clients`` concurrent writers (threads, a connection each), with ``kind``'s client;
+    rates, CPU per add, the one writer's round trip split into client / server / waiting, the ceiling."""
+    make = _CLIENTS[kind]
+    one_client = make(url, headers)
+    try:
+        for i in range(10):  # warm the connection and the route
+            one_client.post("/api/memory", {"content": f"{kind} warm-up {i}"})
+        with _CpuMeter(pid) as one_meter:
+            samples = _timed(lambda: one_client.post("/api/memory",
+                                                     {"content": f"{kind} add {time.perf_counter_ns()}"}), adds)
+            one_meter.operations = adds
+    finally:
+        one_client.close()
+    per_writer = max(1, adds // clients * 2)
+
+    def writer(worker: int) -> int:
+        own = make(url, headers)
+        try:
+            for i in range(per_writer):
+                own.post("/api/memory", {"content": f"{kind} writer {worker} add {i}"})
+        finally:
+            own.close()
+        return per_writer
+
+    with _CpuMeter(pid) as many_meter:
+        started = time.perf_counter()
+        with ThreadPoolExecutor(clients) as pool:
+            written = sum(pool.map(writer, range(clients)))
+        concurrent_rate = written / (time.perf_counter() - started)
+        many_meter.operations = written
+    one_rate = len(samples) / sum(samples)
+    wall_ms = 1000 / one_rate
+    server_ms, client_ms = one_meter.server_ms, one_meter.client_ms
+    waiting = None if server_ms is None or client_ms is None else round(wall_ms - server_ms - client_ms, 3)
+    ceiling = _ceiling(one_meter, many_meter, one_rate, workers)
+    return {
+        "http_1_client": {**_p(samples), "per_s": round(one_rate, 1)},
+        f"http_{clients}_clients": {"per_s": round(concurrent_rate, 1)},
+        "ratio_concurrent_vs_one": round(concurrent_rate / one_rate, 3),
+        "round_trip_ms": {"wall": round(wall_ms, 3), "client_cpu": client_ms, "server_cpu": server_ms,
+                          "waiting": waiting},
+        "cpu_ms_per_add": {"1_client": {"server": server_ms, "client": client_ms},
+                           f"{clients}_clients": {"server": many_meter.server_ms, "client": many_meter.client_ms}},
+        "ceiling": ceiling,
+        "target_met": concurrent_rate >= 3 * one_rate,
+    }
+
+
 def _timed(call: Callable[[], Any], repeat: int) -> list[float]:
     samples = []
     for _ in range(repeat):
@@ -201,30 +322,16 @@ def run_http_bench(*, memories: int = 1000, searches: int = 60, adds: int = 200,
                 local_add = _timed(lambda: mem.add(api_key_id="bench", content=f"in-process add {next(counter)}"),
                                    adds)
                 mem.flush(timeout=60)  # the in-process indexer must not run on the client's CPU during the HTTP runs
-                with _CpuMeter(server.process.pid) as one_meter:
-                    remote_add = _timed(lambda: client.post(
-                        "/api/memory", json={"content": f"http add {next(counter)}"}).raise_for_status(), adds)
-                    one_meter.operations = adds
-
-            def writer(worker: int) -> int:
-                with httpx.Client(base_url=server.url, headers=headers, timeout=30) as own:
-                    for i in range(adds // clients * 2):
-                        own.post("/api/memory", json={"content": f"writer {worker} add {i}"}).raise_for_status()
-                return adds // clients * 2
-
-            with _CpuMeter(server.process.pid) as many_meter:
-                started = time.perf_counter()
-                with ThreadPoolExecutor(clients) as pool:
-                    written = sum(pool.map(writer, range(clients)))
-                concurrent_rate = written / (time.perf_counter() - started)
-                many_meter.operations = written
+            runs = {kind: _add_runs(kind, server.url, headers, server.process.pid, adds=adds, clients=clients,
+                                    workers=workers) for kind in ("httpx", "raw")}
         finally:
             if server is not None:
                 server.stop()
             mem.close()
     search_local, search_http = _p(local), _p(remote)
-    one_rate = len(remote_add) / sum(remote_add)
     budget = 1.5 * search_local["p50_ms"] + 1.0
+    local_rate = len(local_add) / sum(local_add)
+    heavy, light = runs["httpx"], runs["raw"]
     return {
         "memories": memories,
         "workers": workers,
@@ -232,19 +339,16 @@ def run_http_bench(*, memories: int = 1000, searches: int = 60, adds: int = 200,
                    "ratio_p50": round(search_http["p50_ms"] / search_local["p50_ms"], 3),
                    "target": "http p50 <= 1.5 x in-process p50 + 1 ms", "budget_ms": round(budget, 3),
                    "target_met": search_http["p50_ms"] <= budget},
-        "add": {"in_process": {**_p(local_add), "per_s": round(len(local_add) / sum(local_add), 1)},
-                "http_1_client": {**_p(remote_add), "per_s": round(one_rate, 1)},
-                f"http_{clients}_clients": {"per_s": round(concurrent_rate, 1)},
-                "ratio_http_vs_in_process": round((len(local_add) / sum(local_add)) / one_rate, 3),
-                "ratio_concurrent_vs_one": round(concurrent_rate / one_rate, 3),
-                "cpu_ms_per_add": {"1_client": {"server": one_meter.server_ms, "client": one_meter.client_ms},
-                                   f"{clients}_clients": {"server": many_meter.server_ms,
-                                                          "client": many_meter.client_ms}},
-                "ceiling": _ceiling(one_meter, many_meter, one_rate, workers),
+        "add": {"in_process": {**_p(local_add), "per_s": round(local_rate, 1)},
+                # the httpx figures stay at the top level (the report's earlier shape); raw is the lighter client
+                **{k: v for k, v in heavy.items() if k != "target_met"},
+                "ratio_http_vs_in_process": round(local_rate / heavy["http_1_client"]["per_s"], 3),
+                "raw_client": light,
                 "target": f"{clients} concurrent writers >= 3 x one writer's rate",
-                "target_met": concurrent_rate >= 3 * one_rate,
-                "target_possible_here": (_ceiling(one_meter, many_meter, one_rate, workers)
-                                         .get("ratio_if_one_writer_never_waited") or 3.0) >= 3.0},
+                "target_met": heavy["target_met"] or light["target_met"],
+                "target_met_by": [kind for kind, run in runs.items() if run["target_met"]],
+                "target_possible_here": max((run["ceiling"].get("ratio_if_one_writer_never_waited") or 3.0)
+                                            for run in runs.values()) >= 3.0},
     }
 
 

@@ -156,6 +156,11 @@ class SqliteBackend(MemoryBackend):
         self._rows = RowMemo()
         self._pool: ThreadConnections | None = None
         self._init_lock = threading.Lock()
+        self._write_lock = threading.RLock()
+        """Writers of this process take turns here before SQLite's write lock. Without it, threads contending
+        for the database's one write lock each sleep in SQLite's busy handler (1, 2, 5, 10, ... ms backoff)
+        although the write they wait for takes ~0.3 ms: eight concurrent HTTP writers completed fewer adds a
+        second than one. Other processes still wait in the busy timeout."""
 
     @classmethod
     def from_settings(cls, settings: SqliteSettings, context: ComponentContext) -> SqliteBackend:
@@ -277,7 +282,7 @@ class SqliteBackend(MemoryBackend):
     def _write(self, action: str) -> Iterator[apsw.Connection]:
         """One write transaction. IMMEDIATE takes the write lock up front, so reads inside it see the state
         the write applies to, and a second writer waits (busy timeout) instead of failing mid-transaction."""
-        with self._errors(action):
+        with self._errors(action), self._write_lock:
             connection = self._connection()
             connection.execute("BEGIN IMMEDIATE")
             try:
@@ -309,7 +314,7 @@ class SqliteBackend(MemoryBackend):
         memory = new.as_memory()
         # The common case — a new key — is one autocommitted statement; only an existing key takes the
         # read-merge-write transaction (IMMEDIATE, so no other writer can slip in between).
-        with self._errors("create a memory"):
+        with self._errors("create a memory"), self._write_lock:
             inserted = self._connection().execute(_SQL_INSERT_NEW, _row_values(memory)).fetchall()
         if not inserted:
             with self._write("create a memory") as connection:
