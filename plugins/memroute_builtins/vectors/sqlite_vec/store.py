@@ -31,7 +31,15 @@ from memroute.errors import BackendUnavailableError, ConfigError, MemrouteError,
 from memroute.interfaces import ComponentContext, EmbeddingSignature, VectorHit, VectorItem, VectorStore
 from memroute.models import HealthResult, SearchQuery
 from memroute.specs import VectorStoreSpec
-from memroute_builtins.vectors.common import MAX_K, canonical_uuid, check_items, check_k, check_vector, unix_micros
+from memroute_builtins.vectors.common import (
+    MAX_K,
+    canonical_uuid,
+    check_items,
+    check_k,
+    check_vector,
+    unix_micros,
+    uuid_bytes,
+)
 from memroute_builtins.vectors.sqlite_vec.matrix_cache import (
     ID_BYTES,
     MatrixCache,
@@ -367,7 +375,7 @@ class SqliteVecStore(VectorStore):
                 tiers: dict[str, int] = {}
                 small_rows: list[tuple[Any, ...]] = []
                 large_rows: list[tuple[Any, ...]] = []
-                keys = [uuid.UUID(memory_id).bytes for _, memory_id, _ in checked]
+                keys = [uuid_bytes(memory_id) for _, memory_id, _ in checked]
                 existing = self._rowids(conn, keys)
                 for owner in {item.api_key_id for item, _, _ in checked}:
                     tiers[owner] = self._tier_of(conn, owner)
