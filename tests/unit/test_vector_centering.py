@@ -71,7 +71,13 @@ def test_centring_changes_the_ranking_only_where_the_cone_misleads(tmp_path: Pat
     assert all(h.cosine is None or h.cosine == h.score for h in plain_hits)
     assert [h.score for h in plain_hits] == pytest.approx(sorted((rows @ probe).tolist(), reverse=True)[:10],
                                                           abs=1e-5)
-    assert centred.query(rows[7], SearchQuery(api_key_id="k", now=NOW), 1)[0].score == pytest.approx(1.0, abs=1e-4)
+    # Only the query is centred: the score is the memory's cosine with unit(query - center).
+    middle = center_of(rows)
+    shifted = (rows[7] - middle) / np.linalg.norm(rows[7] - middle)
+    best = centred.query(rows[7], SearchQuery(api_key_id="k", now=NOW), 1)[0]
+    top = int(np.argmax(rows @ shifted))
+    assert best.score == pytest.approx(float(rows[top] @ shifted), abs=1e-4)
+    assert best.cosine == pytest.approx(float(rows[top] @ rows[7]), abs=1e-4)
     plain.close()
     centred.close()
 
