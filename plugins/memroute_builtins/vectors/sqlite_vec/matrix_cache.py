@@ -20,6 +20,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from memroute_builtins.vectors.common import CENTER_PRIOR, CENTER_REFRESH, center_of, centered_probe
+
 __all__ = [
     "CENTER_PRIOR", "CENTER_REFRESH", "ID_BYTES", "MatrixCache", "TenantMatrix", "TenantRows", "center_of",
     "centered_probe", "centered_scores",
@@ -37,29 +39,6 @@ def _scores(vectors: np.ndarray, probe: np.ndarray) -> np.ndarray:
     each one: on a loaded 2-core machine that cost 11 ms p50 for 2,000 x 256 (15 ms for 20,000) where one
     thread takes 0.05 ms (0.9 ms). ``einsum`` without ``optimize`` never calls BLAS."""
     return np.einsum("ij,j->i", vectors, probe)
-
-
-CENTER_PRIOR = 10
-"""Centring shrinks the mean toward zero by ``n / (n + CENTER_PRIOR)``: a tenant with a handful of memories
-is barely centred (its mean says little about the model's bias), one with hundreds fully."""
-CENTER_REFRESH = 0.1
-"""A tenant's center is recomputed once its row count has changed by this share since it was computed."""
-
-
-def center_of(vectors: np.ndarray) -> np.ndarray:
-    """The (shrunk) mean of unit ``vectors``: the direction every embedding of this tenant shares."""
-    n = vectors.shape[0]
-    if n == 0:
-        return np.zeros(vectors.shape[1], dtype=np.float32)
-    return (vectors.mean(axis=0) * (n / (n + CENTER_PRIOR))).astype(np.float32)
-
-
-def centered_probe(probe: np.ndarray, middle: np.ndarray) -> np.ndarray | None:
-    """The unit ``probe - middle``: the query with the tenant's shared direction taken out, or ``None`` when
-    nothing is left of it (the query *is* the center)."""
-    query = probe - middle
-    norm = float(np.linalg.norm(query))
-    return None if norm == 0.0 else (query / norm).astype(np.float32)
 
 
 def centered_scores(vectors: np.ndarray, probe: np.ndarray) -> np.ndarray:
