@@ -1,7 +1,7 @@
 """Centred-query ranking (``center = true``, the default) in the sqlite-vec and Qdrant stores, and the indexing
 fast paths: both sqlite-vec tiers and Qdrant rank exactly by brute force over the centred query, each hit
-keeps its plain cosine, the cached tenant mean follows writes, ``center = false`` is plain cosine; batch vector checks name the bad item as the per-item check does; indexing does
-not go through the query cache."""
+keeps its plain cosine, the cached tenant mean follows writes, ``center = false`` is plain cosine; batch
+vector checks name the bad item as the per-item check does; indexing does not go through the query cache."""
 
 from __future__ import annotations
 
