@@ -19,13 +19,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import attrs
 import psycopg
 import pytest
 
 import memroute
-from memroute.models import Memory, new_memory_id, utcnow
-from memroute_builtins.backends.postgres.backend import PostgresBackend
-from memroute_builtins.backends.postgres.database import Database
+from memroute.models import Memory, NewMemory, new_memory_id, utcnow
+from memroute_builtins.backends.postgres.backend import PostgresBackend, PostgresSettings
+from memroute_builtins.backends.postgres.database import ALL_TENANTS, Database
 from memroute_builtins.backends.postgres.schema import Sql, put_columns
 from tests.servers.postgres import PostgresServer, fresh_schema
 
@@ -272,3 +273,28 @@ def test_by_id_and_upsert_plans_use_the_tenant_keys(postgres_server: PostgresSer
         plan = _plan(conn, sql.upsert, (memory.id, "a", None, "factual", "k", "c", "{}", utcnow(), utcnow(), None,
                                         0, None))
         assert "Conflict Arbiter Indexes: memories_owner_key" in plan, plan
+
+
+def test_the_tenant_scope_is_a_transaction_local_set_statement(postgres_server: PostgresServer,
+                                                                laid_out: str) -> None:
+    """Citus passes ``SET LOCAL`` on to the workers that run a routed query (``citus.propagate_set_commands =
+    'local'``), never a ``set_config()`` call's effect: the policy on each shard must see the tenant. The tenant
+    is a quoted literal there, so any text round-trips and none is read as SQL."""
+    backend = PostgresBackend("pg", PostgresSettings(dsn=postgres_server.dsn(), schema=laid_out, pool_max_size=1))
+    backend.initialize()
+    try:
+        with psycopg.connect(postgres_server.dsn()) as raw:
+            assert backend.db.tenant_statement("o'b").as_string(raw) == "SET LOCAL memroute.api_key_id = 'o''b'"
+        tricky = "o'brien \\ \"x\" ü'; RESET ALL; --"
+        with backend.db.transaction("read the scope", tenant=tricky) as conn:
+            assert conn.execute("SELECT current_setting('memroute.api_key_id')").fetchone() == (tricky,)
+        with backend.db.transaction("read the scope", tenant=ALL_TENANTS) as conn:  # the same pooled connection
+            left = conn.execute("SELECT current_setting('memroute.api_key_id', true)").fetchone()[0]
+            assert left in (None, ""), f"the tenant outlived its transaction: {left!r}"
+        created = backend.create(NewMemory(api_key_id=tricky, key="k", content="under the policy"))
+        assert backend.get_owned(tricky, created.id) is not None and backend.get_owned("a", created.id) is None
+        mixed = [attrs.evolve(created, id=new_memory_id(), api_key_id=t, key="m") for t in ("a", tricky)]
+        assert backend.put_many(mixed) == 2, "put_many switches the scope between tenants in one transaction"
+        assert {m.api_key_id for m in backend.get_many([m.id for m in mixed]).values()} == {"a", tricky}
+    finally:
+        backend.close()

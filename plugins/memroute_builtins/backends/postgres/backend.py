@@ -208,7 +208,7 @@ class PostgresBackend(MemoryBackend):
         with self.db.transaction("store replicated memories", tenant=first) as conn:
             for tenant in (first, *rest):
                 if tenant != first:
-                    conn.execute("SELECT set_config('memroute.api_key_id', %s, true)", (tenant,))
+                    self.db.set_tenant(conn, tenant)
                 group = by_tenant[tenant]
                 for start in range(0, len(group), _PUT_CHUNK):
                     chunk = group[start:start + _PUT_CHUNK]

@@ -447,10 +447,11 @@ class PgvectorStore(VectorStore):
         s = self.settings
         try:
             with self._database().transaction("search vectors", tenant=query.api_key_id) as conn:
-                conn.execute("SELECT set_config('hnsw.ef_search', %s, true), "
-                             "set_config('hnsw.iterative_scan', %s, true), "
-                             "set_config('hnsw.max_scan_tuples', %s, true)",
-                             (str(min(max(s.ef_search, k), 1000)), s.iterative_scan, str(s.max_scan_tuples)))
+                # SET LOCAL, not set_config(): Citus passes SET LOCAL on to the shard running the query. The
+                # three in one round trip (no parameters: one simple-protocol query).
+                conn.execute(self._set_local({"hnsw.ef_search": min(max(s.ef_search, k), 1000),
+                                              "hnsw.iterative_scan": s.iterative_scan,
+                                              "hnsw.max_scan_tuples": s.max_scan_tuples}), prepare=False)
                 cur = conn.cursor()
                 cur.adapters.register_dumper(_VectorParam, self._dumper)
                 rows = cur.execute(sql.format(order=distance), [probe, *params, probe, k]).fetchall()
@@ -471,6 +472,13 @@ class PgvectorStore(VectorStore):
             raise VectorStoreError(f"pgvector query failed: {exc}") from exc
         return [VectorHit(memory_id=str(memory_id), score=max(-1.0, min(1.0, 1.0 - float(dist))))
                 for memory_id, dist in rows]
+
+    @staticmethod
+    def _set_local(settings: dict[str, Any]) -> Any:
+        from psycopg import sql
+
+        return sql.SQL("; ").join(sql.SQL("SET LOCAL {} = {}").format(sql.SQL(name), sql.Literal(str(value)))
+                                  for name, value in settings.items())
 
     def _select(self, sql: str, api_key_id: str | None, action: str) -> list[tuple[Any, ...]]:
         owner = " WHERE api_key_id = %s" if api_key_id is not None else ""
