@@ -4,8 +4,9 @@ By default the store lives in the ``postgres`` primary's database and schema and
 ``dsn`` gives it a database of its own. Tables (in the schema):
 
 - ``vector_index``: one row, the embedding signature the index serves, its column type and dimensions.
-- ``memory_vectors``: ``memory_id uuid`` (primary key), the filter fields every query applies (``api_key_id``,
-  ``session_id``, ``created_at``, ``expires_at``) and ``embedding`` as ``vector(dim)`` (float32) or
+- ``memory_vectors``: primary key ``(api_key_id, memory_id uuid)`` (the tenant first, so Citus can distribute
+  the table by it, docs/deployment.md), the filter fields every query applies (``session_id``,
+  ``created_at``, ``expires_at``) and ``embedding`` as ``vector(dim)`` (float32) or
   ``halfvec(dim)`` (float16, half the size: ``quantization = "int8"`` or ``"float16"`` — pgvector has no int8
   type), under an HNSW index on cosine distance. Row-level security by tenant, as on ``memories``.
 
@@ -15,6 +16,11 @@ filters drop candidates the index scan goes on (up to ``max_scan_tuples``) until
 returning fewer. Should a small tenant among many large ones still come back short, the same query runs
 exactly over that tenant's rows (its owner index, no HNSW): a tenant never gets fewer than k results because of
 its neighbours.
+
+**Centred-query ranking** (``center = true``, the default), as the sqlite-vec and Qdrant stores do: the query
+vector is the query minus the tenant's mean vector (``avg(embedding)`` over the tenant's rows, cached in the
+process: :class:`~memroute_builtins.vectors.common.TenantCenters`), so the search is the same one ``ORDER BY
+embedding <=> q`` on the HNSW index; each hit also carries its plain cosine for the relevance floor.
 
 **The signature rule.** ``bind`` under another signature (or column type, or dimension) drops and recreates the
 table: an index built by another embedding model is never queried. Other processes may re-bind the shared
@@ -45,7 +51,14 @@ from memroute_builtins.backends.postgres.database import (
     DatabaseSettings,
     check_schema_name,
 )
-from memroute_builtins.vectors.common import canonical_uuid, check_items, check_k, check_vector
+from memroute_builtins.vectors.common import (
+    TenantCenters,
+    canonical_uuid,
+    centered_probe,
+    check_items,
+    check_k,
+    check_vector,
+)
 
 __all__ = ["PgvectorSettings", "PgvectorStore"]
 
@@ -55,6 +68,8 @@ COLUMN_TYPES: Final = {"float32": "vector", "int8": "halfvec", "float16": "halfv
 ITERATIVE_SCANS: Final = ("relaxed_order", "strict_order", "off")
 MAX_DIMENSIONS: Final = 2000
 HNSW_INDEX: Final = "memory_vectors_hnsw"
+PRIMARY_KEY: Final = "memory_vectors_pkey"
+ID_INDEX: Final = "memory_vectors_memory_id"
 BULK_MIN: Final = 1_000
 """Backlogs smaller than this grow the HNSW graph vector by vector (see :meth:`PgvectorStore.bulk_load`)."""
 """HNSW indexes ``vector`` up to 2,000 dimensions (``halfvec`` up to 4,000)."""
@@ -113,6 +128,11 @@ class PgvectorSettings(DatabaseSettings):
     index_build_memory_mb: int = attrs.field(default=256, validator=_at_least(1))
     """``maintenance_work_mem`` for building the HNSW index after a bulk load: the graph is built fastest when
     it fits (about one and a half times the vectors' size)."""
+    center: bool = True
+    """Rank by the cosine with the centred query (the query minus the tenant's mean vector), as the
+    sqlite-vec store does (docs/vectors.md); ``false``: plain cosine."""
+    center_check_seconds: float = attrs.field(default=30.0, validator=attrs.validators.ge(0))
+    """How often a cached tenant mean is checked against the tenant's vector count (other processes' writes)."""
 
 
 @attrs.frozen
@@ -174,6 +194,7 @@ class PgvectorStore(VectorStore):
         self._opened = False
         self._index: _Index | None = None
         self._dumper = _dumper()
+        self.centers = TenantCenters(self._tenant_mean, self.count, check_seconds=settings.center_check_seconds)
 
     # --- connections and the index row ------------------------------------------------------------------
 
@@ -247,6 +268,7 @@ class PgvectorStore(VectorStore):
                 exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (self.table,)).fetchone()[0]
                 if stored == wanted and exists:
                     self._index = wanted
+                    self._upgrade_layout(conn)
                     if not self._hnsw_indexes(conn):  # a bulk load was interrupted before it rebuilt the index
                         conn.execute("SET LOCAL statement_timeout = 0")
                         self._create_hnsw(conn, wanted)
@@ -258,19 +280,41 @@ class PgvectorStore(VectorStore):
         except MemrouteError as exc:
             raise VectorStoreError(f"pgvector: cannot bind the index: {exc}") from exc
         self._index = wanted
+        self.centers.clear()
         return stored is None
 
     def _create_table(self, conn: Any, index: _Index) -> None:
         conn.execute(f"DROP TABLE IF EXISTS {self.table}")
         conn.execute(
-            f"CREATE TABLE {self.table} (memory_id uuid PRIMARY KEY, api_key_id text NOT NULL, session_id text, "
+            f"CREATE TABLE {self.table} (memory_id uuid NOT NULL, api_key_id text NOT NULL, session_id text, "
             "created_at timestamptz NOT NULL, expires_at timestamptz, "
-            f"embedding {index.column_type}({index.dimensions}) NOT NULL)")
-        conn.execute(f"CREATE INDEX ON {self.table} (api_key_id)")
+            f"embedding {index.column_type}({index.dimensions}) NOT NULL, "
+            f'CONSTRAINT "{PRIMARY_KEY}" PRIMARY KEY (api_key_id, memory_id))')
+        # Not unique: delete() and the upsert's re-owning step find ids without a tenant.
+        conn.execute(f'CREATE INDEX "{ID_INDEX}" ON {self.table} (memory_id)')
         self._create_hnsw(conn, index)
         conn.execute(f"ALTER TABLE {self.table} ENABLE ROW LEVEL SECURITY")
         conn.execute(f"ALTER TABLE {self.table} FORCE ROW LEVEL SECURITY")
         conn.execute(f"CREATE POLICY memory_vectors_tenant ON {self.table} USING {_POLICY} WITH CHECK {_POLICY}")
+
+    def _upgrade_layout(self, conn: Any) -> None:
+        """A table made before the tenant led the primary key (memroute 0.x, its key was ``memory_id`` alone):
+        re-key it in place, keeping every vector (the table is otherwise rebuilt only on a re-bind, so its
+        layout is read from the catalog rather than versioned). The owner index the new key makes redundant
+        goes, and an index on ``memory_id`` alone comes (for :meth:`delete`, which names no tenant)."""
+        columns = conn.execute(
+            "SELECT array_agg(a.attname::text ORDER BY k.ord) FROM pg_index i "
+            "CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord) "
+            "JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum "
+            "WHERE i.indrelid = to_regclass(%s) AND i.indisprimary", (self.table,)).fetchone()[0]
+        if columns == ["api_key_id", "memory_id"]:
+            return
+        log.info("pgvector: re-keying %s by (api_key_id, memory_id)", self.table)
+        conn.execute("SET LOCAL statement_timeout = 0")
+        conn.execute(f'ALTER TABLE {self.table} DROP CONSTRAINT IF EXISTS "{PRIMARY_KEY}", '
+                     f'ADD CONSTRAINT "{PRIMARY_KEY}" PRIMARY KEY (api_key_id, memory_id)')
+        conn.execute(f'DROP INDEX IF EXISTS "{self.schema}"."memory_vectors_api_key_id_idx"')
+        conn.execute(f'CREATE INDEX IF NOT EXISTS "{ID_INDEX}" ON {self.table} (memory_id)')
 
     def _hnsw_indexes(self, conn: Any) -> list[str]:
         rows = conn.execute(
@@ -350,15 +394,27 @@ class PgvectorStore(VectorStore):
         cast = index.column_type
         rows = [(memory_id, item.api_key_id, item.session_id, item.created_at, item.expires_at,
                  _VectorParam(vector, cast)) for item, memory_id, vector in checked]
+        self.centers.wrote([item.api_key_id for item, _, _ in checked])
         # The indexer writes for every tenant; the policy's WITH CHECK still holds each row to its own owner.
+        # Each row names its owner and conflicts on (owner, id), so on Citus each routes to its tenant's shard;
+        # the owner is never updated (a memory never changes tenant).
+        by_owner: dict[str, list[str]] = {}
+        for row in rows:
+            by_owner.setdefault(row[1], []).append(row[0])
         with self._database().transaction("store vectors", tenant=ALL_TENANTS) as conn:
             self._check_current(conn, index)
+            # A memory id has one vector: a vector stored under another owner goes (the VectorStoreContract's
+            # re-owning rule). The one statement per batch that names no owner to route by: on Citus it asks
+            # every shard (an index lookup each).
+            for owner, memory_ids in by_owner.items():
+                conn.execute(f"DELETE FROM {self.table} WHERE memory_id = ANY(%s::uuid[]) AND api_key_id <> %s",
+                             (memory_ids, owner))
             with conn.cursor() as cur:
                 cur.adapters.register_dumper(_VectorParam, self._dumper)
                 cur.executemany(
                     f"INSERT INTO {self.table} (memory_id, api_key_id, session_id, created_at, expires_at, embedding) "
-                    f"VALUES (%s, %s, %s, %s, %s, %s::{cast}) ON CONFLICT (memory_id) DO UPDATE SET "
-                    "api_key_id = EXCLUDED.api_key_id, session_id = EXCLUDED.session_id, "
+                    f"VALUES (%s, %s, %s, %s, %s, %s::{cast}) ON CONFLICT (api_key_id, memory_id) DO UPDATE SET "
+                    "session_id = EXCLUDED.session_id, "
                     "created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at, "
                     "embedding = EXCLUDED.embedding", rows)
 
@@ -368,9 +424,23 @@ class PgvectorStore(VectorStore):
         ids = [canonical_uuid(m) for m in memory_ids]
         if not ids or self._index is None:
             return
+        self.centers.wrote([None] * len(ids))
         with self._database().transaction("delete vectors", tenant=ALL_TENANTS) as conn:
             if conn.execute("SELECT to_regclass(%s) IS NOT NULL", (self.table,)).fetchone()[0]:
                 conn.execute(f"DELETE FROM {self.table} WHERE memory_id = ANY(%s::uuid[])", (ids,))
+
+    def delete_owned(self, api_key_id: str, memory_ids: Sequence[str]) -> None:
+        """:meth:`delete` of vectors of ``api_key_id`` (:class:`~memroute.interfaces.TenantRoutedDeletes`): one
+        statement naming the tenant, so on Citus it runs on the tenant's shard only."""
+        if isinstance(memory_ids, (str, bytes)):
+            raise VectorStoreError("delete_owned() takes a sequence of ids, not one string")
+        ids = [canonical_uuid(m) for m in memory_ids]
+        if not ids or self._index is None:
+            return
+        with self._database().transaction("delete vectors", tenant=api_key_id) as conn:
+            if conn.execute("SELECT to_regclass(%s) IS NOT NULL", (self.table,)).fetchone()[0]:
+                conn.execute(f"DELETE FROM {self.table} WHERE api_key_id = %s AND memory_id = ANY(%s::uuid[])",
+                             (api_key_id, ids))
 
     # --- reads ---------------------------------------------------------------------------------------------
 
@@ -379,7 +449,11 @@ class PgvectorStore(VectorStore):
             raise VectorStoreError(f"query() takes a SearchQuery, got {type(query).__name__}")
         k = check_k(k)
         index = self._bound()
-        probe = _VectorParam(check_vector(vector, index.dimensions, "query vector"), index.column_type)
+        unit = check_vector(vector, index.dimensions, "query vector")
+        middle = self.centers.get(query.api_key_id) if self.settings.center else None
+        centred = None if middle is None else centered_probe(unit, middle)
+        probe = _VectorParam(unit if centred is None else centred, index.column_type)
+        plain = _VectorParam(unit, index.column_type)
         where = ["api_key_id = %s", "(expires_at IS NULL OR expires_at > %s)"]
         params: list[Any] = [query.api_key_id, query.now]
         cutoff = query.created_after
@@ -392,24 +466,27 @@ class PgvectorStore(VectorStore):
         where.append(f"EXISTS (SELECT 1 FROM {self.meta_table} WHERE signature = %s AND column_type = %s)")
         params += [index.signature, index.column_type]
         distance = f"embedding <=> %s::{index.column_type}"
-        sql = (f"WITH nn AS MATERIALIZED (SELECT memory_id, {distance} AS distance FROM {self.table} "
+        # The plain cosine distance too (the relevance floor compares it), once the centred search has chosen.
+        sql = (f"WITH nn AS MATERIALIZED (SELECT memory_id, embedding, {distance} AS distance FROM {self.table} "
                f"WHERE {' AND '.join(where)} ORDER BY {{order}} LIMIT %s) "
-               "SELECT memory_id, distance FROM nn ORDER BY distance, memory_id")
+               f"SELECT memory_id, distance, {distance} FROM nn ORDER BY distance, memory_id")
         s = self.settings
         try:
             with self._database().transaction("search vectors", tenant=query.api_key_id) as conn:
-                conn.execute("SELECT set_config('hnsw.ef_search', %s, true), "
-                             "set_config('hnsw.iterative_scan', %s, true), "
-                             "set_config('hnsw.max_scan_tuples', %s, true)",
-                             (str(min(max(s.ef_search, k), 1000)), s.iterative_scan, str(s.max_scan_tuples)))
+                # SET LOCAL, not set_config(): Citus passes SET LOCAL on to the shard running the query. The
+                # three in one round trip (no parameters: one simple-protocol query).
+                conn.execute(self._set_local({"hnsw.ef_search": min(max(s.ef_search, k), 1000),
+                                              "hnsw.iterative_scan": s.iterative_scan,
+                                              "hnsw.max_scan_tuples": s.max_scan_tuples}), prepare=False)
                 cur = conn.cursor()
                 cur.adapters.register_dumper(_VectorParam, self._dumper)
-                rows = cur.execute(sql.format(order=distance), [probe, *params, probe, k]).fetchall()
+                values = [probe, *params, probe, k, plain]
+                rows = cur.execute(sql.format(order=distance), values).fetchall()
                 if len(rows) < k:
                     # Short: either the tenant has fewer than k admitted vectors, or the index scan gave up
                     # among other tenants' neighbours. The exact query over the tenant's own rows settles it
                     # (``+ 0`` keeps the planner off the HNSW index).
-                    rows = cur.execute(sql.format(order=f"({distance}) + 0"), [probe, *params, probe, k]).fetchall()
+                    rows = cur.execute(sql.format(order=f"({distance}) + 0"), values).fetchall()
                     if not rows:
                         stored = self._read_index(conn, self.meta_table)
                         if stored != index:
@@ -420,8 +497,25 @@ class PgvectorStore(VectorStore):
             if "different vector dimensions" in str(exc) or "does not exist" in str(exc):
                 raise self._stale(None, index) from exc
             raise VectorStoreError(f"pgvector query failed: {exc}") from exc
-        return [VectorHit(memory_id=str(memory_id), score=max(-1.0, min(1.0, 1.0 - float(dist))))
-                for memory_id, dist in rows]
+        return [VectorHit(memory_id=str(memory_id), score=max(-1.0, min(1.0, 1.0 - float(dist))),
+                          cosine=None if centred is None else max(-1.0, min(1.0, 1.0 - float(plain_dist))))
+                for memory_id, dist, plain_dist in rows]
+
+    def _tenant_mean(self, api_key_id: str) -> tuple[np.ndarray | None, int]:
+        """The mean of the tenant's vectors (they are stored unit length) and their count."""
+        rows = self._select(f"SELECT avg(embedding::vector)::text, count(*) FROM {self.table}", api_key_id,
+                            "average the tenant's vectors")
+        if not rows or rows[0][0] is None or not rows[0][1]:
+            return None, 0
+        mean = np.asarray([float(x) for x in str(rows[0][0]).strip("[]").split(",")], dtype=np.float32)
+        return mean, int(rows[0][1])
+
+    @staticmethod
+    def _set_local(settings: dict[str, Any]) -> Any:
+        from psycopg import sql
+
+        return sql.SQL("; ").join(sql.SQL("SET LOCAL {} = {}").format(sql.SQL(name), sql.Literal(str(value)))
+                                  for name, value in settings.items())
 
     def _select(self, sql: str, api_key_id: str | None, action: str) -> list[tuple[Any, ...]]:
         owner = " WHERE api_key_id = %s" if api_key_id is not None else ""
