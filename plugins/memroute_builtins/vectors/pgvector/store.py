@@ -437,6 +437,7 @@ class PgvectorStore(VectorStore):
         ids = [canonical_uuid(m) for m in memory_ids]
         if not ids or self._index is None:
             return
+        self.centers.wrote([api_key_id] * len(ids))
         with self._database().transaction("delete vectors", tenant=api_key_id) as conn:
             if conn.execute("SELECT to_regclass(%s) IS NOT NULL", (self.table,)).fetchone()[0]:
                 conn.execute(f"DELETE FROM {self.table} WHERE api_key_id = %s AND memory_id = ANY(%s::uuid[])",
