@@ -127,11 +127,13 @@ def open(config: Any = None, **overrides: Any) -> Memroute:
     return Memroute.open(config, **overrides)
 
 
-def open_async(config: Any = None, *, max_workers: int = 8, **overrides: Any) -> _Opening:
+def open_async(config: Any = None, *, max_workers: int | None = None, gil_handoff: float | None = None,
+               **overrides: Any) -> _Opening:
     """Open memroute for asyncio: ``mem = await memroute.open_async(...)`` or ``async with
     memroute.open_async(...) as mem:``. The arguments of :func:`open`, plus ``max_workers`` (the size of the
-    dedicated thread pool the calls run in). See :class:`memroute.aio.AsyncMemroute` and docs/python-api.md.
+    dedicated thread pool the calls run in; ``None``: sized from what was opened, small when every component
+    works in this process) and ``gil_handoff``. See :class:`memroute.aio.AsyncMemroute` and docs/python-api.md.
     """
     from memroute.aio import open_async as _open_async
 
-    return _open_async(config, max_workers=max_workers, **overrides)
+    return _open_async(config, max_workers=max_workers, gil_handoff=gil_handoff, **overrides)

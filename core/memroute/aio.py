@@ -22,17 +22,46 @@ import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
+from memroute import gil
 from memroute.errors import BackendUnavailableError, ValidationError
 from memroute.models import Memory
 from memroute.service import Memroute
 
-__all__ = ["AsyncMemroute", "open_async"]
+__all__ = ["AsyncMemroute", "auto_workers", "open_async"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 DEFAULT_MAX_WORKERS = 8
+"""The pool for a service with a component that waits elsewhere (an HTTP API, PostgreSQL, a Qdrant server):
+its calls spend most of their time with the GIL released, so more of them can overlap."""
+IN_PROCESS_WORKERS = 2
+"""The pool for a service whose every component works in this process (the default SQLite stack): its calls
+are mostly Python holding the GIL, so more threads add no throughput, only GIL contention that makes the
+event loop wait (measured: docs/python-api.md, "The event loop and the GIL")."""
 _EXPORT_CHUNK = 500
+
+
+def auto_workers(service: Memroute) -> int:
+    """The pool size ``max_workers=None`` picks for ``service``: :data:`IN_PROCESS_WORKERS` when every
+    component works in this process (:meth:`Memroute.runs_in_process`), else :data:`DEFAULT_MAX_WORKERS`."""
+    return IN_PROCESS_WORKERS if service.runs_in_process() else DEFAULT_MAX_WORKERS
+
+
+def _check_workers(max_workers: int | None) -> None:
+    if max_workers is None:
+        return
+    if isinstance(max_workers, bool) or not isinstance(max_workers, int) or not 1 <= max_workers <= 256:
+        raise ValidationError("max_workers: must be None (sized from the service) or an integer in [1, 256]",
+                              [("max_workers", "range")])
+
+
+def _check_handoff(gil_handoff: float | None) -> None:
+    if gil_handoff is None:
+        return
+    if isinstance(gil_handoff, bool) or not isinstance(gil_handoff, (int, float)) or not 0 <= gil_handoff <= 0.01:
+        raise ValidationError("gil_handoff: must be None (chosen from the pool) or seconds in [0, 0.01]",
+                              [("gil_handoff", "range")])
 
 
 def _forward(
@@ -54,15 +83,29 @@ class AsyncMemroute:
     Use ``async with await memroute.open_async(...) as mem:`` (or ``async with memroute.open_async(...)``),
     or call :meth:`aclose`. Build it with :func:`open_async`; ``AsyncMemroute(service)`` wraps a service you
     opened yourself (it is closed with this object unless ``close_service=False``: then :meth:`aclose` only
-    settles and stops the pool, and the service stays yours to close)."""
+    settles and stops the pool, and the service stays yours to close). ``max_workers=None`` sizes the pool
+    from the service (:func:`auto_workers`); :attr:`max_workers` says what it is. ``gil_handoff`` is how long
+    (seconds) a worker sleeps at each stage boundary of a call so the event loop can take the GIL
+    (:mod:`memroute.gil`; ``0``: never; ``None``: :data:`memroute.gil.DEFAULT_PAUSE` for a pool of two or
+    more, ``0`` for one; not applied to an ``executor`` you pass in)."""
 
-    def __init__(self, service: Memroute, *, max_workers: int = DEFAULT_MAX_WORKERS,
-                 executor: concurrent.futures.ThreadPoolExecutor | None = None, close_service: bool = True) -> None:
-        if isinstance(max_workers, bool) or not isinstance(max_workers, int) or not 1 <= max_workers <= 256:
-            raise ValidationError("max_workers: must be an integer in [1, 256]", [("max_workers", "range")])
+    def __init__(self, service: Memroute, *, max_workers: int | None = None,
+                 executor: concurrent.futures.ThreadPoolExecutor | None = None, close_service: bool = True,
+                 gil_handoff: float | None = None) -> None:
+        _check_workers(max_workers)
+        _check_handoff(gil_handoff)
+        if max_workers is None:
+            max_workers = auto_workers(service)
+        if gil_handoff is None:
+            # One worker is the loop's only rival for the GIL, and CPython's forced switch already bounds the
+            # loop's wait; with more, the loop competes with every worker, and handing over at stage
+            # boundaries roughly halved its p99 lag (docs/python-api.md).
+            gil_handoff = gil.DEFAULT_PAUSE if max_workers > 1 else 0.0
         self._sync = service
+        self.gil_handoff = float(gil_handoff)
         self._executor = executor or concurrent.futures.ThreadPoolExecutor(
-            max_workers=max_workers, thread_name_prefix="memroute-aio")
+            max_workers=max_workers, thread_name_prefix="memroute-aio",
+            initializer=gil.enable_in_this_thread, initargs=(self.gil_handoff,))
         self.max_workers = max_workers
         self._inflight: set[concurrent.futures.Future[Any]] = set()
         self._inflight_lock = threading.Lock()
@@ -190,26 +233,31 @@ class _Opening:
     """What :func:`open_async` returns: awaitable (``mem = await memroute.open_async()``) and an async context
     manager (``async with memroute.open_async() as mem:``)."""
 
-    def __init__(self, config: Any, max_workers: int, overrides: dict[str, Any]) -> None:
-        self._args = (config, max_workers, overrides)
+    def __init__(self, config: Any, max_workers: int | None, gil_handoff: float | None,
+                 overrides: dict[str, Any]) -> None:
+        self._args = (config, max_workers, gil_handoff, overrides)
         self._opened: AsyncMemroute | None = None
 
     def __await__(self) -> Any:
         return self._open().__await__()
 
     async def _open(self) -> AsyncMemroute:
-        config, max_workers, overrides = self._args
-        if isinstance(max_workers, bool) or not isinstance(max_workers, int) or not 1 <= max_workers <= 256:
-            raise ValidationError("max_workers: must be an integer in [1, 256]", [("max_workers", "range")])
-        executor = concurrent.futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="memroute-aio")
-        loop = asyncio.get_running_loop()
+        config, max_workers, gil_handoff, overrides = self._args
+        _check_workers(max_workers)
+        _check_handoff(gil_handoff)
+        # Opening reads config, opens databases and may build an embedder: all of it off the loop, in a thread
+        # of its own (the pool's size may depend on what was opened).
+        opener = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="memroute-aio-open")
         try:
-            # Opening reads config, opens databases and may build an embedder: all of it off the loop.
-            service = await loop.run_in_executor(executor, functools.partial(Memroute.open, config, **overrides))
+            service = await asyncio.get_running_loop().run_in_executor(
+                opener, functools.partial(Memroute.open, config, **overrides))
+        finally:
+            opener.shutdown(wait=False)
+        try:
+            return AsyncMemroute(service, max_workers=max_workers, gil_handoff=gil_handoff)
         except BaseException:
-            executor.shutdown(wait=False)
+            service.close()
             raise
-        return AsyncMemroute(service, max_workers=max_workers, executor=executor)
 
     async def __aenter__(self) -> AsyncMemroute:
         self._opened = await self._open()
@@ -220,8 +268,11 @@ class _Opening:
             await self._opened.aclose()
 
 
-def open_async(config: Any = None, *, max_workers: int = DEFAULT_MAX_WORKERS, **overrides: Any) -> _Opening:
+def open_async(config: Any = None, *, max_workers: int | None = None, gil_handoff: float | None = None,
+               **overrides: Any) -> _Opening:
     """Open memroute for asyncio: the arguments of :func:`memroute.open`, plus ``max_workers`` (the size of
-    the dedicated thread pool, 1..256; at most that many memroute calls run at once, the rest queue).
+    the dedicated thread pool, 1..256; at most that many memroute calls run at once, the rest queue;
+    ``None``: :func:`auto_workers` sizes it from what was opened) and ``gil_handoff`` (see
+    :class:`AsyncMemroute`).
     ``await`` it for an :class:`AsyncMemroute`, or use it directly in ``async with``."""
-    return _Opening(config, max_workers, overrides)
+    return _Opening(config, max_workers, gil_handoff, overrides)

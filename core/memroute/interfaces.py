@@ -110,6 +110,11 @@ class MemoryBackend(abc.ABC):
     capabilities: BackendCapabilities = BackendCapabilities()
     type_name: str = "backend"
     """The plugin name (the config ``type``)."""
+    in_process: bool | None = None
+    """``True`` when the component does its work in this Python process, holding the GIL for much of it (a
+    SQLite file, sqlite-vec, a local model); ``False`` when it mostly waits on another process or the network
+    with the GIL released (an HTTP API, PostgreSQL, a Qdrant server). ``None``: not declared (counts as
+    ``False``). The async API sizes its thread pool from it (:func:`memroute.aio.auto_workers`)."""
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -317,6 +322,11 @@ class EmbeddingSource(abc.ABC):
     """Embed only a query's content words (stop words removed, :func:`memroute.retrieval.fusion.keyword_query`).
     Right for a bag-of-tokens model, where "what", "does" and "she" pull a question toward every chat turn
     that has them; wrong for a contextual model, which reads the whole sentence. Memories are embedded whole."""
+    in_process: bool | None = None
+    """``True`` when the component does its work in this Python process, holding the GIL for much of it (a
+    SQLite file, sqlite-vec, a local model); ``False`` when it mostly waits on another process or the network
+    with the GIL released (an HTTP API, PostgreSQL, a Qdrant server). ``None``: not declared (counts as
+    ``False``). The async API sizes its thread pool from it (:func:`memroute.aio.auto_workers`)."""
 
     @abc.abstractmethod
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
@@ -365,6 +375,11 @@ class VectorStore(abc.ABC):
     """An index of memory vectors, partitioned by owner, bound to one embedding signature at a time."""
 
     store_name: str = "vector-store"
+    in_process: bool | None = None
+    """``True`` when the component does its work in this Python process, holding the GIL for much of it (a
+    SQLite file, sqlite-vec, a local model); ``False`` when it mostly waits on another process or the network
+    with the GIL released (an HTTP API, PostgreSQL, a Qdrant server). ``None``: not declared (counts as
+    ``False``). The async API sizes its thread pool from it (:func:`memroute.aio.auto_workers`)."""
 
     @abc.abstractmethod
     def bind(self, signature: EmbeddingSignature) -> bool:
@@ -445,6 +460,11 @@ class Reranker(abc.ABC):
     the fused order and says so in the result's provenance)."""
 
     name: str = "reranker"
+    in_process: bool | None = None
+    """``True`` when the component does its work in this Python process, holding the GIL for much of it (a
+    SQLite file, sqlite-vec, a local model); ``False`` when it mostly waits on another process or the network
+    with the GIL released (an HTTP API, PostgreSQL, a Qdrant server). ``None``: not declared (counts as
+    ``False``). The async API sizes its thread pool from it (:func:`memroute.aio.auto_workers`)."""
     model: str = ""
 
     @abc.abstractmethod

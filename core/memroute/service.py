@@ -197,6 +197,15 @@ class Memroute:
         indexed = self._retrieval.flush(timeout) and extracted
         return self._manager.flush(timeout) and indexed
 
+    def runs_in_process(self) -> bool:
+        """Whether every component that serves calls (the backends, the embedding source, the vector store,
+        the reranker) does its work in this process, holding the GIL (each declares ``in_process``; one that
+        does not declare it counts as waiting elsewhere). The async API sizes its pool from this
+        (:func:`memroute.aio.auto_workers`)."""
+        parts = [*self._manager.backends, self._retrieval.embedder, self._retrieval.vector_store,
+                 self._retrieval.reranker]
+        return all(getattr(part, "in_process", None) is True for part in parts if part is not None)
+
     # --- deployment state: keys, runtime settings (memroute.state; docs/server.md) -------------------
     @property
     def state(self) -> StateStore:

@@ -330,3 +330,65 @@ def test_close_service_false_leaves_the_service_open(tmp_path):
         assert service.stats("a").total == 1  # still open and usable after aclose()
     finally:
         service.close()
+
+
+def test_the_pool_is_sized_from_what_the_service_runs(tmp_path):
+    from memroute.aio import DEFAULT_MAX_WORKERS, IN_PROCESS_WORKERS, auto_workers
+    from memroute.testing.fakes import HashingEmbeddingSource
+    from memroute_builtins.backends.http import HttpBackend
+    from memroute_builtins.backends.postgres.backend import PostgresBackend
+    from memroute_builtins.backends.sqlite.backend import SqliteBackend
+    from memroute_builtins.embedding.remote import RemoteEmbeddingSource
+
+    # what the built-ins declare: in this process (the GIL) or waiting on another process / the network
+    assert SqliteBackend.in_process is True
+    assert HttpBackend.in_process is PostgresBackend.in_process is RemoteEmbeddingSource.in_process is False
+    with memroute.open(data_dir=str(tmp_path / "local")) as local:  # the default stack: SQLite, sqlite-vec, static
+        assert local.runs_in_process() and auto_workers(local) == IN_PROCESS_WORKERS
+    # a component that does not declare where it works counts as waiting elsewhere: the larger pool
+    with memroute.open(data_dir=str(tmp_path / "other"), embedder=HashingEmbeddingSource()) as other:
+        assert not other.runs_in_process() and auto_workers(other) == DEFAULT_MAX_WORKERS
+
+    async def main() -> None:
+        async with _open(tmp_path) as mem:
+            assert mem.max_workers == IN_PROCESS_WORKERS
+        async with _open(tmp_path, max_workers=5) as mem:
+            assert mem.max_workers == 5
+
+    asyncio.run(main())
+
+
+def test_workers_hand_the_gil_over_between_stages_and_no_other_thread_pauses(tmp_path, monkeypatch):
+    from memroute import gil
+
+    pauses: list[tuple[str, float]] = []
+    real_sleep = gil._sleep
+
+    def recorded(seconds: float) -> None:
+        pauses.append((threading.current_thread().name, seconds))
+        real_sleep(seconds)
+
+    monkeypatch.setattr(gil, "_sleep", recorded)  # instrumentation: the real sleep still runs
+
+    async def main(**kwargs: object) -> None:
+        async with _open(tmp_path, **kwargs) as mem:
+            if not (await mem.list(api_key_id="a")).total:
+                await mem.add(api_key_id="a", content="I drink green tea every morning", key="tea")
+            await mem.flush(10)
+            assert (await mem.search("tea", api_key_id="a", strategy="hybrid")).memories
+            # the sync API on this thread, while the pool exists: never a pause
+            assert mem.sync.search("tea", api_key_id="a", strategy="hybrid").memories
+
+    asyncio.run(main())  # the SQLite stack's pool of two: handing over by default
+    assert pauses, "an async hybrid search made no handoff"
+    assert {seconds for _, seconds in pauses} == {gil.DEFAULT_PAUSE}
+    assert all(name.startswith("memroute-aio") for name, _ in pauses), pauses
+    pauses.clear()
+    asyncio.run(main(gil_handoff=0))
+    asyncio.run(main(max_workers=1))  # one worker: the loop's only rival, no handoff by default
+    assert pauses == []
+    with memroute.open(data_dir=str(tmp_path / "d")) as service:
+        service.search("tea", api_key_id="a", strategy="hybrid")
+        with pytest.raises(ValidationError, match="gil_handoff"):
+            AsyncMemroute(service, gil_handoff=1.0)
+    assert pauses == []

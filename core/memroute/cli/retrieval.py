@@ -69,8 +69,9 @@ def reindex(ctx: click.Context, force: bool, as_json: bool) -> None:
 @click.option("--async", "async_", is_flag=True,
               help="Also benchmark the async API: search and add throughput, 1 vs 16 tasks against 1 vs 16 sync "
                    "threads, and the event loop's lag (docs/python-api.md).")
-@click.option("--async-workers", type=click.IntRange(1, 256), default=8, show_default=True,
-              help="With --async: the async API's pool size (max_workers) for the throughput figures.")
+@click.option("--async-workers", type=click.IntRange(1, 256), default=None,
+              help="With --async: the async API's pool size (max_workers) for the throughput figures "
+                   "[default: sized from the service, as open_async does].")
 @click.option("--backend", type=click.Choice(["sqlite", "postgres"]), default="sqlite", show_default=True,
               help="postgres: the postgres backend + pgvector store on --dsn against SQLite + sqlite-vec, in one run "
                    "(with 8 concurrent writers and one tenant of --tenants), with ratios.")
@@ -80,7 +81,7 @@ def reindex(ctx: click.Context, force: bool, as_json: bool) -> None:
 @click.pass_context
 def bench(ctx: click.Context, sizes: str, single_adds: int, tenants: int, per_tenant: int, queries: int,
           quick: bool, output: str | None, quality: bool, models: str, distractors: int, http: bool,
-          naive: bool, indexing: bool, proxy: bool, async_: bool, async_workers: int, backend: str,
+          naive: bool, indexing: bool, proxy: bool, async_: bool, async_workers: int | None, backend: str,
           dsn: str | None) -> None:
     """Benchmark the configured engine on synthetic data in a temporary directory (your data is untouched);
     with --quality, measure retrieval quality on the held-out set (docs/retrieval.md); with --http, also

@@ -61,6 +61,10 @@ class CachedEmbeddingSource(EmbeddingSource):
     def query_content_words(self) -> bool:  # type: ignore[override]
         return self.inner.query_content_words
 
+    @property
+    def in_process(self) -> bool | None:  # type: ignore[override]
+        return self.inner.in_process
+
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
         items = validate_texts(texts)
         keys = [cache_key(self.inner.source, self.inner.model, self.inner.dimensions, t) for t in items]

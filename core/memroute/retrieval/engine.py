@@ -18,6 +18,7 @@ from typing import Any
 import attrs
 
 from memroute.errors import MemrouteError
+from memroute.gil import checkpoint
 from memroute.interfaces import EmbeddingSignature, EmbeddingSource, Reranker, VectorStore
 from memroute.manager import ManagedSearch, MemoryManager
 from memroute.models import Memory, Provenance, SearchHit, SearchQuery, SearchResult
@@ -190,11 +191,13 @@ class RetrievalEngine:
         keyword_hits: list[tuple[Memory, float]] = []
         if query.strategy == "hybrid":
             keyword_served, keyword_hits = self._keyword_leg(query, depth)
+            checkpoint()  # stage boundaries: where the async API's workers let the event loop in (memroute.gil)
         # Semantic search returns the vector ranking itself: no fusion needs the deeper candidate list.
         vector_depth = depth if query.strategy == "hybrid" else max(
             query.limit, self.settings.vec_top_k, self.rerank_candidates if self.reranker is not None else 0)
         vector_hits = self._vector_leg(query, vector_depth, reasons, floor=max_tokens is not None,
                                        known={memory.id: memory for memory, _ in keyword_hits})
+        checkpoint()
         if vector_hits is None and keyword_served is None:
             keyword_served, keyword_hits = self._keyword_leg(query, depth)
         if vector_hits is None:
@@ -323,6 +326,7 @@ class RetrievalEngine:
         try:
             text = keyword_query(query.text) if embedder.query_content_words else query.text
             vector = embedder.embed(text)
+            checkpoint()
             found = store.query(vector, query, k)
         except Exception as exc:
             reasons.append(f"vector leg failed ({type(exc).__name__}: {exc}): degraded to keyword")
@@ -335,6 +339,7 @@ class RetrievalEngine:
         memories = dict(known or {})
         missing = [hit.memory_id for hit in found if hit.memory_id not in memories]
         if missing:
+            checkpoint()
             memories.update(self.manager.get_many(missing, api_key_id=query.api_key_id))
         return order_pairs(
             (memories[hit.memory_id], hit.score) for hit in found

@@ -14,7 +14,7 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
 import memroute
-from memroute.aio import AsyncMemroute
+from memroute.aio import DEFAULT_MAX_WORKERS, AsyncMemroute
 from memroute.server.errors import install_error_handlers
 from memroute.server.middleware import GuardMiddleware
 from memroute.server.openapi import install_openapi
@@ -64,7 +64,9 @@ def create_app(mem: Any, *, settings: ServerSettings | None = None, close_servic
     app.state.memroute = mem
     # The async API over the same service, for routes that are coroutines: one hop into its bounded pool
     # instead of FastAPI's thread hops for a sync route and its response validation (docs/server.md).
-    app.state.memroute_async = AsyncMemroute(mem, close_service=False)
+    # Pinned to the pool it has always had (8 threads, no GIL handoff) rather than the size open_async picks
+    # from the components (docs/python-api.md): a change for the server's own benchmarks to decide.
+    app.state.memroute_async = AsyncMemroute(mem, close_service=False, max_workers=DEFAULT_MAX_WORKERS, gil_handoff=0)
     app.state.server_settings = settings
     install_error_handlers(app)
     install_openapi(app)

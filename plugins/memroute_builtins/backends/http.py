@@ -288,6 +288,8 @@ class HttpBackend(MemoryBackend):
     """A :class:`MemoryBackend` that forwards every call to a remote server over HTTP (thread-safe: one
     ``requests.Session`` per thread)."""
 
+    in_process = False  # a remote HTTP service
+
     type_name = "http"
     capabilities = BackendCapabilities()
 

@@ -71,6 +71,8 @@ def embeddings_endpoint(base_url: str) -> str:
 class RemoteEmbeddingSource(EmbeddingSource):
     """Embeddings from an OpenAI-compatible HTTP endpoint."""
 
+    in_process = False  # a remote embedding API
+
     source = "remote"
 
     def __init__(self, settings: RemoteSettings, *, resolver: Resolver | None = None) -> None:

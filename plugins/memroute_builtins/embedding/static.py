@@ -58,6 +58,8 @@ class StaticEmbeddingSource(EmbeddingSource):
     """model2vec static embeddings from a local directory. Loads on first use; a failed load is retried
     on the next call."""
 
+    in_process = True  # a local model (tokenizer + numpy)
+
     source = "static"
     fusion_keyword_weight = 1.25
     """Calibrated on the quality benchmark's dev split (``memroute bench --quality``) for potion-base-8M with

@@ -80,6 +80,8 @@ class _Loaded:
 class TransformersEmbeddingSource(EmbeddingSource):
     """MiniLM sentence embeddings on onnxruntime; loads on first use, retries a failed load."""
 
+    in_process = True  # a local model
+
     source = "transformers"
     fusion_keyword_weight = 0.25
     """Calibrated on the quality benchmark's dev split (``memroute bench --quality``) for all-MiniLM-L6-v2."""

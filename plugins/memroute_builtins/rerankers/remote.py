@@ -64,6 +64,8 @@ def rerank_endpoint(base_url: str) -> str:
 class RemoteReranker(Reranker):
     """Reranking by an HTTP rerank endpoint."""
 
+    in_process = False  # a remote /rerank API
+
     name = "remote"
 
     def __init__(self, settings: RemoteRerankSettings, *, resolver: Resolver | None = None) -> None:

@@ -130,6 +130,7 @@ class QdrantStore(VectorStore):
         self.settings = settings
         self.collection = settings.collection
         self.local = not settings.url
+        self.in_process = self.local  # local mode runs in this process; a server is its own
         factory = client_factory or QdrantClient
         if settings.url:
             kwargs: dict[str, Any] = {"url": settings.url, "api_key": settings.api_key, "timeout": settings.timeout}

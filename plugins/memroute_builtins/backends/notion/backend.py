@@ -150,6 +150,8 @@ class NotionBackend(MemoryBackend):
     one key take a lock). Every call for a tenant filters on the ``API Key`` property server-side **and**
     checks the owner again on each returned page."""
 
+    in_process = False  # the Notion API
+
     type_name = "notion"
     capabilities = BackendCapabilities(
         keyword_ranking=True, sessions=True, expiry=True, ordering=True, large_content=True, persistent=True,

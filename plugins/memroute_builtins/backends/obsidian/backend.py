@@ -135,6 +135,8 @@ class _Cached:
 class ObsidianBackend(MemoryBackend):
     """Memories as notes in an Obsidian vault, through the Local REST API plugin. Thread-safe."""
 
+    in_process = True  # Markdown files read and parsed in Python
+
     type_name = "obsidian"
     capabilities = BackendCapabilities()
 

@@ -94,6 +94,8 @@ class PostgresBackend(MemoryBackend):
     """memroute's backend for a shared PostgreSQL. Thread-safe: each call borrows a pooled connection for one
     transaction."""
 
+    in_process = False  # a PostgreSQL server (its own processes)
+
     capabilities = BackendCapabilities(reindex_markers=True, access_tracking=True, tenant_routing=True)
     type_name = "postgres"
 

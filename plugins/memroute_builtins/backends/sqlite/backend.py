@@ -142,6 +142,8 @@ class SqliteBackend(MemoryBackend):
     """memroute's embedded default backend. Thread-safe: one apsw connection per thread, every write in a
     ``BEGIN IMMEDIATE`` transaction (so a read-then-write upsert never races another writer)."""
 
+    in_process = True  # a SQLite file, and the Python that builds memories from its rows
+
     capabilities = BackendCapabilities(bounded_latency=True, reindex_markers=True, access_tracking=True)
     type_name = "sqlite"
 

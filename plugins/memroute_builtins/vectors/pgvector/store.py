@@ -171,6 +171,8 @@ def _dumper() -> type:
 class PgvectorStore(VectorStore):
     """Vectors in PostgreSQL with pgvector. Thread-safe: each call is one pooled transaction."""
 
+    in_process = False  # a PostgreSQL server
+
     store_name = "pgvector"
 
     def __init__(self, settings: PgvectorSettings, context: ComponentContext) -> None:

@@ -197,6 +197,8 @@ def _new_generation() -> int:
 class SqliteVecStore(VectorStore):
     """sqlite-vec vector store; safe to call from several threads (one apsw connection per thread)."""
 
+    in_process = True  # a SQLite file
+
     store_name = "sqlite-vec"
 
     def __init__(self, settings: SqliteVecSettings, context: ComponentContext) -> None:
