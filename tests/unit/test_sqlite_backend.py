@@ -528,3 +528,19 @@ def test_the_row_memo_keeps_no_huge_memories() -> None:
     now = "2026-11-29T14:27:46.123456Z"
     row = (new_memory_id(), "a", None, "factual", "k", "x" * (RowMemo.max_chars + 1), "{}", now, now, None, 0, None)
     assert memo.memory(row).content == row[5] and memo._items == {}
+
+
+def test_the_row_memo_keeps_the_parsed_memory_when_only_access_counts_move() -> None:
+    from memroute_builtins.backends.sqlite.schema import RowMemo
+
+    memo = RowMemo()
+    now = "2026-11-29T14:27:46.123456Z"
+    row = (new_memory_id(), "a", None, "factual", "k", "c", '{"category": "x"}', now, now, None, 0, None)
+    first = memo.memory(row)
+    later = "2026-11-30T08:00:00.000000Z"
+    accessed = memo.memory((*row[:10], 3, later))
+    assert accessed is not first and accessed.metadata is first.metadata and accessed.content == "c"
+    assert (accessed.access_count, accessed.last_accessed_at.isoformat()) == (3, "2026-11-30T08:00:00+00:00")
+    assert memo.memory((*row[:10], 3, later)) is accessed
+    edited = memo.memory((*row[:5], "c2", *row[6:10], 3, later))
+    assert edited.content == "c2" and edited.metadata == {"category": "x"} and edited.metadata is not first.metadata

@@ -166,6 +166,10 @@ def _to_memory(row: Sequence[Any]) -> Memory:
     )
 
 
+_ACCESS_COLUMNS: Final = 10
+"""Index of ``access_count`` in a row of ``_COLUMNS`` (``last_accessed_at`` follows; both come last)."""
+
+
 class RowMemo:
     """The :class:`Memory` last built from each memory's row, reused while the row reads back identical.
 
@@ -187,16 +191,34 @@ class RowMemo:
     def memory(self, row: Sequence[Any]) -> Memory:
         row = tuple(row)
         found = self._items.get(row[0])
-        if found is not None and found[0] == row:
-            return found[1]
+        if found is not None:
+            if found[0] == row:
+                return found[1]
+            if found[0][:_ACCESS_COLUMNS] == row[:_ACCESS_COLUMNS]:
+                # Only the access telemetry moved (augment records every memory it injects, so the memories
+                # read most often are exactly the ones whose counts change): keep the parsed content,
+                # metadata and timestamps, take the new counts.
+                accessed = row[_ACCESS_COLUMNS + 1]
+                old = found[1]
+                memory = Memory.trusted(
+                    id=old.id, api_key_id=old.api_key_id, session_id=old.session_id, type=old.type, key=old.key,
+                    content=old.content, metadata=old.metadata, created_at=old.created_at,
+                    updated_at=old.updated_at, expires_at=old.expires_at, access_count=int(row[_ACCESS_COLUMNS] or 0),
+                    last_accessed_at=None if accessed is None else parse_ts(accessed))
+                self._keep(row, memory)
+                return memory
         memory = _to_memory(row)
         if len(memory.content) > self.max_chars:
             return memory
+        self._keep(row, memory)
+        return memory
+
+    def _keep(self, row: tuple[Any, ...], memory: Memory) -> None:
         with self._lock:
+            self._items.pop(memory.id, None)  # re-inserted last: the newest entry is dropped last
             while len(self._items) >= self.size:
                 del self._items[next(iter(self._items))]
             self._items[memory.id] = (row, memory)
-        return memory
 
     def clear(self) -> None:
         with self._lock:
