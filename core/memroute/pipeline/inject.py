@@ -40,6 +40,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final
 
+from memroute.models import Memory
 from memroute.pipeline.requests import ApiShape, detect_api, uses_prompt_caching
 
 __all__ = [
@@ -121,6 +122,10 @@ class _LineMemo:
 
     @staticmethod
     def key(memory: Any) -> tuple[Any, ...] | None:
+        if type(memory) is Memory:  # the common case, without getattr
+            category = memory.metadata.get("category")
+            return (memory.id, memory.content, category if isinstance(category, str) else None, memory.type,
+                    memory.updated_at, memory.created_at)
         memory_id = getattr(memory, "id", None)
         if not isinstance(memory_id, str):
             return None
