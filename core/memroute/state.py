@@ -65,6 +65,19 @@ class StateStore(ABC):
     def put_value(self, namespace: str, name: str, value: Any) -> None:
         """Store a JSON-able value under ``(namespace, name)`` (replacing any)."""
 
+    def update_value(self, namespace: str, name: str, change: Callable[[Any | None], Any]) -> Any:
+        """Atomically replace the value under ``(namespace, name)`` by ``change(current)`` (``current`` is
+        None when nothing is stored) and return what was stored. Two processes updating one value at the
+        same instant both take effect, one after the other: neither overwrites the other's change. An
+        exception from ``change`` stores nothing and propagates.
+
+        The built-in stores override this with one transaction that holds the value's lock from the read to
+        the write. This default (get, then put) is **not** atomic across processes; a plugin's store should
+        override it."""
+        value = change(self.get_value(namespace, name))
+        self.put_value(namespace, name, value)
+        return value
+
     @abstractmethod
     def try_lease(self, name: str, holder: str, ttl_s: float) -> bool:
         """Take or renew the lease ``name`` for ``holder`` for ``ttl_s`` seconds. True when ``holder`` holds
@@ -122,13 +135,34 @@ class SqliteStateStore(StateStore):
         return None if row is None else json.loads(row[0])
 
     def put_value(self, namespace: str, name: str, value: Any) -> None:
-        text = json.dumps(value, ensure_ascii=False, allow_nan=False, default=str)
         with self._db.transaction() as conn:
-            conn.execute(
-                "INSERT INTO state_values (namespace, name, value, updated_at) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT (namespace, name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
-                (namespace, name, text, time.time()),
-            )
+            self._write(conn, namespace, name, value)
+
+    @staticmethod
+    def _write(conn: Any, namespace: str, name: str, value: Any) -> None:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False, default=str)
+        conn.execute(
+            "INSERT INTO state_values (namespace, name, value, updated_at) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (namespace, name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+            (namespace, name, text, time.time()),
+        )
+
+    def update_value(self, namespace: str, name: str, change: Callable[[Any | None], Any]) -> Any:
+        """One ``BEGIN IMMEDIATE`` transaction: SQLite's write lock is taken before the read, so another
+        process's update waits (busy timeout) and then reads this one's result. A deferred transaction would
+        instead fail its upgrade with ``SQLITE_BUSY_SNAPSHOT`` when another writer committed in between."""
+        conn = self._db.get()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            row = conn.execute("SELECT value FROM state_values WHERE namespace = ? AND name = ?",
+                               (namespace, name)).fetchone()
+            value = change(None if row is None else json.loads(row[0]))
+            self._write(conn, namespace, name, value)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        return value
 
     def try_lease(self, name: str, holder: str, ttl_s: float) -> bool:
         now = time.time()
@@ -297,13 +331,21 @@ class RuntimeMemorySettings:
         """Validate ``changes`` (wire names; ``None`` drops an override) and store them for every process;
         the settings now in effect. Invalid changes raise :class:`ValidationError` and store nothing."""
         checked = validate_memory_overrides(changes, self.base)
-        with self._lock:
-            store = self._store()
-            stored = {k: v for k, v in (store.get_value(*_SETTINGS_KEY) or {}).items() if k in _SETTINGS}
+        merged: list[MemorySettings] = []
+
+        def merge(current: Any) -> dict[str, Any]:
+            # Runs inside the store's transaction: a change made by another process at the same instant is
+            # in ``current`` (or waits for this one), so neither is lost.
+            previous = current if isinstance(current, Mapping) else {}
+            stored = {k: v for k, v in previous.items() if k in _SETTINGS}
             stored.update(checked)
             stored = {k: v for k, v in stored.items() if v is not None}
-            settings = apply_memory_overrides(self.base, stored)  # the merged whole must hold, too
-            store.put_value(*_SETTINGS_KEY, stored)
+            merged.append(apply_memory_overrides(self.base, stored))  # the merged whole must hold, too
+            return stored
+
+        with self._lock:
+            stored = self._store().update_value(*_SETTINGS_KEY, merge)
+            settings = merged[-1]
             self._current, self._overrides = settings, stored
             self._fresh_until = self._clock() + self.ttl_s
             return settings

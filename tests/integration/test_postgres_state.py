@@ -92,6 +92,35 @@ def test_values_and_leases_are_shared(stores) -> None:
     one.ping()
 
 
+def test_concurrent_updates_of_one_value_serialise(stores) -> None:
+    """Two stores (two processes' pools) update one value at the same instant: the second waits on the
+    advisory lock and sees the first one's change, so neither is lost, even when no value was stored yet."""
+    import threading
+    import time
+
+    one, two = stores
+    first_has_read = threading.Event()
+
+    def slow(current):
+        first_has_read.set()
+        time.sleep(0.3)
+        return {**(current or {}), "a": 1}
+
+    worker = threading.Thread(target=one.update_value, args=("settings", "memory", slow))
+    worker.start()
+    assert first_has_read.wait(10)
+    assert two.update_value("settings", "memory", lambda current: {**(current or {}), "b": 2}) == {"a": 1, "b": 2}
+    worker.join(10)
+    assert one.get_value("settings", "memory") == {"a": 1, "b": 2}
+
+    def broken(_current):
+        raise ValueError("no")
+
+    with pytest.raises(ValueError):
+        one.update_value("settings", "memory", broken)
+    assert two.get_value("settings", "memory") == {"a": 1, "b": 2}
+
+
 def test_a_postgres_primary_keeps_the_deployments_keys(postgres_server: PostgresServer, schema: str) -> None:
     config = {"backends": {"primary": "main", "main": {"type": "postgres", "dsn": postgres_server.dsn(),
                                                        "schema": schema}},

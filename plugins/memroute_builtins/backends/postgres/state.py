@@ -13,6 +13,7 @@ hold deployment data, not a tenant's memories, so they carry no row-level securi
 from __future__ import annotations
 
 import builtins
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
@@ -169,6 +170,22 @@ class PostgresStateStore(StateStore):
             conn.execute(f"INSERT INTO {self._values} (namespace, name, value) VALUES (%s, %s, %s) "
                          "ON CONFLICT (namespace, name) DO UPDATE SET value = EXCLUDED.value, updated_at = now()",
                          (namespace, name, Jsonb(value)))
+
+    def update_value(self, namespace: str, name: str, change: Callable[[Any | None], Any]) -> Any:
+        """One transaction holding a transaction-scoped advisory lock on ``(namespace, name)`` from the read
+        to the write (a row lock cannot guard a value not stored yet), so concurrent updates serialise."""
+        from psycopg.types.json import Jsonb
+
+        with self._db.transaction("update a state value", tenant=ALL_TENANTS) as conn:
+            conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                         (f"{self._values}/{namespace}/{name}",))  # a collision only serialises more
+            row = conn.execute(f"SELECT value FROM {self._values} WHERE namespace = %s AND name = %s",
+                               (namespace, name)).fetchone()
+            value = change(None if row is None else row[0])
+            conn.execute(f"INSERT INTO {self._values} (namespace, name, value) VALUES (%s, %s, %s) "
+                         "ON CONFLICT (namespace, name) DO UPDATE SET value = EXCLUDED.value, updated_at = now()",
+                         (namespace, name, Jsonb(value)))
+        return value
 
     def try_lease(self, name: str, holder: str, ttl_s: float) -> bool:
         # The database's clock decides expiry: hosts whose clocks disagree still agree on who holds a lease.
