@@ -57,3 +57,32 @@ def test_bench_proxy_refuses_bad_sizes(capsys):
     except SystemExit as exc:
         assert exc.code == 2
     assert "--sizes" in capsys.readouterr().err
+
+
+def test_bench_indexing_reports_each_source_against_its_own_batch_rate(tmp_path, capsys):
+    """``memroute bench --indexing`` (tiny: 40 chat turns, static only) reports, per write path, indexing and
+    ``embed_batch`` rates from the same run and their ratio; an unknown source is reported as skipped."""
+    output = tmp_path / "indexing.json"
+    try:
+        main(["bench", "--indexing", "--models", "static,no-such-source", "--sizes", "40", "--output", str(output)])
+    except SystemExit as exc:
+        assert not exc.code
+    report = json.loads(capsys.readouterr().out)
+    assert report == json.loads(output.read_text(encoding="utf-8"))
+    assert report["count"] == 40 and report["target_ratio"] == 0.9
+    for mode in ("import", "add"):
+        measured = report["results"]["static"][mode]
+        assert measured["searchable"] is True
+        assert measured["embed_batch_per_s"] > 0 and measured["indexing_per_s"] > 0
+        assert measured["indexing_vs_embed_batch"] == round(measured["indexing_per_s"]
+                                                            / measured["embed_batch_per_s"], 2)
+    assert "no-such-source" in report["results"]["no-such-source"]["skipped"]
+    assert len(report["load_average_before"]) == 3
+
+
+def test_bench_indexing_refuses_a_bad_count(capsys):
+    try:
+        main(["bench", "--indexing", "--sizes", "2000,10000"])
+    except SystemExit as exc:
+        assert exc.code == 2
+    assert "--sizes" in capsys.readouterr().err

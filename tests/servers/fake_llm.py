@@ -263,7 +263,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         reply = self.server.reply
         stream = isinstance(body, dict) and body.get("stream") is True
-        if self.path == "/v1/chat/completions":
+        path = self.path.split("?")[0]  # Anthropic's beta resources add ?beta=true
+        if path == "/v1/chat/completions":
             if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
                 self._send(400, {"error": {"message": "messages is required"}})
                 return
@@ -277,7 +278,7 @@ class _Handler(BaseHTTPRequestHandler):
                              "choices": [{"index": 0, "finish_reason": "stop",
                                           "message": {"role": "assistant", "content": reply}}],
                              "usage": {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13}})
-        elif self.path == "/v1/messages":
+        elif path == "/v1/messages":
             if not isinstance(body, dict) or any(m.get("role") == "system" for m in body.get("messages", [])):
                 self._send(400, {"type": "error", "error": {"type": "invalid_request_error",
                                                             "message": "messages: role must be user or assistant"}})
@@ -286,7 +287,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self._stream(_anthropic_events(body, reply))
                 return
             self._send(200, _anthropic_message(body, reply))
-        elif self.path == "/v1/responses":
+        elif path == "/v1/responses":
             if stream and isinstance(body, dict):
                 self._stream(_responses_events(body, reply))
                 return

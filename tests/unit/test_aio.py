@@ -4,6 +4,7 @@ under concurrency, cancellation and timeouts mid-call, typed errors, and a loop-
 from __future__ import annotations
 
 import asyncio
+import builtins
 import threading
 import time
 
@@ -112,14 +113,73 @@ async def _wait_started(gate: _Gate) -> None:
         await asyncio.sleep(0.001)
 
 
+class _Write:
+    """One write through the async API: what to seed, where to hold it mid-call (a real manager or service
+    step, instrumented with a :class:`_Gate`), the call itself, and the tenant's state before and after it."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+
+    async def seed(self, mem: AsyncMemroute) -> None:
+        self.seeded = [await mem.add(api_key_id="a", content=f"seed {i}", key=f"seed{i}", metadata={"i": i})
+                       for i in range(3)]
+
+    def gated(self, mem: AsyncMemroute) -> tuple[object, str]:
+        """(the object, the attribute) to hold: the step that does the writing."""
+        if self.kind == "clear":
+            return mem.sync, "_delete_owned"  # held before the first of its deletions
+        return mem.sync._manager, {"add": "create", "update": "update", "import": "put_many"}[self.kind]
+
+    def call(self, mem: AsyncMemroute):  # type: ignore[no-untyped-def]
+        if self.kind == "add":
+            return mem.add(api_key_id="a", content="a long careful memory", key="k", metadata={"x": [1, 2]})
+        if self.kind == "update":
+            return mem.update(self.seeded[0].id, api_key_id="a", content="rewritten", metadata={"y": 2},
+                              key="renamed")
+        if self.kind == "import":
+            lines = [dumps_memory(m).replace("seed", "imported") for m in self.seeded]
+            lines += [dumps_memory(m).replace(self.seeded[0].id, "00000000-0000-4000-8000-00000000000" + str(i))
+                      .replace("seed0", f"fresh{i}") for i, m in enumerate([self.seeded[0]] * 3)]
+            return mem.import_jsonl(lines)
+        return mem.clear("a")
+
+    async def state(self, mem: AsyncMemroute) -> builtins.set[tuple[str, str, str]]:
+        page = await mem.list(api_key_id="a", limit=100)
+        return {(m.key, m.content, repr(sorted(m.metadata.items()))) for m in page.data}
+
+    def completed(self, before: builtins.set[tuple[str, str, str]]) -> builtins.set[tuple[str, str, str]]:
+        """The tenant's state once the write ran to its end (all of it, never a part)."""
+        if self.kind == "add":
+            return before | {("k", "a long careful memory", repr([("x", [1, 2])]))}
+        if self.kind == "update":
+            first = self.seeded[0]
+            return (before - {(first.key, first.content, repr([("i", 0)]))}
+                    | {("renamed", "rewritten", repr([("y", 2)]))})  # metadata is replaced
+        if self.kind == "import":
+            imported = {(m.key.replace("seed", "imported"), m.content.replace("seed", "imported"),
+                         repr(sorted(m.metadata.items()))) for m in self.seeded}
+            fresh = {(f"fresh{i}", "seed 0", repr([("i", 0)])) for i in range(3)}
+            return imported | fresh
+        return builtins.set()
+
+
+WRITES = ["add", "update", "import", "clear"]
+
+
 @pytest.mark.parametrize("how", ["cancel", "timeout"])
-def test_a_write_cancelled_mid_call_completes_whole_and_the_service_still_works(tmp_path, monkeypatch, how):
+@pytest.mark.parametrize("kind", WRITES)
+def test_a_write_cancelled_mid_call_completes_whole_and_the_service_still_works(tmp_path, monkeypatch, kind, how):
+    write = _Write(kind)
+
     async def main() -> None:
         async with _open(tmp_path) as mem:
-            # Instrumentation only: the real manager write runs, held until the await has been abandoned.
-            gate = _Gate(mem.sync._manager.create)
-            monkeypatch.setattr(mem.sync._manager, "create", gate)
-            call = mem.add(api_key_id="a", content="a long careful memory", key="k", metadata={"x": [1, 2]})
+            await write.seed(mem)
+            before = await write.state(mem)
+            # Instrumentation only: the real write runs, held until the await has been abandoned.
+            target, name = write.gated(mem)
+            gate = _Gate(getattr(target, name))
+            monkeypatch.setattr(target, name, gate)
+            call = write.call(mem)
             if how == "cancel":
                 task = asyncio.ensure_future(call)
                 await _wait_started(gate)
@@ -134,36 +194,39 @@ def test_a_write_cancelled_mid_call_completes_whole_and_the_service_still_works(
                 with pytest.raises(TimeoutError):
                     await timed()
                 assert gate.started.is_set()
+            assert await write.state(mem) == before  # nothing visible yet: the write is still held
             gate.release.set()
             await mem.settle()
-            page = await mem.list(api_key_id="a")
-            assert page.total == 1
-            stored = page.data[0]
-            assert (stored.key, stored.content, stored.metadata) == ("k", "a long careful memory", {"x": [1, 2]})
+            assert await write.state(mem) == write.completed(before)
             monkeypatch.undo()
-            again = await mem.add(api_key_id="a", content="after", key="k2")
+            again = await mem.add(api_key_id="a", content="after", key="after")
             assert (await mem.get(again.id, api_key_id="a")) == again
 
     asyncio.run(main())
 
 
-def test_a_call_cancelled_while_queued_never_runs(tmp_path, monkeypatch):
+@pytest.mark.parametrize("kind", WRITES)
+def test_a_write_cancelled_while_queued_never_runs(tmp_path, monkeypatch, kind):
+    write = _Write(kind)
+
     async def main() -> None:
         async with _open(tmp_path, max_workers=1) as mem:
+            await write.seed(mem)
+            before = await write.state(mem)
             gate = _Gate(mem.sync._manager.list)
             monkeypatch.setattr(mem.sync._manager, "list", gate)
             busy = asyncio.ensure_future(mem.list(api_key_id="a"))  # holds the only worker
             await _wait_started(gate)
-            queued = asyncio.ensure_future(mem.add(api_key_id="a", content="never", key="never"))
+            queued = asyncio.ensure_future(write.call(mem))
             await asyncio.sleep(0.01)
             queued.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await queued
             gate.release.set()
-            assert (await busy).total == 0
+            assert (await busy).total == len(before)
             await mem.settle()
             monkeypatch.undo()
-            assert (await mem.list(api_key_id="a")).total == 0
+            assert await write.state(mem) == before
 
     asyncio.run(main())
 

@@ -33,3 +33,14 @@ def test_the_wrappers_example_runs_against_a_loopback_model(tmp_path, capsys):
     assert len(bodies) == 3 and all("<memroute_memories>" in str(body) for body in bodies)
     assert "Postgres for this project" in str(bodies[0])
     assert "Ubuntu servers" in out  # the observed user turn, listed after flush
+
+
+def test_the_structured_outputs_example_runs_against_a_loopback_model(tmp_path, capsys):
+    with fake_llm_server() as server:  # stands in for the paid API
+        server.reply = '{"database": "Postgres"}'
+        namespace = {"DATA_DIR": str(tmp_path / "d"), "BASE_URL": server.base_url, "__name__": "doc"}
+        exec(compile(_example("structured"), str(DOC), "exec"), namespace)
+        bodies = [request["body"] for request in server.requests if request["method"] == "POST"]
+    assert capsys.readouterr().out.splitlines() == ["Postgres", 'req_fake {"database": "Postgres"}']
+    assert len(bodies) == 2 and all("Postgres for this project" in str(body) for body in bodies)
+    assert bodies[0]["response_format"]["type"] == "json_schema"

@@ -60,6 +60,9 @@ def reindex(ctx: click.Context, force: bool, as_json: bool) -> None:
 @click.option("--naive", is_flag=True,
               help="Compare hybrid search with a naive FTS5 + numpy + RRF recipe and indexing with the embedding "
                    "source's own batch rate, on real chat turns (--sizes; needs memroute[bench]).")
+@click.option("--indexing", is_flag=True,
+              help="Measure indexing (import + flush, add + flush) against each embedding source's own batch rate "
+                   "on 2,000 real chat turns (--models; --sizes sets the count; needs memroute[bench]).")
 @click.option("--proxy", "proxy", is_flag=True,
               help="Benchmark the memory proxy instead: added latency and time to first streamed byte against "
                    "the same requests sent straight to a loopback fake upstream (docs/proxy.md).")
@@ -77,10 +80,12 @@ def reindex(ctx: click.Context, force: bool, as_json: bool) -> None:
 @click.pass_context
 def bench(ctx: click.Context, sizes: str, single_adds: int, tenants: int, per_tenant: int, queries: int,
           quick: bool, output: str | None, quality: bool, models: str, distractors: int, http: bool,
-          naive: bool, proxy: bool, async_: bool, async_workers: int, backend: str, dsn: str | None) -> None:
+          naive: bool, indexing: bool, proxy: bool, async_: bool, async_workers: int, backend: str,
+          dsn: str | None) -> None:
     """Benchmark the configured engine on synthetic data in a temporary directory (your data is untouched);
     with --quality, measure retrieval quality on the held-out set (docs/retrieval.md); with --http, also
-    the server against in-process calls; with --naive, hybrid against a naive recipe; with --proxy, the
+    the server against in-process calls; with --naive, hybrid against a naive recipe; with --indexing,
+    indexing against the embedding sources' own batch rate; with --proxy, the
     memory proxy against direct calls; with --backend postgres, PostgreSQL against SQLite
     (docs/performance.md); with --async, also the async API against sync threads (docs/python-api.md)."""
     if quality:
@@ -88,6 +93,11 @@ def bench(ctx: click.Context, sizes: str, single_adds: int, tenants: int, per_te
         return
     if naive:
         _bench_naive(ctx, "1000" if quick else sizes, output)
+        return
+    if indexing:
+        explicit = ctx.get_parameter_source("sizes") is not click.core.ParameterSource.DEFAULT
+        _bench_indexing(ctx, [m.strip() for m in models.split(",") if m.strip()],
+                        sizes if explicit else ("300" if quick else "2000"), output)
         return
     if proxy:
         explicit = ctx.get_parameter_source("sizes") is not click.core.ParameterSource.DEFAULT
@@ -267,6 +277,61 @@ def _bench_naive(ctx: click.Context, sizes: str, output: str | None) -> None:
     with tempfile.TemporaryDirectory(prefix="memroute-naive-") as tmp:
         report = run_naive_comparison(open_fresh, embedder_for, sizes=size_list, root=Path(tmp),
                                       progress=lambda m: click.echo(f"... {m}", err=True))
+    echo_json(report)
+    if output:
+        Path(output).write_text(json.dumps(report, indent=2, default=str), encoding="utf-8")
+
+
+def _bench_indexing(ctx: click.Context, models: list[str], count: str, output: str | None) -> None:
+    import shutil
+    import tempfile
+
+    from memroute.bench_indexing import run_indexing_comparison
+    from memroute.embedding import build_embedding_source
+    from memroute.errors import MemrouteError
+    from memroute.plugins import get_plugin_manager
+    from memroute.service import Memroute
+    from memroute.settings import load_settings
+
+    state = ctx.find_object(CliState)
+    assert state is not None
+    base = load_settings(state.config_path)
+    try:
+        size = int(count)
+        if size < 1:
+            raise ValueError
+    except ValueError:
+        raise click.BadParameter("expected one positive integer (the number of chat turns)",
+                                 param_hint="--sizes") from None
+    plugins = get_plugin_manager()
+    models_dir = Path(tempfile.mkdtemp(prefix="memroute-indexing-models-"))
+
+    def build_source(name: str) -> Any:
+        settings = load_settings(base, embedding={"source": name}).embedding
+        try:
+            source, resolution = build_embedding_source(settings, plugins, models_dir)
+        except MemrouteError as exc:
+            return f"{type(exc).__name__}: {exc}"
+        if source is None:
+            return resolution.reason
+        try:
+            source.embed_batch(["load the model"])
+        except MemrouteError as exc:
+            source.close()
+            return f"{type(exc).__name__}: {exc}"
+        return source
+
+    def open_fresh(path: Path, source: Any) -> Any:
+        return Memroute.open(base, data_dir=str(path), embedder=source, backends={
+            "primary": "main", "fallbacks": [], "instances": {"main": {"type": "sqlite", "options": {}}}},
+            vectors={"store": "sqlite-vec"})
+
+    try:
+        with tempfile.TemporaryDirectory(prefix="memroute-indexing-") as tmp:
+            report = run_indexing_comparison(open_fresh, build_source, sources=models, count=size, root=Path(tmp),
+                                             progress=lambda m: click.echo(f"... {m}", err=True))
+    finally:
+        shutil.rmtree(models_dir, ignore_errors=True)
     echo_json(report)
     if output:
         Path(output).write_text(json.dumps(report, indent=2, default=str), encoding="utf-8")

@@ -10,8 +10,11 @@ own resource objects (both SDKs cache those), returning the same client::
     aclient = wrap_openai(AsyncOpenAI(), amem, api_key_id="user-1")  # amem: memroute.open_async(...)
     await aclient.chat.completions.create(model="gpt-4o", messages=[...])
 
-What is wrapped: OpenAI ``chat.completions.create`` and ``responses.create`` (plus their ``.stream()``
-helpers, which send through ``create``), Anthropic ``messages.create`` and ``messages.stream``. ``mem`` may
+What is wrapped: OpenAI ``chat.completions`` and ``responses`` (and, where the installed SDK has them,
+``beta.chat.completions`` and ``beta.responses``): ``create``, ``parse`` (structured outputs) and the
+``.stream()`` helpers (which send through ``create``); Anthropic ``messages`` and ``beta.messages``:
+``create``, ``parse`` and ``stream``. Calls through the SDKs' ``with_raw_response`` /
+``with_streaming_response`` views run the wrapped methods too (:mod:`memroute.integrations.raw`). ``mem`` may
 be the sync service or an :class:`~memroute.aio.AsyncMemroute`, with either kind of client; for an async
 client memroute's work runs off the event loop (in the async API's pool, or a worker thread).
 
@@ -34,6 +37,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from memroute.aio import AsyncMemroute
+from memroute.integrations.raw import ObservedRawResponse, aparse_now, parse_now, raw_mode
 from memroute.integrations.streams import (
     AsyncObservedStream,
     AugmentingStreamManager,
@@ -124,19 +128,54 @@ def _mark(function: Callable[..., Any]) -> Callable[..., Any]:
     return function
 
 
+def _observed(turn: _Turn, body: dict[str, Any], headers: dict[str, str], transport: dict[str, Any],
+              response: Any) -> Any:
+    """What a wrapped sync ``create`` / ``parse`` returns for the SDK's ``response``, the turn observed (now,
+    or when the stream or raw response it hands out is read)."""
+    streamed = body.get("stream") is True
+    mode = raw_mode(transport)
+    observe = functools.partial(turn.observe, body, headers=headers)
+    if mode == "stream" or (mode == "read" and streamed):
+        return ObservedRawResponse(response, api=turn.api, streamed=streamed, observe_sync=observe)
+    if mode == "read":
+        observe(parse_now(response))
+        return response
+    if streamed:
+        stream = ObservedStream(response, ReplyText(turn.api), observe)
+        capture(stream)
+        return stream
+    observe(response)
+    return response
+
+
+async def _aobserved(turn: _Turn, body: dict[str, Any], headers: dict[str, str], transport: dict[str, Any],
+                     response: Any) -> Any:
+    """:func:`_observed` for an async client."""
+    streamed = body.get("stream") is True
+    mode = raw_mode(transport)
+    observe = functools.partial(turn.aobserve, body, headers=headers)
+    if mode == "stream" or (mode == "read" and streamed):
+        return ObservedRawResponse(response, api=turn.api, streamed=streamed, observe_async=observe,
+                                   observe_sync=functools.partial(turn.observe, body, headers=headers))
+    if mode == "read":
+        await observe(await aparse_now(response))
+        return response
+    if streamed:
+        stream = AsyncObservedStream(response, ReplyText(turn.api), observe)
+        capture(stream)
+        return stream
+    await observe(response)
+    return response
+
+
 def _wrap_create(create: Callable[..., Any], turn: _Turn) -> Callable[..., Any]:
+    """``create`` or ``parse`` (they take the same request body) augmenting before and observing after."""
     if _is_async(create):
         @functools.wraps(create)
         async def augmented_acreate(*args: Any, **kwargs: Any) -> Any:
             body, transport, headers = turn.split(kwargs)
             response = await create(*args, **await turn.aaugment(body, headers), **transport)
-            if body.get("stream") is True:
-                stream = AsyncObservedStream(response, ReplyText(turn.api),
-                                             functools.partial(turn.aobserve, body, headers=headers))
-                capture(stream)
-                return stream
-            await turn.aobserve(body, response, headers)
-            return response
+            return await _aobserved(turn, body, headers, transport, response)
 
         return _mark(augmented_acreate)
 
@@ -144,13 +183,7 @@ def _wrap_create(create: Callable[..., Any], turn: _Turn) -> Callable[..., Any]:
     def augmented_create(*args: Any, **kwargs: Any) -> Any:
         body, transport, headers = turn.split(kwargs)
         response = create(*args, **turn.augment(body, headers), **transport)
-        if body.get("stream") is True:
-            stream = ObservedStream(response, ReplyText(turn.api),
-                                    functools.partial(turn.observe, body, headers=headers))
-            capture(stream)
-            return stream
-        turn.observe(body, response, headers)
-        return response
+        return _observed(turn, body, headers, transport, response)
 
     return _mark(augmented_create)
 
@@ -214,35 +247,80 @@ def _patch(resource: Any, name: str, wrap: Callable[[Callable[..., Any]], Callab
     setattr(resource, name, wrap(method))
 
 
+_RAW_VIEWS = ("with_raw_response", "with_streaming_response")
+
+
+def _forget_raw_views(*namespaces: Any) -> None:
+    """Drop the SDK's cached ``with_raw_response`` / ``with_streaming_response`` views of ``namespaces``: the
+    SDKs build them (once, on first access) from the resource's methods, so a view built before wrapping
+    would keep calling the unwrapped ones. Rebuilt on next access, they call the wrapped methods."""
+    for namespace in namespaces:
+        if namespace is None:
+            continue
+        cached = getattr(namespace, "__dict__", {})
+        for name in _RAW_VIEWS:
+            if isinstance(inspect.getattr_static(type(namespace), name, None), functools.cached_property):
+                cached.pop(name, None)
+
+
 def _wrap_openai_resource(resource: Any, turn: _Turn, *, required: bool) -> None:
     _patch(resource, "create", lambda create: _wrap_create(create, turn), required=required)
+    _patch(resource, "parse", lambda parse: _wrap_create(parse, turn), required=False)
     _patch(resource, "stream", _wrap_openai_helper, required=False)
+    _forget_raw_views(resource)
+
+
+def _path(root: Any, *names: str) -> Any:
+    """``root.a.b`` for ``names`` ``("a", "b")``, or ``None`` where the installed SDK has no such attribute."""
+    for name in names:
+        root = getattr(root, name, None)
+        if root is None:
+            return None
+    return root
 
 
 def wrap_openai(client: Any, mem: Memroute | AsyncMemroute, api_key_id: str, *, session_id: str | None = None,
                 provider: str | None = None, headers: Mapping[str, str] | None = None) -> Any:
-    """Make ``client.chat.completions.create`` / ``.stream`` (Chat Completions shape) and, when the client
-    has them, ``client.responses.create`` / ``.stream`` (Responses shape) augment and observe. Works for
-    ``OpenAI`` and ``AsyncOpenAI``. Returns ``client``. ``provider`` selects placement rules (``o1``,
-    ``glm``, ``mimo``, ...)."""
+    """Make ``client.chat.completions`` (Chat Completions shape) and, when the client has them,
+    ``client.responses`` (Responses shape), ``client.beta.chat.completions`` and ``client.beta.responses``
+    augment and observe: their ``create``, ``parse`` (structured outputs) and ``.stream()`` helpers, also when
+    called through ``with_raw_response`` / ``with_streaming_response``. Works for ``OpenAI`` and
+    ``AsyncOpenAI``. Returns ``client``. ``provider`` selects placement rules (``o1``, ``glm``, ``mimo``,
+    ...)."""
     def turn(api: ApiShape) -> _Turn:
         return _Turn(mem, api_key_id, api=api, session_id=session_id, provider=provider, headers=headers)
 
     _wrap_openai_resource(client.chat.completions, turn("openai-chat"), required=True)
-    responses = getattr(client, "responses", None)
-    if responses is not None:
-        _wrap_openai_resource(responses, turn("responses"), required=False)
+    optional: tuple[tuple[tuple[str, ...], ApiShape], ...] = (
+        (("responses",), "responses"), (("beta", "chat", "completions"), "openai-chat"),
+        (("beta", "responses"), "responses"))
+    for names, api in optional:
+        resource = _path(client, *names)
+        if resource is not None:
+            _wrap_openai_resource(resource, turn(api), required=False)
+    _forget_raw_views(client, client.chat, _path(client, "beta"), _path(client, "beta", "chat"))
     return client
+
+
+def _wrap_anthropic_resource(resource: Any, turn: _Turn) -> None:
+    is_async = _is_async(resource.create) if callable(getattr(resource, "create", None)) else False
+    _patch(resource, "create", lambda create: _wrap_create(create, turn), required=True)
+    _patch(resource, "parse", lambda parse: _wrap_create(parse, turn), required=False)
+    _patch(resource, "stream", lambda stream: _wrap_anthropic_stream(stream, turn, is_async=is_async),
+           required=False)
+    _forget_raw_views(resource)
 
 
 def wrap_anthropic(client: Any, mem: Memroute | AsyncMemroute, api_key_id: str, *,
                    session_id: str | None = None, headers: Mapping[str, str] | None = None) -> Any:
-    """Make ``client.messages.create`` and ``client.messages.stream`` augment (into top-level ``system``)
-    and observe. Works for ``Anthropic`` and ``AsyncAnthropic``. Returns ``client``."""
+    """Make ``client.messages`` and, when the client has it, ``client.beta.messages`` augment (into top-level
+    ``system``) and observe: their ``create``, ``parse`` (structured outputs) and ``stream``, also when called
+    through ``with_raw_response`` / ``with_streaming_response``. Works for ``Anthropic`` and
+    ``AsyncAnthropic``. Returns ``client``."""
     turn = _Turn(mem, api_key_id, api="anthropic", session_id=session_id, provider="anthropic", headers=headers)
-    resource = client.messages
-    is_async = _is_async(resource.create) if callable(getattr(resource, "create", None)) else False
-    _patch(resource, "create", lambda create: _wrap_create(create, turn), required=True)
-    _patch(resource, "stream", lambda stream: _wrap_anthropic_stream(stream, turn, is_async=is_async),
-           required=False)
+    _wrap_anthropic_resource(client.messages, turn)
+    beta_messages = _path(client, "beta", "messages")
+    if beta_messages is not None and callable(getattr(beta_messages, "create", None)):
+        _wrap_anthropic_resource(beta_messages, turn)
+    _forget_raw_views(client, _path(client, "beta"))
     return client

@@ -114,6 +114,13 @@ def extraction_text(request: Any, max_chars: int = MAX_TEXT_CHARS) -> str:
     return _tail(text, max_chars) if text else ""
 
 
+def _dump(response: Any) -> Any:
+    try:
+        return response.model_dump()
+    except Exception:
+        return None
+
+
 def assistant_text(response: Any, max_chars: int = MAX_TEXT_CHARS) -> str:
     """The assistant's reply text: OpenAI ``choices[0].message.content``, else Anthropic ``content[]`` text
     blocks, else Responses ``output_text`` / ``output[].content[]`` text; ``""`` when there is none.
@@ -121,7 +128,11 @@ def assistant_text(response: Any, max_chars: int = MAX_TEXT_CHARS) -> str:
     SDK response objects are accepted too when they offer ``model_dump()`` (OpenAI and Anthropic SDKs)."""
     if not isinstance(response, Mapping) and hasattr(response, "model_dump"):
         try:
-            response = response.model_dump()
+            # warnings=False: the SDKs' generic structured-output replies (ParsedChatCompletion[T]) make
+            # pydantic warn about the ``parsed`` field on every dump; memroute reads only the text.
+            response = response.model_dump(warnings=False)
+        except TypeError:  # a model_dump without that argument
+            response = _dump(response)
         except Exception:
             return ""
     if not isinstance(response, Mapping):

@@ -15,167 +15,23 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-import apsw
+import numpy as np
 
-from memroute.db import open_connection
 from memroute.embedding.cache import uncached
-from memroute.errors import ValidationError
+from memroute.errors import EmbeddingError, ValidationError
 from memroute.interfaces import EmbeddingSource, ReindexMarkers, VectorItem, VectorStore
 from memroute.models import Memory
+from memroute.retrieval.index_queue import IndexQueue
 
 __all__ = ["IndexQueue", "Indexer", "ReindexMarkers"]
 
 log = logging.getLogger("memroute.index")
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS index_queue (
-    memory_id   TEXT PRIMARY KEY,
-    api_key_id  TEXT NOT NULL,
-    op          TEXT NOT NULL CHECK (op IN ('upsert', 'delete')),
-    attempts    INTEGER NOT NULL DEFAULT 0,
-    last_error  TEXT,
-    seq         INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS idx_index_queue_seq ON index_queue(seq);
-CREATE INDEX IF NOT EXISTS idx_index_queue_tenant ON index_queue(api_key_id, seq);
-CREATE TABLE IF NOT EXISTS index_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS index_dead (
-    memory_id   TEXT PRIMARY KEY,
-    api_key_id  TEXT NOT NULL,
-    error       TEXT,
-    dead_at     REAL NOT NULL
-);
-"""
-
 POISON_ATTEMPTS = 3
 """An item that fails alone this many times while other items index fine is dead-lettered."""
-
-
-class IndexQueue:
-    """The durable queue of memory ids whose vector must be written or removed. Re-enqueueing an id replaces
-    its pending op (the newest op wins; the worker always reads the memory's current state)."""
-
-    def __init__(self, path: str | Path, *, prepare: Callable[[apsw.Connection], None] | None = None) -> None:
-        self._conn = open_connection(path, prepare=prepare)
-        self._lock = threading.Lock()
-        with self._lock, self._conn:
-            self._conn.execute(_SCHEMA)
-        row = self._conn.execute("SELECT COALESCE(MAX(seq), 0) FROM index_queue").fetchone()
-        self._seq = int(row[0]) if row else 0
-
-    def put(self, entries: Iterable[tuple[str, str, str]]) -> int:
-        """Enqueue ``(memory_id, api_key_id, op)`` entries in one transaction."""
-        count = 0
-        with self._lock, self._conn:
-            for memory_id, api_key_id, op in entries:
-                self._seq += 1
-                self._conn.execute(
-                    "INSERT INTO index_queue(memory_id, api_key_id, op, seq) VALUES (?, ?, ?, ?) "
-                    "ON CONFLICT(memory_id) DO UPDATE SET op = excluded.op, api_key_id = excluded.api_key_id, "
-                    "attempts = 0, last_error = NULL, seq = excluded.seq",
-                    (memory_id, api_key_id, op, self._seq),
-                )
-                self._conn.execute("DELETE FROM index_dead WHERE memory_id = ?", (memory_id,))
-                count += 1
-        return count
-
-    def take(self, limit: int, api_key_id: str | None = None) -> list[tuple[str, str, str, int]]:
-        """The oldest entries ``(memory_id, api_key_id, op, seq)`` (of one tenant, or all)."""
-        with self._lock:
-            if api_key_id is None:
-                rows = self._conn.execute(
-                    "SELECT memory_id, api_key_id, op, seq FROM index_queue ORDER BY seq LIMIT ?", (limit,)
-                ).fetchall()
-            else:
-                rows = self._conn.execute(
-                    "SELECT memory_id, api_key_id, op, seq FROM index_queue WHERE api_key_id = ? ORDER BY seq "
-                    "LIMIT ?", (api_key_id, limit),
-                ).fetchall()
-        return [(str(r[0]), str(r[1]), str(r[2]), int(r[3] or 0)) for r in rows]
-
-    def done(self, entries: Sequence[tuple[str, int]]) -> None:
-        """Remove entries ``(memory_id, seq)`` — only if not re-enqueued meanwhile (same seq)."""
-        with self._lock, self._conn:
-            for memory_id, seq in entries:
-                self._conn.execute("DELETE FROM index_queue WHERE memory_id = ? AND seq = ?", (memory_id, seq))
-
-    def failed(self, memory_ids: Sequence[str], error: str) -> None:
-        with self._lock, self._conn:
-            for memory_id in memory_ids:
-                self._conn.execute(
-                    "UPDATE index_queue SET attempts = attempts + 1, last_error = ? WHERE memory_id = ?",
-                    (error[:500], memory_id),
-                )
-
-    def attempts(self, memory_id: str) -> int:
-        with self._lock:
-            row = self._conn.execute("SELECT attempts FROM index_queue WHERE memory_id = ?", (memory_id,)).fetchone()
-        return int(row[0]) if row else 0
-
-    def dead_letter(self, memory_id: str, api_key_id: str, error: str) -> None:
-        """Set a poison item aside: out of the queue (so it blocks nothing), kept in ``index_dead`` and
-        reported by ``status``. Enqueueing the id again (a new write) gives it another chance."""
-        with self._lock, self._conn:
-            self._conn.execute("DELETE FROM index_queue WHERE memory_id = ?", (memory_id,))
-            self._conn.execute(
-                "INSERT INTO index_dead(memory_id, api_key_id, error, dead_at) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT(memory_id) DO UPDATE SET error = excluded.error, dead_at = excluded.dead_at",
-                (memory_id, api_key_id, error[:500], time.time()),
-            )
-
-    def dead_letters(self, limit: int = 5) -> tuple[int, list[dict[str, Any]]]:
-        """How many items are dead-lettered, and the newest ``limit`` of them."""
-        with self._lock:
-            total = self._conn.execute("SELECT COUNT(*) FROM index_dead").fetchone()
-            rows = self._conn.execute(
-                "SELECT memory_id, api_key_id, error FROM index_dead ORDER BY dead_at DESC LIMIT ?", (limit,)
-            ).fetchall()
-        return int(total[0]) if total else 0, [{"memory_id": r[0], "api_key_id": r[1], "error": r[2]} for r in rows]
-
-    def depth(self, api_key_id: str | None = None) -> int:
-        with self._lock:
-            if api_key_id is None:
-                row = self._conn.execute("SELECT COUNT(*) FROM index_queue").fetchone()
-            else:
-                row = self._conn.execute(
-                    "SELECT COUNT(*) FROM index_queue WHERE api_key_id = ?", (api_key_id,)
-                ).fetchone()
-        return int(row[0]) if row else 0
-
-    def failing(self, limit: int = 5) -> list[dict[str, Any]]:
-        with self._lock:
-            rows = self._conn.execute(
-                "SELECT memory_id, op, attempts, last_error FROM index_queue WHERE attempts > 0 "
-                "ORDER BY attempts DESC LIMIT ?", (limit,),
-            ).fetchall()
-        return [{"memory_id": r[0], "op": r[1], "attempts": r[2], "last_error": r[3]} for r in rows]
-
-    def get_meta(self, key: str) -> str | None:
-        with self._lock:
-            row = self._conn.execute("SELECT value FROM index_meta WHERE key = ?", (key,)).fetchone()
-        return None if row is None else str(row[0])
-
-    def set_meta(self, key: str, value: str | None) -> None:
-        with self._lock, self._conn:
-            if value is None:
-                self._conn.execute("DELETE FROM index_meta WHERE key = ?", (key,))
-            else:
-                self._conn.execute(
-                    "INSERT INTO index_meta(key, value) VALUES (?, ?) "
-                    "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                    (key, value),
-                )
-
-    def clear(self) -> None:
-        with self._lock, self._conn:
-            self._conn.execute("DELETE FROM index_queue")
-
-    def close(self) -> None:
-        with self._lock:
-            self._conn.close()
 
 
 def embedding_text(memory: Memory) -> str:
@@ -218,6 +74,9 @@ class Indexer:
         self._wake = threading.Condition()
         self._stopping = False
         self._thread: threading.Thread | None = None
+        self._pool: ThreadPoolExecutor | None = None
+        """The helper thread that embeds the next batch ahead (:meth:`_index_marked`), started on first use."""
+        self._pool_lock = threading.Lock()
         self.last_error: str | None = None
         self._solo_failures: dict[str, tuple[int, int]] = {}
         """Per memory id: (failures alone, ``_successes`` when it first failed)."""
@@ -317,45 +176,101 @@ class Indexer:
             self._wake.notify_all()
 
     # --- processing ------------------------------------------------------------------------------------
+    READ_AHEAD = 8
+    """Flagged rows are read up to this many batches at a time, and each batch is embedded while the one before
+    it is written (:meth:`_index_marked`)."""
+
+    PIPELINE = True
+    """Embed the next batch on a helper thread while this one's vectors and flags are written (the model and
+    SQLite release the GIL for much of their work). ``False`` embeds and writes in turn on the caller's
+    thread."""
+
     def process(self, limit: int, api_key_id: str | None = None) -> tuple[int, int]:
         """Process up to ``limit`` queued entries (of one tenant, or the oldest overall); returns
-        ``(processed, errors)``."""
+        ``(processed, errors)``. Nothing once :meth:`close` began."""
         processed = errors = 0
+        if self._stopping:
+            return 0, 0
         with self._process_lock:
             while processed + errors < limit:
-                size = min(self.batch_size, limit - processed - errors)
-                entries = self.queue.take(size, api_key_id)
+                left = limit - processed - errors
+                entries = self.queue.take(min(self.batch_size, left), api_key_id)
                 if entries:
                     ok, failed = self._process_batch(entries)
                 elif self.markers is not None:
-                    ok, failed = self._process_marked(size, api_key_id)
+                    ok, failed = self._process_marked(min(left, self.batch_size * self.READ_AHEAD), api_key_id)
                     if not ok and not failed:
                         break
                 else:
                     break
                 processed += ok
                 errors += failed
-                if failed:
+                if failed or self._stopping:
                     break
         return processed, errors
 
     def _process_marked(self, limit: int, api_key_id: str | None) -> tuple[int, int]:
         assert self.markers is not None
-        memories: list[Memory] = []
         try:
             memories = self.markers.pending_reindex(limit, api_key_id)
-            if not memories:
-                return 0, 0
-            self._upsert_vectors(memories)
-            self.markers.mark_indexed(memories)  # only rows unchanged since they were read
         except Exception as exc:
             self.last_error = f"{type(exc).__name__}: {exc}"
-            if memories:
-                return self._isolate_marked(memories)
             log.warning("memroute indexer: batch failed, will retry: %s", self.last_error)
-            return 0, max(1, limit)
+            return 0, max(1, min(limit, self.batch_size))
+        if not memories:
+            return 0, 0
+        return self._index_marked(memories)
+
+    def _index_marked(self, memories: Sequence[Memory]) -> tuple[int, int]:
+        """Embed and write ``memories`` batch by batch: while batch N's vectors are upserted and its flags
+        cleared (only rows unchanged since they were read), batch N + 1 is embedded on the helper thread — at
+        most one batch ahead. Each batch is written whole or not at all (its vectors in one store transaction,
+        then its flags), so stopping between batches leaves the rest flagged for next time; a batch that fails
+        is retried item by item (:meth:`_isolate_marked`) and ends the call."""
+        assert self.markers is not None
+        size = self.batch_size
+        batches = [memories[start:start + size] for start in range(0, len(memories), size)]
+        ok = 0
+        pending = self._embed_soon(batches[0], ahead=False)
+        for number, batch in enumerate(batches):
+            ahead: Future[np.ndarray] | None = None
+            try:
+                vectors = pending.result()
+                if number + 1 < len(batches) and not self._stopping:
+                    ahead = self._embed_soon(batches[number + 1], ahead=True)
+                self._store_vectors(batch, vectors)
+                self.markers.mark_indexed(batch)
+            except Exception as exc:
+                _settle(ahead)
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                done, failed = self._isolate_marked(batch)
+                return ok + done, failed
+            ok += len(batch)
+            if ahead is None:
+                break
+            pending = ahead
         self.last_error = None
-        return len(memories), 0
+        return ok, 0
+
+    def _embed_soon(self, memories: Sequence[Memory], *, ahead: bool) -> Future[np.ndarray]:
+        """The vectors of ``memories``: computed on the helper thread when ``ahead`` (and pipelining is on and
+        the indexer open), else now."""
+        if ahead and self.PIPELINE:
+            with self._pool_lock:
+                if self._pool is None and not self._stopping:
+                    self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memroute-embed")
+                pool = self._pool
+            if pool is not None and not self._stopping:
+                try:
+                    return pool.submit(self._embed, memories)
+                except RuntimeError:  # shut down by close() since
+                    pass
+        done: Future[np.ndarray] = Future()
+        try:
+            done.set_result(self._embed(memories))
+        except Exception as exc:
+            done.set_exception(exc)
+        return done
 
     def _isolate_marked(self, memories: Sequence[Memory]) -> tuple[int, int]:
         """A flagged batch failed: index its memories one by one, so one poison row cannot hold back the rest.
@@ -394,8 +309,17 @@ class Indexer:
         self._solo_failures.pop(memory_id, None)
         log.warning("memroute indexer: memory %s dead-lettered (it cannot be indexed): %s", memory_id, error)
 
-    def _upsert_vectors(self, memories: Sequence[Memory]) -> None:
+    def _embed(self, memories: Sequence[Memory]) -> np.ndarray:
         vectors = self._index_embedder.embed_batch([embedding_text(m) for m in memories])
+        if len(vectors) != len(memories):
+            raise EmbeddingError(f"{self._index_embedder.source} returned {len(vectors)} vectors for "
+                                 f"{len(memories)} texts", reason="request_failed", source=self._index_embedder.source)
+        return vectors
+
+    def _upsert_vectors(self, memories: Sequence[Memory]) -> None:
+        self._store_vectors(memories, self._embed(memories))
+
+    def _store_vectors(self, memories: Sequence[Memory], vectors: np.ndarray) -> None:
         self.store.upsert([
             VectorItem(memory_id=m.id, api_key_id=m.api_key_id, session_id=m.session_id, created_at=m.created_at,
                        expires_at=m.expires_at, vector=vectors[i])
@@ -516,7 +440,7 @@ class Indexer:
 
     def _flush(self, timeout: float | None) -> bool:
         deadline = None if timeout is None else time.monotonic() + timeout
-        while self.depth():
+        while not self._stopping and self.depth():
             processed, errors = self._drain(self.batch_size * 16, deadline)
             if not processed and not errors:
                 break
@@ -538,11 +462,28 @@ class Indexer:
         return pending == 0, pending
 
     def close(self) -> None:
+        """Stop indexing: the worker, a ``flush`` or ``reindex`` on another thread finish the batch they are
+        writing (waited for, up to 10 s each) and start no other; what is left stays flagged or queued."""
         self._stopping = True
         with self._wake:
             self._wake.notify_all()
         if self._thread is not None:
             self._thread.join(timeout=10)
+        if self._process_lock.acquire(timeout=10):
+            self._process_lock.release()
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)  # at most the one batch being embedded ahead
+
+
+def _settle(future: Future[Any] | None) -> None:
+    """Wait for a batch embedded ahead that will not be written (its outcome does not matter)."""
+    if future is not None:
+        try:
+            future.result()
+        except Exception:
+            pass  # the batch stays flagged and is embedded again
 
 
 def _chunks(items: Sequence[str], size: int) -> Iterable[list[str]]:

@@ -6,6 +6,7 @@ Both stores validate a whole batch before writing anything, so a bad item never 
 from __future__ import annotations
 
 import math
+import re
 import uuid
 from collections.abc import Sequence
 from datetime import datetime, timezone
@@ -18,6 +19,7 @@ from memroute.interfaces import VectorItem
 
 __all__ = [
     "MAX_K", "canonical_uuid", "check_items", "check_k", "check_vector", "check_vectors", "unix_micros", "unix_seconds",
+    "uuid_bytes",
 ]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -26,14 +28,24 @@ MAX_K = 4096
 """The largest ``k`` a query may ask for (sqlite-vec's own KNN limit; Qdrant accepts it too)."""
 
 
+_CANONICAL = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
 def canonical_uuid(value: Any, field: str = "memory_id") -> str:
     """The canonical lowercase hyphenated form of a UUID string, or :class:`ValidationError`."""
     if not isinstance(value, str):
         raise ValidationError(f"{field} must be a UUID string, got {type(value).__name__}", [(field, "type")])
+    if _CANONICAL.fullmatch(value):
+        return value  # already canonical (memroute's own ids): skip parsing it into a UUID and back
     try:
         return str(uuid.UUID(value))
     except ValueError:
         raise ValidationError(f"{field} must be a UUID, got {value!r}", [(field, "invalid")]) from None
+
+
+def uuid_bytes(canonical: str) -> bytes:
+    """The 16 bytes of a canonical UUID string (as ``uuid.UUID(canonical).bytes``, without the object)."""
+    return bytes.fromhex(canonical.replace("-", ""))
 
 
 def check_vector(vector: Any, dimensions: int, field: str = "vector") -> np.ndarray:

@@ -81,6 +81,7 @@ from memroute_builtins.backends.sqlite.schema import (
     MAX_QUERY_TERMS,
     SCHEMA_VERSION,
     RowMemo,
+    WrittenRows,
     _casefold,
     _row_values,
     _to_memory,
@@ -157,6 +158,7 @@ class SqliteBackend(MemoryBackend):
         self._generation = 0
         self._cache_lock = threading.Lock()
         self._rows = RowMemo()
+        self._written = WrittenRows()
         self._pool: ThreadConnections | None = None
         self._init_lock = threading.Lock()
 
@@ -260,6 +262,7 @@ class SqliteBackend(MemoryBackend):
             pool.close()
         self._cache.clear()
         self._rows.clear()
+        self._written.clear()
 
     # --- plumbing ----------------------------------------------------------------------------------------
 
@@ -312,10 +315,11 @@ class SqliteBackend(MemoryBackend):
         """Upsert on ``(api_key_id, key)``: an existing memory keeps its id and ``created_at``; content, type,
         session and expiry are replaced and metadata is shallow-merged."""
         memory = new.as_memory()
+        values = _row_values(memory)
         # The common case — a new key — is one autocommitted statement; only an existing key takes the
         # read-merge-write transaction (IMMEDIATE, so no other writer can slip in between).
         with self._errors("create a memory"):
-            inserted = self._connection().execute(_SQL_INSERT_NEW, _row_values(memory)).fetchall()
+            inserted = self._connection().execute(_SQL_INSERT_NEW, values).fetchall()
         if not inserted:
             with self._write("create a memory") as connection:
                 row = connection.execute(_SQL_GET_BY_KEY, (new.api_key_id, new.key)).fetchone()
@@ -324,7 +328,9 @@ class SqliteBackend(MemoryBackend):
                     self._update_row(connection, memory)
                 elif connection.execute(_SQL_INSERT_NEW, _row_values(memory)).fetchall() == []:
                     raise ConflictError(f"memory id {new.id} is already used by another memory", backend=self.name)
+            values = _row_values(memory)
         self._invalidate((memory.id,), (memory,))
+        self._written.add([(values, memory)])
         return memory
 
     @staticmethod
@@ -335,9 +341,11 @@ class SqliteBackend(MemoryBackend):
                                          values[8], values[9]))
 
     def put(self, memory: Memory) -> None:
+        written = [(_row_values(memory), memory)]
         with self._write("store a replicated memory") as connection:
-            evicted = self._put_rows(connection, (memory,))
+            evicted = self._put_rows(connection, written)
         self._invalidate([memory.id, *evicted])
+        self._wrote(written, evicted)
 
     def put_many(self, memories: Iterable[Memory]) -> int:
         """``put`` every memory in one transaction (bulk import); later items win over earlier ones with the
@@ -352,15 +360,23 @@ class SqliteBackend(MemoryBackend):
             by_key[(memory.api_key_id, memory.key)] = memory.id
         if not batch:
             return 0
+        written = [(_row_values(m), m) for m in batch.values()]
         with self._write("import memories") as connection:
-            evicted = self._put_rows(connection, batch.values())
+            evicted = self._put_rows(connection, written)
         self._invalidate([*batch, *evicted])
+        self._wrote(written, evicted)
         return len(batch)
 
+    def _wrote(self, written: builtins.list[tuple[tuple[Any, ...], Memory]], evicted: Iterable[str]) -> None:
+        """After a commit: the indexer reads these rows next (see :class:`WrittenRows`)."""
+        self._written.discard(evicted)
+        self._written.add(written)
+
     @staticmethod
-    def _put_rows(connection: apsw.Connection, memories: Iterable[Memory]) -> builtins.list[str]:
-        """Write ``memories`` (inside the caller's transaction); returns the ids of memories they evicted."""
-        rows = [_row_values(m) for m in memories]
+    def _put_rows(connection: apsw.Connection, written: Sequence[tuple[tuple[Any, ...], Memory]]) -> builtins.list[str]:
+        """Write the ``(row values, memory)`` pairs (inside the caller's transaction); returns the ids of
+        memories they evicted."""
+        rows = [row for row, _memory in written]
         owners_keys = json.dumps([(row[1], row[4], row[0]) for row in rows], ensure_ascii=False)
         evicted = [r[0] for r in connection.execute(_SQL_PUT_EVICT, (owners_keys,))]
         connection.executemany(_SQL_PUT, rows)
@@ -415,6 +431,7 @@ class SqliteBackend(MemoryBackend):
                         "api key already has that key", backend=self.name)
             self._update_row(connection, memory)
         self._invalidate((memory_id,), (memory,))
+        self._written.add([(_row_values(memory), memory)])
         return memory
 
     def delete(self, memory_id: str) -> bool:
@@ -422,6 +439,7 @@ class SqliteBackend(MemoryBackend):
         with self._write("delete a memory") as connection:
             deleted = connection.execute("DELETE FROM memories WHERE id = ? RETURNING id", (memory_id,)).fetchall()
         self._invalidate((memory_id,))
+        self._written.discard((memory_id,))
         return bool(deleted)
 
     # --- list ------------------------------------------------------------------------------------------
@@ -546,7 +564,7 @@ class SqliteBackend(MemoryBackend):
             rows = self._read(
                 f"SELECT {_COLUMNS} FROM memories WHERE needs_reindex = 1 AND api_key_id = ? ORDER BY memory_rowid "
                 "LIMIT ?", (api_key_id, int(limit)), "read the reindex queue")
-        return [_to_memory(r) for r in rows]
+        return [self._written.take(r) for r in rows]
 
     def count_pending_reindex(self, api_key_id: str | None = None) -> int:
         if api_key_id is None:

@@ -31,7 +31,15 @@ from memroute.errors import BackendUnavailableError, ConfigError, MemrouteError,
 from memroute.interfaces import ComponentContext, EmbeddingSignature, VectorHit, VectorItem, VectorStore
 from memroute.models import HealthResult, SearchQuery
 from memroute.specs import VectorStoreSpec
-from memroute_builtins.vectors.common import MAX_K, canonical_uuid, check_items, check_k, check_vector, unix_micros
+from memroute_builtins.vectors.common import (
+    MAX_K,
+    canonical_uuid,
+    check_items,
+    check_k,
+    check_vector,
+    unix_micros,
+    uuid_bytes,
+)
 from memroute_builtins.vectors.sqlite_vec.matrix_cache import (
     ID_BYTES,
     MatrixCache,
@@ -367,25 +375,29 @@ class SqliteVecStore(VectorStore):
                 tiers: dict[str, int] = {}
                 small_rows: list[tuple[Any, ...]] = []
                 large_rows: list[tuple[Any, ...]] = []
-                for (item, memory_id, _), blob in zip(checked, blobs, strict=True):
+                keys = [uuid_bytes(memory_id) for _, memory_id, _ in checked]
+                existing = self._rowids(conn, keys)
+                for owner in {item.api_key_id for item, _, _ in checked}:
+                    tiers[owner] = self._tier_of(conn, owner)
+                # New ids get their rowids in one statement (in order), known ones are moved in place.
+                fresh = [(key, item.api_key_id, tiers[item.api_key_id])
+                         for (item, _, _), key in zip(checked, keys, strict=True) if key not in existing]
+                if fresh:
+                    assigned = conn.executemany(
+                        "INSERT INTO memroute_vec_ids (memory_id, api_key_id, tier) VALUES (?, ?, ?) RETURNING rowid",
+                        fresh).fetchall()
+                    existing.update((key, (int(rowid), None, None)) for (key, _, _), (rowid,) in zip(
+                        fresh, assigned, strict=True))
+                for (item, _, _), key, blob in zip(checked, keys, blobs, strict=True):
                     owner = item.api_key_id
-                    if owner not in tiers:
-                        tiers[owner] = self._tier_of(conn, owner)
-                    key = uuid.UUID(memory_id).bytes
-                    found = conn.execute("SELECT rowid, tier, api_key_id FROM memroute_vec_ids WHERE memory_id = ?",
-                                         (key,)).fetchone()
-                    if found is not None:
-                        rowid, old_tier, old_owner = found
+                    rowid, old_tier, old_owner = existing[key]
+                    if old_tier is not None:
                         # vec0 cannot move a row to another partition: replace it whole (in either tier).
                         conn.execute(f"DELETE FROM {TABLES[old_tier]} WHERE rowid = ?", (rowid,))
                         if old_tier == 1:
                             deltas.setdefault(old_owner, _Delta()).removed.append(rowid)
                         conn.execute("UPDATE memroute_vec_ids SET api_key_id = ?, tier = ? WHERE rowid = ?",
                                      (owner, tiers[owner], rowid))
-                    else:
-                        rowid = conn.execute(
-                            "INSERT INTO memroute_vec_ids (memory_id, api_key_id, tier) VALUES (?, ?, ?)"
-                            " RETURNING rowid", (key, owner, tiers[owner])).fetchone()[0]
                     expires = NO_EXPIRY if item.expires_at is None else unix_micros(item.expires_at)
                     row = (rowid, owner, blob, item.session_id or NO_SESSION, unix_micros(item.created_at), expires)
                     if tiers[owner] == 0:
@@ -407,6 +419,18 @@ class SqliteVecStore(VectorStore):
                         self._promote_if_large(conn, owner)
                 generations = self._bump(conn, deltas)
             self._replay(deltas, generations)
+
+    @staticmethod
+    def _rowids(conn: Any, keys: Sequence[bytes]) -> dict[bytes, tuple[int, int | None, str | None]]:
+        """``memory_id`` bytes -> ``(rowid, tier, owner)`` for the ids already indexed, a few queries a batch."""
+        found: dict[bytes, tuple[int, int | None, str | None]] = {}
+        for start in range(0, len(keys), 500):
+            part = keys[start:start + 500]
+            marks = ",".join("?" * len(part))
+            sql = f"SELECT memory_id, rowid, tier, api_key_id FROM memroute_vec_ids WHERE memory_id IN ({marks})"
+            for key, rowid, tier, owner in conn.execute(sql, part):
+                found[bytes(key)] = (int(rowid), int(tier), str(owner))
+        return found
 
     @staticmethod
     def _tier_of(conn: Any, api_key_id: str) -> int:
