@@ -43,6 +43,9 @@ __all__ = [
     "Extractor",
     "MemoryBackend",
     "ReindexMarkers",
+    "TenantRoutedDeletes",
+    "TenantRouting",
+    "tenant_routed",
     "VectorHit",
     "VectorItem",
     "VectorStore",
@@ -94,6 +97,10 @@ class BackendCapabilities:
     data_versions: bool = False
     """The backend implements :class:`DataVersions` (a per-tenant counter every process's writes move). As the
     primary it lets ``augment`` reuse a retrieval for a repeated message (:mod:`memroute.pipeline.augment_cache`)."""
+    tenant_routing: bool = False
+    """The backend implements :class:`TenantRouting`: by-id operations that also name the tenant. The manager
+    then uses them wherever the caller knows the tenant (every service call), so a database sharded by
+    ``api_key_id`` (PostgreSQL with Citus) runs each on the tenant's one shard."""
 
 
 class MemoryBackend(abc.ABC):
@@ -226,6 +233,37 @@ class ReindexMarkers(Protocol):
     def mark_indexed(self, memories: Iterable[Memory | str]) -> int: ...
 
     def mark_all_for_reindex(self) -> int: ...
+
+
+@runtime_checkable
+class TenantRouting(Protocol):
+    """What a backend declaring ``capabilities.tenant_routing`` implements: :meth:`MemoryBackend.get`,
+    ``get_many``, ``update`` and ``delete`` with the tenant named. Each acts only on memories of
+    ``api_key_id``: another tenant's memory with the id is "no such id", exactly as if it did not exist."""
+
+    def get_owned(self, api_key_id: str, memory_id: str) -> Memory | None: ...
+
+    def get_many_owned(self, api_key_id: str, memory_ids: Sequence[str]) -> dict[str, Memory]: ...
+
+    def update_owned(self, api_key_id: str, memory_id: str, patch: MemoryPatch) -> Memory | None: ...
+
+    def delete_owned(self, api_key_id: str, memory_id: str) -> bool: ...
+
+
+def tenant_routed(backend: MemoryBackend) -> TenantRouting | None:
+    """``backend`` as a :class:`TenantRouting` when it declares and implements it, else ``None``."""
+    if backend.capabilities.tenant_routing and isinstance(backend, TenantRouting):
+        return backend
+    return None
+
+
+@runtime_checkable
+class TenantRoutedDeletes(Protocol):
+    """A :class:`VectorStore` whose delete can also name the tenant. The indexer knows the owner of every id it
+    deletes and then uses this, so a store sharded by ``api_key_id`` (pgvector on Citus) deletes on the tenant's
+    shard only; vectors of ``memory_ids`` held by another tenant are left alone."""
+
+    def delete_owned(self, api_key_id: str, memory_ids: Sequence[str]) -> None: ...
 
 
 @attrs.frozen(kw_only=True)

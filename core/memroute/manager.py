@@ -29,7 +29,7 @@ from memroute.breaker import CircuitBreaker
 from memroute.calls import CLIENT_ERRORS, BackendCall, BackendCaller, CircuitOpenError
 from memroute.errors import BackendError, BackendUnavailableError, ConfigError, PluginError, ValidationError
 from memroute.health import HealthMonitor
-from memroute.interfaces import AccessRecorder, MemoryAccess, MemoryBackend, ReindexMarkers
+from memroute.interfaces import AccessRecorder, MemoryAccess, MemoryBackend, ReindexMarkers, tenant_routed
 from memroute.models import (
     BackendHit,
     HealthResult,
@@ -294,27 +294,41 @@ class MemoryManager:
             self._replication.journal_puts(served, batch)
         return int(count)
 
-    def update(self, memory_id: str, patch: MemoryPatch) -> Memory | None:
-        """Apply ``patch``; the updated memory (replicated as a ``put``), or ``None`` when there is no such id."""
+    def update(self, memory_id: str, patch: MemoryPatch, *, api_key_id: str | None = None) -> Memory | None:
+        """Apply ``patch``; the updated memory (replicated as a ``put``), or ``None`` when there is no such id
+        (of ``api_key_id``, when given: a backend with
+        :class:`~memroute.interfaces.TenantRouting` then addresses only the tenant's rows)."""
         _check_id(memory_id)
         if not isinstance(patch, MemoryPatch):
             raise ValidationError("update: expected a MemoryPatch", [("patch", "type")])
         self._ensure_open()
+
+        def call(b: MemoryBackend) -> Memory | None:
+            if api_key_id is None or (routed := tenant_routed(b)) is None:
+                return _updated(b, memory_id, b.update(memory_id, patch))
+            return _updated(b, memory_id, routed.update_owned(api_key_id, memory_id, patch))
+
         with self._write_lock:
-            served, updated = self._write(
-                BackendCall("update", lambda b: _updated(b, memory_id, b.update(memory_id, patch)), writes=True))
+            served, updated = self._write(BackendCall("update", call, writes=True))
             if updated is not None:
                 self._replication.journal(served, OP_PUT, lambda: put_payload(updated))
         return updated
 
-    def delete(self, memory_id: str) -> bool:
-        """Delete by id (replicated to every other backend); ``False`` when there was no such id."""
+    def delete(self, memory_id: str, *, api_key_id: str | None = None) -> bool:
+        """Delete by id (replicated to every other backend); ``False`` when there was no such id (of
+        ``api_key_id``, when given)."""
         _check_id(memory_id)
         self._ensure_open()
+
+        def call(b: MemoryBackend) -> bool:
+            if api_key_id is None or (routed := tenant_routed(b)) is None:
+                return b.delete(memory_id)
+            return routed.delete_owned(api_key_id, memory_id)
+
         with self._write_lock:
-            served, deleted = self._write(BackendCall("delete", lambda b: b.delete(memory_id), writes=True))
+            served, deleted = self._write(BackendCall("delete", call, writes=True))
             if deleted:
-                self._replication.journal(served, OP_DELETE, lambda: delete_payload(memory_id))
+                self._replication.journal(served, OP_DELETE, lambda: delete_payload(memory_id, api_key_id))
         return bool(deleted)
 
     # --- reads ----------------------------------------------------------------------------------------
@@ -365,16 +379,23 @@ class MemoryManager:
             reason += f"; circuit breaker {breaker.state} (last error: {breaker.last_error})"
         return reason
 
-    def get(self, memory_id: str) -> Memory | None:
-        """The memory from the first backend that has it (primary first; also when the primary raises)."""
+    def get(self, memory_id: str, *, api_key_id: str | None = None) -> Memory | None:
+        """The memory from the first backend that has it (primary first; also when the primary raises). With
+        ``api_key_id``, only a memory of that tenant (another tenant's id is no such id)."""
         _check_id(memory_id)
         self._ensure_open()
-        for backend, memory in self._answers(BackendCall("get", lambda b: b.get(memory_id)), {}):
+
+        def call(b: MemoryBackend) -> Memory | None:
+            if api_key_id is None or (routed := tenant_routed(b)) is None:
+                return b.get(memory_id)
+            return routed.get_owned(api_key_id, memory_id)
+
+        for backend, memory in self._answers(BackendCall("get", call), {}):
             if memory is not None and memory.id != memory_id:
                 _dropped(backend, "get", 1)
                 continue
             if memory is not None:
-                return memory
+                return memory if api_key_id is None or memory.api_key_id == api_key_id else None
         return None
 
     def get_by_key(self, api_key_id: str, key: str) -> Memory | None:
@@ -386,8 +407,9 @@ class MemoryManager:
                 return memory
         return None
 
-    def get_many(self, memory_ids: Sequence[str]) -> dict[str, Memory]:
-        """The memories among ``memory_ids`` that any backend holds (asked in order), by id."""
+    def get_many(self, memory_ids: Sequence[str], *, api_key_id: str | None = None) -> dict[str, Memory]:
+        """The memories among ``memory_ids`` that any backend holds (asked in order), by id; with
+        ``api_key_id``, only that tenant's."""
         ids = list(dict.fromkeys(memory_ids))
         for memory_id in ids:
             _check_id(memory_id)
@@ -396,9 +418,16 @@ class MemoryManager:
         if not ids:
             return found
         # Each backend is asked only for the ids the ones before it did not have.
-        call = BackendCall("get_many", lambda b: b.get_many([i for i in ids if i not in found]))
-        for backend, batch in self._answers(call, {}):
+        def fetch(b: MemoryBackend) -> dict[str, Memory]:
+            wanted = [i for i in ids if i not in found]
+            if api_key_id is None or (routed := tenant_routed(b)) is None:
+                return b.get_many(wanted)
+            return routed.get_many_owned(api_key_id, wanted)
+
+        for backend, batch in self._answers(BackendCall("get_many", fetch), {}):
             asked = set(ids)
+            if api_key_id is not None:
+                batch = {i: m for i, m in batch.items() if m.api_key_id == api_key_id}
             foreign = [i for i, m in batch.items() if i not in asked or m.id != i]
             if foreign:
                 _dropped(backend, "get_many", len(foreign))

@@ -90,8 +90,9 @@ def put_payload(memory: Memory) -> dict[str, Any]:
     return memory_to_dict(memory)
 
 
-def delete_payload(memory_id: str) -> dict[str, Any]:
-    return {"id": memory_id}
+def delete_payload(memory_id: str, api_key_id: str | None = None) -> dict[str, Any]:
+    """A delete entry: the id, and the tenant when the caller named it (the replay then routes by tenant)."""
+    return {"id": memory_id} if api_key_id is None else {"id": memory_id, "api_key_id": api_key_id}
 
 
 class Outbox:

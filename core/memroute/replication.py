@@ -17,7 +17,7 @@ from typing import Any
 
 from memroute.calls import BackendCall, BackendCaller, CircuitOpenError
 from memroute.errors import ValidationError
-from memroute.interfaces import MemoryBackend
+from memroute.interfaces import MemoryBackend, tenant_routed
 from memroute.models import Memory
 from memroute.outbox import OP_PUT, Outbox, OutboxEntry, put_payload
 from memroute.settings import ManagerSettings
@@ -150,8 +150,8 @@ class Replicator:
         commit order is the truth. The snapshot is used when the primary cannot answer, no longer has the
         memory, or is itself catching up (entries are owed to it: it may hold an older version)."""
         if entry.op != OP_PUT:
-            memory_id = entry.memory_id
-            return BackendCall("delete", lambda b: b.delete(memory_id), writes=True)
+            memory_id, tenant = entry.memory_id, entry.payload.get("api_key_id")
+            return BackendCall("delete", lambda b: _replay_delete(b, memory_id, tenant), writes=True)
         memory = _entry_memory(entry)
         primary = self._backends[0]
         if target != primary.name and self.in_sync(primary.name):
@@ -238,3 +238,12 @@ def _entry_memory(entry: OutboxEntry) -> Memory:
     except ValidationError as exc:
         raise ValidationError(f"outbox entry {entry.id}: payload does not validate: {exc}",
                               [("payload", "invalid")]) from None
+
+
+def _replay_delete(backend: MemoryBackend, memory_id: str, tenant: object) -> bool:
+    """A journaled delete; routed by tenant where the entry names one and the backend routes by it (entries
+    written before deletes carried the tenant name none)."""
+    routed = tenant_routed(backend)
+    if routed is None or not isinstance(tenant, str) or not tenant:
+        return backend.delete(memory_id)
+    return routed.delete_owned(tenant, memory_id)

@@ -266,8 +266,9 @@ class Memroute:
 
     def _owned(self, memory_id: str, tenant: str) -> Memory | None:
         # An id's owner never changes (no patch can move a memory to another tenant), so checking the owner
-        # of what the manager found, then acting on the id, holds on every backend.
-        memory = self._manager.get(memory_id)
+        # of what the manager found, then acting on the id, holds on every backend. The tenant goes along: a
+        # backend sharded by tenant looks on the tenant's shard only, and another tenant's id is not there.
+        memory = self._manager.get(memory_id, api_key_id=tenant)
         return memory if memory is not None and memory.api_key_id == tenant else None
 
     def get_by_key(self, key: str, *, api_key_id: str) -> Memory | None:
@@ -299,7 +300,7 @@ class Memroute:
         self._limits.check(content=changes.get("content"), metadata=patch.metadata or None)
         if self._owned(memory_id, tenant) is None:
             return None
-        updated = self._manager.update(memory_id, patch)
+        updated = self._manager.update(memory_id, patch, api_key_id=tenant)
         if updated is not None:
             self._retrieval.on_written([updated])
         return updated
@@ -314,7 +315,7 @@ class Memroute:
         return self._delete_owned(memory_id, tenant)
 
     def _delete_owned(self, memory_id: str, tenant: str) -> bool:
-        deleted = self._manager.delete(memory_id)
+        deleted = self._manager.delete(memory_id, api_key_id=tenant)
         if deleted:
             self._retrieval.on_deleted(memory_id, tenant)
         return deleted

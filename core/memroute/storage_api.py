@@ -48,7 +48,7 @@ class StorageAPI:
             raise PermissionDeniedError("this API key may only act on its own tenant")
 
     def _owned(self, memory_id: str, tenant: str | None) -> Memory | None:
-        memory = self._manager.get(memory_id)
+        memory = self._manager.get(memory_id, api_key_id=tenant)
         if memory is None or (tenant is not None and memory.api_key_id != tenant):
             return None  # another tenant's id is a missing one
         return memory
@@ -73,9 +73,10 @@ class StorageAPI:
         return self._owned(memory_id, tenant)
 
     def update(self, memory_id: str, patch: MemoryPatch, tenant: str | None) -> Memory | None:
-        if self._owned(memory_id, tenant) is None:
+        owned = self._owned(memory_id, tenant)
+        if owned is None:
             return None
-        updated = self._manager.update(memory_id, patch)
+        updated = self._manager.update(memory_id, patch, api_key_id=owned.api_key_id)
         if updated is not None:
             self._retrieval.on_written([updated])
         return updated
@@ -84,7 +85,7 @@ class StorageAPI:
         owned = self._owned(memory_id, tenant)
         if owned is None:
             return False
-        deleted = self._manager.delete(memory_id)
+        deleted = self._manager.delete(memory_id, api_key_id=owned.api_key_id)
         if deleted:
             self._retrieval.on_deleted(memory_id, owned.api_key_id)
         return deleted

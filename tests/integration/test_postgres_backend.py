@@ -16,6 +16,7 @@ from memroute.errors import BackendUnavailableError, ConfigError
 from memroute.models import ListFilter, NewMemory, SearchQuery
 from memroute_builtins.backends.postgres.backend import PostgresBackend, PostgresSettings
 from memroute_builtins.backends.postgres.database import ALL_TENANTS, redact_dsn
+from memroute_builtins.backends.postgres.schema import SCHEMA_VERSION
 from tests.servers.postgres import PostgresServer, fresh_schema, wait_until_ready
 
 
@@ -87,8 +88,8 @@ def test_processes_starting_together_migrate_once(postgres_server: PostgresServe
         assert not errors, errors
         with psycopg.connect(postgres_server.dsn()) as raw:
             versions = raw.execute(f'SELECT version FROM "{schema}".schema_migrations').fetchall()
-        assert versions == [(1,), (2,)]
-        assert backends[0].health().details["schema_version"] == 2
+        assert versions == [(v,) for v in range(1, SCHEMA_VERSION + 1)]
+        assert backends[0].health().details["schema_version"] == SCHEMA_VERSION
     finally:
         for backend in backends:
             backend.close()

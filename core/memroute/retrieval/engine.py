@@ -327,7 +327,7 @@ class RetrievalEngine:
         memories = dict(known or {})
         missing = [hit.memory_id for hit in candidates if hit.memory_id not in memories]
         if missing:
-            memories.update(self.manager.get_many(missing))
+            memories.update(self.manager.get_many(missing, api_key_id=query.api_key_id))
         return order_pairs(
             (memories[hit.memory_id], hit.score) for hit in candidates
             if hit.memory_id in memories and query.admits(memories[hit.memory_id])

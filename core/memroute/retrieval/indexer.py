@@ -22,7 +22,7 @@ import numpy as np
 
 from memroute.embedding.cache import uncached
 from memroute.errors import EmbeddingError, ValidationError
-from memroute.interfaces import EmbeddingSource, ReindexMarkers, VectorItem, VectorStore
+from memroute.interfaces import EmbeddingSource, ReindexMarkers, TenantRoutedDeletes, VectorItem, VectorStore
 from memroute.models import Memory
 from memroute.retrieval.index_queue import IndexQueue
 
@@ -327,17 +327,33 @@ class Indexer:
         ])
         self._successes += 1
 
+    def _delete_vectors(self, owned: Sequence[tuple[str, str]]) -> None:
+        """Delete the vectors of ``(memory id, owner)`` pairs: per tenant where the store routes by it (an owner
+        may be unknown, ``""``, in entries queued without one)."""
+        store = self.store
+        if not isinstance(store, TenantRoutedDeletes):
+            store.delete([memory_id for memory_id, _ in owned])
+            return
+        by_owner: dict[str, list[str]] = {}
+        for memory_id, owner in owned:
+            by_owner.setdefault(owner, []).append(memory_id)
+        for owner, memory_ids in by_owner.items():
+            if owner:
+                store.delete_owned(owner, memory_ids)
+            else:
+                store.delete(memory_ids)
+
     def _process_batch(self, entries: list[tuple[str, str, str, int]]) -> tuple[int, int]:
         deletes = [(mid, seq) for mid, _key, op, seq in entries if op == "delete"]
         upserts = [(mid, seq) for mid, _key, op, seq in entries if op == "upsert"]
         try:
             if deletes:
-                self.store.delete([mid for mid, _ in deletes])
+                self._delete_vectors([(mid, key) for mid, key, op, _s in entries if op == "delete"])
             found = self._fetch([mid for mid, _ in upserts]) if upserts else {}
             memories = [found[mid] for mid, _ in upserts if mid in found]
-            missing = [mid for mid, _ in upserts if mid not in found]
+            missing = [(mid, key) for mid, key, op, _s in entries if op == "upsert" and mid not in found]
             if missing:
-                self.store.delete(missing)  # deleted since it was enqueued
+                self._delete_vectors(missing)  # deleted since it was enqueued
             if memories:
                 self._upsert_vectors(memories)
         except Exception as exc:
@@ -357,13 +373,13 @@ class Indexer:
         for entry in entries:
             try:
                 if entry[2] == "delete":
-                    self.store.delete([entry[0]])
+                    self._delete_vectors([(entry[0], entry[1])])
                 else:
                     found = self._fetch([entry[0]])
                     if entry[0] in found:
                         self._upsert_vectors([found[entry[0]]])
                     else:
-                        self.store.delete([entry[0]])
+                        self._delete_vectors([(entry[0], entry[1])])
                 self.queue.done([(entry[0], entry[3])])
                 ok += 1
             except Exception as exc:

@@ -64,6 +64,7 @@ from memroute.models import (
     utcnow,
 )
 from memroute.testing.access import AccessTrackingTests
+from memroute.testing.routing import TenantRoutingTests
 
 __all__ = ["FTS_SYNTAX_QUERIES", "BackendContract", "ROUND_TRIP_CONTENTS"]
 
@@ -109,7 +110,7 @@ FTS_SYNTAX_QUERIES: tuple[str, ...] = (
 )
 
 
-class BackendContract(AccessTrackingTests):
+class BackendContract(AccessTrackingTests, TenantRoutingTests):
     """Abstract conformance tests for a :class:`~memroute.interfaces.MemoryBackend`.
 
     Override the ``backend`` fixture (required) and the ``reopen`` fixture (optional, for persistence).

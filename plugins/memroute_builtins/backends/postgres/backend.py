@@ -7,7 +7,9 @@ processes starting together migrate once):
 
 - ``memories``: the SQLite backend's columns with native types (``jsonb`` metadata, ``timestamptz`` times, a
   ``seq`` identity for insertion order), ``UNIQUE (api_key_id, key)`` as the upsert key, and a generated
-  ``tsvector`` (key weighted twice the content) under one GIN index led by ``api_key_id`` (btree_gin).
+  ``tsvector`` (key weighted twice the content) under one GIN index led by ``api_key_id`` (btree_gin). The
+  primary key is ``(api_key_id, id)``: every key includes the tenant, so Citus can shard the table by it, and
+  every statement a tenant's call sends names the tenant (:class:`~memroute.interfaces.TenantRouting`).
 - ``needs_reindex`` is the retrieval engine's work queue, as in the SQLite backend: any memroute process on the
   database embeds what any other wrote.
 - Row-level security, forced for the table owner too: a transaction sees only the tenant it was opened for
@@ -92,7 +94,7 @@ class PostgresBackend(MemoryBackend):
     """memroute's backend for a shared PostgreSQL. Thread-safe: each call borrows a pooled connection for one
     transaction."""
 
-    capabilities = BackendCapabilities(reindex_markers=True, access_tracking=True)
+    capabilities = BackendCapabilities(reindex_markers=True, access_tracking=True, tenant_routing=True)
     type_name = "postgres"
 
     def __init__(self, name: str, settings: PostgresSettings) -> None:
@@ -183,17 +185,20 @@ class PostgresBackend(MemoryBackend):
         self.put_many([memory])
 
     def put_many(self, memories: Sequence[Memory]) -> int:
-        """Store exact copies in one transaction (replication and import). The last copy of one id, or of
-        one ``(api_key_id, key)``, in the batch wins."""
-        batch: dict[str, Memory] = {}
+        """Store exact copies in one transaction (replication and import). The last copy of one
+        ``(api_key_id, id)``, or of one ``(api_key_id, key)``, in the batch wins. The same id under another
+        tenant is another memory: ids are unique per tenant by the primary key, across tenants by being random
+        UUIDs (and the import refuses another tenant's id)."""
+        batch: dict[tuple[str, str], Memory] = {}
         by_key: dict[tuple[str, str], str] = {}
         for memory in memories:
-            previous = by_key.get((memory.api_key_id, memory.key))
+            tenant = memory.api_key_id
+            previous = by_key.get((tenant, memory.key))
             if previous is not None and previous != memory.id:
-                del batch[previous]
-            batch.pop(memory.id, None)
-            batch[memory.id] = memory
-            by_key[(memory.api_key_id, memory.key)] = memory.id
+                del batch[(tenant, previous)]
+            batch.pop((tenant, memory.id), None)
+            batch[(tenant, memory.id)] = memory
+            by_key[(tenant, memory.key)] = memory.id
         if not batch:
             return 0
         by_tenant: dict[str, list[Memory]] = {}
@@ -203,19 +208,30 @@ class PostgresBackend(MemoryBackend):
         with self.db.transaction("store replicated memories", tenant=first) as conn:
             for tenant in (first, *rest):
                 if tenant != first:
-                    conn.execute("SELECT set_config('memroute.api_key_id', %s, true)", (tenant,))
+                    self.db.set_tenant(conn, tenant)
                 group = by_tenant[tenant]
                 for start in range(0, len(group), _PUT_CHUNK):
                     chunk = group[start:start + _PUT_CHUNK]
-                    conn.execute(self.sql.put_evict, ([m.api_key_id for m in chunk], [m.key for m in chunk],
-                                                      [m.id for m in chunk]))
-                    conn.execute(self.sql.put, put_columns(chunk))
+                    conn.execute(self.sql.put_evict, ([m.key for m in chunk], [m.id for m in chunk], tenant))
+                    conn.execute(self.sql.put, [tenant, *put_columns(chunk)])
         return len(batch)
+
+    # By id. The interface's get / get_many / update / delete name no tenant: they find the memory wherever it
+    # is (on Citus: one query per shard). The service and the retrieval engine call the *_owned forms
+    # (:class:`~memroute.interfaces.TenantRouting`), whose every statement names the tenant: one shard, and
+    # another tenant's memory with that id is simply not there.
 
     def get(self, memory_id: str) -> Memory | None:
         require_id(memory_id)  # NUL or a lone surrogate: a ValidationError, not a psycopg DataError
         with self.db.transaction("read a memory", tenant=ALL_TENANTS) as conn:
-            row = conn.execute(self.sql.get, (memory_id,)).fetchone()
+            row = conn.execute(self.sql.get_any_tenant, (memory_id,)).fetchone()
+        return None if row is None else to_memory(row)
+
+    def get_owned(self, api_key_id: str, memory_id: str) -> Memory | None:
+        """The memory ``memory_id`` of ``api_key_id``, or ``None`` (also when another tenant holds the id)."""
+        require_id(memory_id)
+        with self.db.transaction("read a memory", tenant=api_key_id) as conn:
+            row = conn.execute(self.sql.get, (api_key_id, memory_id)).fetchone()
         return None if row is None else to_memory(row)
 
     def get_many(self, memory_ids: Sequence[str]) -> dict[str, Memory]:
@@ -225,35 +241,63 @@ class PostgresBackend(MemoryBackend):
         for memory_id in memory_ids:
             require_id(memory_id)
         with self.db.transaction("read memories", tenant=ALL_TENANTS) as conn:
-            rows = conn.execute(self.sql.get_many, (list(memory_ids),)).fetchall()
+            rows = conn.execute(self.sql.get_many_any_tenant, (list(memory_ids),)).fetchall()
+        return {m.id: m for m in map(to_memory, rows)}
+
+    def get_many_owned(self, api_key_id: str, memory_ids: Sequence[str]) -> dict[str, Memory]:
+        """The memories of ``api_key_id`` among ``memory_ids``, in one query on the tenant's shard."""
+        if not memory_ids:
+            return {}
+        for memory_id in memory_ids:
+            require_id(memory_id)
+        with self.db.transaction("read memories", tenant=api_key_id) as conn:
+            rows = conn.execute(self.sql.get_many, (api_key_id, list(memory_ids))).fetchall()
         return {m.id: m for m in map(to_memory, rows)}
 
     def update(self, memory_id: str, patch: MemoryPatch) -> Memory | None:
         require_id(memory_id)
         with self.db.transaction("update a memory", tenant=ALL_TENANTS) as conn:
-            row = conn.execute(self.sql.get_for_update, (memory_id,)).fetchone()
-            if row is None:
-                return None
-            existing = to_memory(row)
-            if patch.is_empty():
-                return existing
-            memory = patch.applied_to(existing)
-            if memory.key != existing.key:
-                clash = conn.execute(self.sql.key_clash, (memory.api_key_id, memory.key, memory.id)).fetchone()
-                if clash is not None:
-                    raise ConflictError(
-                        f"cannot rename memory {memory_id} to key {memory.key!r}: memory {clash[0]} of the same "
-                        "api key already has that key", backend=self.name)
-            conn.execute(self.sql.update, (
-                memory.session_id, memory.type.value, memory.key, memory.content, self._jsonb(memory.metadata),
-                memory.updated_at, memory.expires_at, memory.content, memory.key, memory.session_id,
-                memory.expires_at, memory.id))
+            # Find the owner without a lock (Citus locks rows only in a single-shard query), then lock and
+            # update the row through its owner.
+            owner = conn.execute(self.sql.owner_any_tenant, (memory_id,)).fetchone()
+            return None if owner is None else self._update(conn, str(owner[0]), memory_id, patch)
+
+    def update_owned(self, api_key_id: str, memory_id: str, patch: MemoryPatch) -> Memory | None:
+        """:meth:`update` of a memory of ``api_key_id`` (``None`` when the tenant has no such id)."""
+        require_id(memory_id)
+        with self.db.transaction("update a memory", tenant=api_key_id) as conn:
+            return self._update(conn, api_key_id, memory_id, patch)
+
+    def _update(self, conn: Any, api_key_id: str, memory_id: str, patch: MemoryPatch) -> Memory | None:
+        row = conn.execute(self.sql.get_for_update, (api_key_id, memory_id)).fetchone()
+        if row is None:
+            return None
+        existing = to_memory(row)
+        if patch.is_empty():
+            return existing
+        memory = patch.applied_to(existing)
+        if memory.key != existing.key:
+            clash = conn.execute(self.sql.key_clash, (api_key_id, memory.key, memory.id)).fetchone()
+            if clash is not None:
+                raise ConflictError(
+                    f"cannot rename memory {memory_id} to key {memory.key!r}: memory {clash[0]} of the same "
+                    "api key already has that key", backend=self.name)
+        conn.execute(self.sql.update, (
+            memory.session_id, memory.type.value, memory.key, memory.content, self._jsonb(memory.metadata),
+            memory.updated_at, memory.expires_at, memory.content, memory.key, memory.session_id,
+            memory.expires_at, api_key_id, memory.id))
         return memory
 
     def delete(self, memory_id: str) -> bool:
         require_id(memory_id)
         with self.db.transaction("delete a memory", tenant=ALL_TENANTS) as conn:
-            return conn.execute(self.sql.delete, (memory_id,)).fetchone() is not None
+            return conn.execute(self.sql.delete_any_tenant, (memory_id,)).fetchone() is not None
+
+    def delete_owned(self, api_key_id: str, memory_id: str) -> bool:
+        """Delete a memory of ``api_key_id``; ``False`` when the tenant has no such id."""
+        require_id(memory_id)
+        with self.db.transaction("delete a memory", tenant=api_key_id) as conn:
+            return conn.execute(self.sql.delete, (api_key_id, memory_id)).fetchone() is not None
 
     # --- list --------------------------------------------------------------------------------------------
 
@@ -388,24 +432,22 @@ class PostgresBackend(MemoryBackend):
         return int(row[0])
 
     def mark_indexed(self, memories: Iterable[Memory | str]) -> int:
-        """Clear ``needs_reindex``. A :class:`Memory` clears only a row unchanged since (same ``updated_at``);
-        a bare id clears unconditionally. Returns rows cleared."""
+        """Clear ``needs_reindex``. A :class:`Memory` clears only a row unchanged since (same ``updated_at``),
+        in one statement per tenant; a bare id clears unconditionally, wherever it is. Returns rows cleared."""
         items = builtins.list(memories)
-        guarded = [m for m in items if isinstance(m, Memory)]
+        by_tenant: dict[str, builtins.list[Memory]] = {}
+        for item in items:
+            if isinstance(item, Memory):
+                by_tenant.setdefault(item.api_key_id, []).append(item)
         plain = [m for m in items if isinstance(m, str)]
-        t = self.sql.table
         with self.db.transaction("mark memories indexed", tenant=ALL_TENANTS) as conn:
             cleared = 0
-            if guarded:
-                cur = conn.execute(
-                    f"UPDATE {t} AS m SET needs_reindex = false FROM unnest(%s::text[], %s::timestamptz[]) AS "
-                    "g(id, updated_at) WHERE m.id = g.id AND m.updated_at = g.updated_at AND m.needs_reindex",
-                    ([m.id for m in guarded], [m.updated_at for m in guarded]))
+            for tenant, group in by_tenant.items():
+                cur = conn.execute(self.sql.mark_indexed, ([m.id for m in group], [m.updated_at for m in group],
+                                                           tenant))
                 cleared += cur.rowcount
             if plain:
-                cur = conn.execute(f"UPDATE {t} SET needs_reindex = false WHERE id = ANY(%s) AND needs_reindex",
-                                   (plain,))
-                cleared += cur.rowcount
+                cleared += conn.execute(self.sql.mark_indexed_any_tenant, (plain,)).rowcount
         return cleared
 
     def mark_all_for_reindex(self) -> int:

@@ -185,9 +185,9 @@ class Database:
         ``tenant`` is the ``api_key_id`` the transaction acts for, or :data:`ALL_TENANTS` for operations
         addressed by memory id (the interface gives no tenant there; the service checks ownership above) and
         explicit all-tenant operator calls. Row-level security admits only that tenant's rows, so a query
-        that forgot its own owner filter still sees nothing of another tenant's. It is set with
-        ``set_config(..., true)``: transaction-local, so it never outlives the transaction on a pooled
-        connection (and works behind pgbouncer in transaction mode).
+        that forgot its own owner filter still sees nothing of another tenant's. It is set with ``SET LOCAL``
+        (:meth:`set_tenant`): transaction-local, so it never outlives the transaction on a pooled connection
+        (and works behind pgbouncer in transaction mode), and Citus can pass it on to its workers.
 
         A connection that died while idle in the pool (a server restart) fails on this first statement:
         it is discarded and the transaction starts again on a fresh one, so a restart costs no caller an
@@ -226,11 +226,9 @@ class Database:
                     "pooled connections are busy (raise pool_max_size).", backend=self.component) from exc
             try:
                 if tenant is ALL_TENANTS:
-                    conn.execute("SELECT set_config('memroute.all_tenants', 'on', true)")
+                    conn.execute("SET LOCAL memroute.all_tenants = 'on'", prepare=False)
                 else:
-                    if not isinstance(tenant, str) or not tenant:
-                        raise ValidationError("api_key_id: must be a non-empty string", [("api_key_id", "empty")])
-                    conn.execute("SELECT set_config('memroute.api_key_id', %s, true)", (tenant,))
+                    self.set_tenant(conn, tenant)
                 return conn
             except psycopg.OperationalError as exc:
                 pool.putconn(conn)  # broken: the pool discards it
@@ -241,6 +239,22 @@ class Database:
                 pool.putconn(conn)
                 raise
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def set_tenant(self, conn: Any, tenant: Any) -> None:
+        """Scope the rest of ``conn``'s transaction to ``tenant`` (the row-level security policy reads it).
+
+        A ``SET LOCAL`` statement rather than ``set_config(…, true)``: both are transaction-local, but Citus
+        sends ``SET LOCAL`` on to the workers that run a routed query (``citus.propagate_set_commands =
+        'local'``), where the policy on each shard reads it, and never a function call's effect. The tenant is a
+        quoted literal (a SET takes no bound parameter), sent unprepared: every tenant is another text."""
+        if not isinstance(tenant, str) or not tenant:
+            raise ValidationError("api_key_id: must be a non-empty string", [("api_key_id", "empty")])
+        conn.execute(self.tenant_statement(tenant), prepare=False)
+
+    def tenant_statement(self, tenant: str) -> Any:
+        """``SET LOCAL memroute.api_key_id = '<tenant>'`` as a composed statement (see :meth:`set_tenant`)."""
+        sql = self._psycopg.sql
+        return sql.SQL("SET LOCAL memroute.api_key_id = {}").format(sql.Literal(tenant))
 
     def translate(self, exc: Exception, action: str) -> MemrouteError:
         """The memroute error for a psycopg error, with a message that says how to fix it."""

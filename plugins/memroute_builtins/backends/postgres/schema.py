@@ -17,7 +17,7 @@ from memroute.models import Memory, MemoryType
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Sql", "keyword_terms", "put_columns", "row_values", "to_memory"]
 
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 MAX_QUERY_CHARS: Final = 4096
 MAX_QUERY_TERMS: Final = 32
 INDEXED_PREFIX_CHARS: Final = 262_144
@@ -38,7 +38,10 @@ _POLICY = ("(current_setting('memroute.all_tenants', true) = 'on' "
 def migrations(schema: str) -> dict[int, str]:
     """Version → DDL. Applied in order inside one transaction under an advisory lock (see the backend).
 
-    1: memories (+ settings). 2: the deployment's state: API keys, state values, leases (``state``)."""
+    1: memories (+ settings). 2: the deployment's state: API keys, state values, leases (``state``).
+    3: the primary key of ``memories`` becomes ``(api_key_id, id)``, so every unique constraint of the tenant
+    table includes the tenant and Citus can distribute it by ``api_key_id`` (docs/deployment.md), plus a plain
+    index on ``id``. Rebuilding the key's index keeps every row as it is."""
     from memroute_builtins.backends.postgres.state import state_migration
 
     s = f'"{schema}"'
@@ -88,6 +91,13 @@ def migrations(schema: str) -> dict[int, str]:
             );
         """,
         2: state_migration(schema),
+        3: f"""
+            ALTER TABLE {s}.memories DROP CONSTRAINT memories_pkey;
+            ALTER TABLE {s}.memories ADD CONSTRAINT memories_pkey PRIMARY KEY (api_key_id, id);
+            -- Not unique: the by-id operations that name no tenant (replication, the import's foreign-id
+            -- check, verification) find an id without reading every row.
+            CREATE INDEX memories_id ON {s}.memories (id);
+        """,
     }
 
 
@@ -97,15 +107,25 @@ _COLUMNS: Final = ("id, api_key_id, session_id, type, key, content, metadata, cr
 
 
 class Sql:
-    """The statements of one schema, built once per backend."""
+    """The statements of one schema, built once per backend.
+
+    Every statement that acts for one tenant names it as a bound ``api_key_id = %s`` (or as the inserted
+    value): on a Citus cluster distributed by ``api_key_id`` (docs/deployment.md) that routes it to the one
+    shard holding the tenant. The ``*_any_tenant`` statements are the interface's by-id operations without a
+    tenant (replication, verification, operators): correct on Citus too, one query per shard."""
 
     def __init__(self, schema: str) -> None:
         t = f'"{schema}".memories'
         self.table = t
         self.columns = _COLUMNS
-        self.get = f"SELECT {_COLUMNS} FROM {t} WHERE id = %s"
+        self.get_any_tenant = f"SELECT {_COLUMNS} FROM {t} WHERE id = %s"
+        self.get_many_any_tenant = f"SELECT {_COLUMNS} FROM {t} WHERE id = ANY(%s)"
+        self.owner_any_tenant = f"SELECT api_key_id FROM {t} WHERE id = %s"
+        self.delete_any_tenant = f"DELETE FROM {t} WHERE id = %s RETURNING id"
+        self.get = f"SELECT {_COLUMNS} FROM {t} WHERE api_key_id = %s AND id = %s"
         self.get_for_update = self.get + " FOR UPDATE"
-        self.get_many = f"SELECT {_COLUMNS} FROM {t} WHERE id = ANY(%s)"
+        self.get_many = f"SELECT {_COLUMNS} FROM {t} WHERE api_key_id = %s AND id = ANY(%s)"
+        self.delete = f"DELETE FROM {t} WHERE api_key_id = %s AND id = %s RETURNING id"
         insert = (f"INSERT INTO {t} ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)")
         # The upsert in one statement: a new key inserts; an existing (owner, key) keeps its id and
         # created_at, takes the new content / type / session / expiry, and shallow-merges metadata (jsonb ||).
@@ -122,30 +142,31 @@ class Sql:
         self.update = (
             f"UPDATE {t} SET session_id = %s, type = %s, key = %s, content = %s, metadata = %s, updated_at = %s, "
             "expires_at = %s, needs_reindex = needs_reindex OR content IS DISTINCT FROM %s OR key IS DISTINCT "
-            "FROM %s OR session_id IS DISTINCT FROM %s OR expires_at IS DISTINCT FROM %s WHERE id = %s"
+            "FROM %s OR session_id IS DISTINCT FROM %s OR expires_at IS DISTINCT FROM %s "
+            "WHERE api_key_id = %s AND id = %s"
         )
-        # put_many, set-based: one DELETE and one INSERT per chunk of rows, each row's values passed as
-        # parallel arrays and unnested in the server (executemany of 10,000 rows cost ~240 µs a row: two
-        # statements each, parsed and planned per row). First drop a different memory holding the same
-        # (owner, key), then insert-or-replace by id.
+        # put_many, set-based, per tenant: one DELETE and one INSERT per chunk of one tenant's rows, each row's
+        # values passed as parallel arrays and unnested in the server (executemany of 10,000 rows cost ~240 µs a
+        # row: two statements each, parsed and planned per row). First drop a different memory of the tenant
+        # holding the same key, then insert-or-replace by (owner, id). The owner is one bound value, never
+        # updated (Citus cannot change a row's distribution column): an id's owner never changes.
         self.put_evict = (
-            f"DELETE FROM {t} AS m USING unnest(%s::text[], %s::text[], %s::text[]) AS p(api_key_id, key, id) "
-            "WHERE m.api_key_id = p.api_key_id AND m.key = p.key AND m.id <> p.id")
+            f"DELETE FROM {t} AS m USING unnest(%s::text[], %s::text[]) AS p(key, id) "
+            "WHERE m.api_key_id = %s AND m.key = p.key AND m.id <> p.id")
         self.put = (
-            f"INSERT INTO {t} ({_COLUMNS}) SELECT id, api_key_id, session_id, type, key, content, metadata::jsonb, "
-            "created_at, updated_at, expires_at, access_count, last_accessed_at FROM unnest(%s::text[], %s::text[], "
+            f"INSERT INTO {t} ({_COLUMNS}) SELECT id, %s::text, session_id, type, key, content, metadata::jsonb, "
+            "created_at, updated_at, expires_at, access_count, last_accessed_at FROM unnest(%s::text[], "
             "%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::timestamptz[], %s::timestamptz[], "
-            "%s::timestamptz[], %s::bigint[], %s::timestamptz[]) AS p(id, api_key_id, session_id, type, key, "
+            "%s::timestamptz[], %s::bigint[], %s::timestamptz[]) AS p(id, session_id, type, key, "
             "content, metadata, created_at, updated_at, expires_at, access_count, last_accessed_at) "
-            "ON CONFLICT (id) DO UPDATE SET api_key_id = EXCLUDED.api_key_id, "
+            "ON CONFLICT (api_key_id, id) DO UPDATE SET "
             "session_id = EXCLUDED.session_id, type = EXCLUDED.type, key = EXCLUDED.key, content = EXCLUDED.content, "
             "metadata = EXCLUDED.metadata, created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at, "
             f"expires_at = EXCLUDED.expires_at, needs_reindex = {t}.needs_reindex "
             f"OR {t}.content IS DISTINCT FROM EXCLUDED.content OR {t}.key IS DISTINCT FROM EXCLUDED.key "
             f"OR {t}.session_id IS DISTINCT FROM EXCLUDED.session_id "
             f"OR {t}.expires_at IS DISTINCT FROM EXCLUDED.expires_at "
-            f"OR {t}.created_at IS DISTINCT FROM EXCLUDED.created_at "
-            f"OR {t}.api_key_id IS DISTINCT FROM EXCLUDED.api_key_id, "
+            f"OR {t}.created_at IS DISTINCT FROM EXCLUDED.created_at, "
             # Access telemetry only grows: a replicated or restored copy never erases accesses recorded here.
             f"access_count = GREATEST({t}.access_count, EXCLUDED.access_count), "
             f"last_accessed_at = GREATEST({t}.last_accessed_at, EXCLUDED.last_accessed_at)"
@@ -156,9 +177,14 @@ class Sql:
             f"UPDATE {t} AS m SET access_count = m.access_count + a.n, "
             "last_accessed_at = GREATEST(m.last_accessed_at, a.at) "
             "FROM unnest(%s::text[], %s::bigint[], %s::timestamptz[]) AS a(id, n, at) "
-            "WHERE m.id = a.id AND m.api_key_id = %s"
+            "WHERE m.api_key_id = %s AND m.id = a.id"
         )
-        self.delete = f"DELETE FROM {t} WHERE id = %s RETURNING id"
+        # The indexer's "vector written" mark, per tenant, only for rows unchanged since they were read.
+        self.mark_indexed = (
+            f"UPDATE {t} AS m SET needs_reindex = false FROM unnest(%s::text[], %s::timestamptz[]) AS "
+            "g(id, updated_at) WHERE m.api_key_id = %s AND m.id = g.id AND m.updated_at = g.updated_at "
+            "AND m.needs_reindex")
+        self.mark_indexed_any_tenant = f"UPDATE {t} SET needs_reindex = false WHERE id = ANY(%s) AND needs_reindex"
         self.key_clash = f"SELECT id FROM {t} WHERE api_key_id = %s AND key = %s AND id <> %s"
         self.version_table = f'"{schema}".schema_migrations'
         self.settings_table = f'"{schema}".settings'
@@ -184,11 +210,12 @@ def to_memory(row: Sequence[Any]) -> Memory:
 
 
 def put_columns(memories: Sequence[Memory]) -> list[list[Any]]:
-    """The parameters of :attr:`Sql.put`: one array per column (metadata as JSON text, cast in the server)."""
-    columns: list[list[Any]] = [[] for _ in range(12)]
+    """The array parameters of :attr:`Sql.put` for memories of one tenant: one array per column but the owner
+    (bound once, before them), metadata as JSON text (cast in the server)."""
+    columns: list[list[Any]] = [[] for _ in range(11)]
     for m in memories:
         for column, value in zip(columns, (
-                m.id, m.api_key_id, m.session_id, m.type.value, m.key, m.content,
+                m.id, m.session_id, m.type.value, m.key, m.content,
                 json.dumps(m.metadata, ensure_ascii=False, separators=(",", ":")), m.created_at, m.updated_at,
                 m.expires_at, m.access_count, m.last_accessed_at), strict=True):
             column.append(value)

@@ -4,8 +4,9 @@ By default the store lives in the ``postgres`` primary's database and schema and
 ``dsn`` gives it a database of its own. Tables (in the schema):
 
 - ``vector_index``: one row, the embedding signature the index serves, its column type and dimensions.
-- ``memory_vectors``: ``memory_id uuid`` (primary key), the filter fields every query applies (``api_key_id``,
-  ``session_id``, ``created_at``, ``expires_at``) and ``embedding`` as ``vector(dim)`` (float32) or
+- ``memory_vectors``: primary key ``(api_key_id, memory_id uuid)`` (the tenant first, so Citus can distribute
+  the table by it, docs/deployment.md), the filter fields every query applies (``session_id``,
+  ``created_at``, ``expires_at``) and ``embedding`` as ``vector(dim)`` (float32) or
   ``halfvec(dim)`` (float16, half the size: ``quantization = "int8"`` or ``"float16"`` — pgvector has no int8
   type), under an HNSW index on cosine distance. Row-level security by tenant, as on ``memories``.
 
@@ -55,6 +56,8 @@ COLUMN_TYPES: Final = {"float32": "vector", "int8": "halfvec", "float16": "halfv
 ITERATIVE_SCANS: Final = ("relaxed_order", "strict_order", "off")
 MAX_DIMENSIONS: Final = 2000
 HNSW_INDEX: Final = "memory_vectors_hnsw"
+PRIMARY_KEY: Final = "memory_vectors_pkey"
+ID_INDEX: Final = "memory_vectors_memory_id"
 BULK_MIN: Final = 1_000
 """Backlogs smaller than this grow the HNSW graph vector by vector (see :meth:`PgvectorStore.bulk_load`)."""
 """HNSW indexes ``vector`` up to 2,000 dimensions (``halfvec`` up to 4,000)."""
@@ -247,6 +250,7 @@ class PgvectorStore(VectorStore):
                 exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (self.table,)).fetchone()[0]
                 if stored == wanted and exists:
                     self._index = wanted
+                    self._upgrade_layout(conn)
                     if not self._hnsw_indexes(conn):  # a bulk load was interrupted before it rebuilt the index
                         conn.execute("SET LOCAL statement_timeout = 0")
                         self._create_hnsw(conn, wanted)
@@ -263,14 +267,35 @@ class PgvectorStore(VectorStore):
     def _create_table(self, conn: Any, index: _Index) -> None:
         conn.execute(f"DROP TABLE IF EXISTS {self.table}")
         conn.execute(
-            f"CREATE TABLE {self.table} (memory_id uuid PRIMARY KEY, api_key_id text NOT NULL, session_id text, "
+            f"CREATE TABLE {self.table} (memory_id uuid NOT NULL, api_key_id text NOT NULL, session_id text, "
             "created_at timestamptz NOT NULL, expires_at timestamptz, "
-            f"embedding {index.column_type}({index.dimensions}) NOT NULL)")
-        conn.execute(f"CREATE INDEX ON {self.table} (api_key_id)")
+            f"embedding {index.column_type}({index.dimensions}) NOT NULL, "
+            f'CONSTRAINT "{PRIMARY_KEY}" PRIMARY KEY (api_key_id, memory_id))')
+        # Not unique: delete() and the upsert's re-owning step find ids without a tenant.
+        conn.execute(f'CREATE INDEX "{ID_INDEX}" ON {self.table} (memory_id)')
         self._create_hnsw(conn, index)
         conn.execute(f"ALTER TABLE {self.table} ENABLE ROW LEVEL SECURITY")
         conn.execute(f"ALTER TABLE {self.table} FORCE ROW LEVEL SECURITY")
         conn.execute(f"CREATE POLICY memory_vectors_tenant ON {self.table} USING {_POLICY} WITH CHECK {_POLICY}")
+
+    def _upgrade_layout(self, conn: Any) -> None:
+        """A table made before the tenant led the primary key (memroute 0.x, its key was ``memory_id`` alone):
+        re-key it in place, keeping every vector (the table is otherwise rebuilt only on a re-bind, so its
+        layout is read from the catalog rather than versioned). The owner index the new key makes redundant
+        goes, and an index on ``memory_id`` alone comes (for :meth:`delete`, which names no tenant)."""
+        columns = conn.execute(
+            "SELECT array_agg(a.attname::text ORDER BY k.ord) FROM pg_index i "
+            "CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord) "
+            "JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum "
+            "WHERE i.indrelid = to_regclass(%s) AND i.indisprimary", (self.table,)).fetchone()[0]
+        if columns == ["api_key_id", "memory_id"]:
+            return
+        log.info("pgvector: re-keying %s by (api_key_id, memory_id)", self.table)
+        conn.execute("SET LOCAL statement_timeout = 0")
+        conn.execute(f'ALTER TABLE {self.table} DROP CONSTRAINT IF EXISTS "{PRIMARY_KEY}", '
+                     f'ADD CONSTRAINT "{PRIMARY_KEY}" PRIMARY KEY (api_key_id, memory_id)')
+        conn.execute(f'DROP INDEX IF EXISTS "{self.schema}"."memory_vectors_api_key_id_idx"')
+        conn.execute(f'CREATE INDEX IF NOT EXISTS "{ID_INDEX}" ON {self.table} (memory_id)')
 
     def _hnsw_indexes(self, conn: Any) -> list[str]:
         rows = conn.execute(
@@ -351,14 +376,25 @@ class PgvectorStore(VectorStore):
         rows = [(memory_id, item.api_key_id, item.session_id, item.created_at, item.expires_at,
                  _VectorParam(vector, cast)) for item, memory_id, vector in checked]
         # The indexer writes for every tenant; the policy's WITH CHECK still holds each row to its own owner.
+        # Each row names its owner and conflicts on (owner, id), so on Citus each routes to its tenant's shard;
+        # the owner is never updated (a memory never changes tenant).
+        by_owner: dict[str, list[str]] = {}
+        for row in rows:
+            by_owner.setdefault(row[1], []).append(row[0])
         with self._database().transaction("store vectors", tenant=ALL_TENANTS) as conn:
             self._check_current(conn, index)
+            # A memory id has one vector: a vector stored under another owner goes (the VectorStoreContract's
+            # re-owning rule). The one statement per batch that names no owner to route by: on Citus it asks
+            # every shard (an index lookup each).
+            for owner, memory_ids in by_owner.items():
+                conn.execute(f"DELETE FROM {self.table} WHERE memory_id = ANY(%s::uuid[]) AND api_key_id <> %s",
+                             (memory_ids, owner))
             with conn.cursor() as cur:
                 cur.adapters.register_dumper(_VectorParam, self._dumper)
                 cur.executemany(
                     f"INSERT INTO {self.table} (memory_id, api_key_id, session_id, created_at, expires_at, embedding) "
-                    f"VALUES (%s, %s, %s, %s, %s, %s::{cast}) ON CONFLICT (memory_id) DO UPDATE SET "
-                    "api_key_id = EXCLUDED.api_key_id, session_id = EXCLUDED.session_id, "
+                    f"VALUES (%s, %s, %s, %s, %s, %s::{cast}) ON CONFLICT (api_key_id, memory_id) DO UPDATE SET "
+                    "session_id = EXCLUDED.session_id, "
                     "created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at, "
                     "embedding = EXCLUDED.embedding", rows)
 
@@ -371,6 +407,19 @@ class PgvectorStore(VectorStore):
         with self._database().transaction("delete vectors", tenant=ALL_TENANTS) as conn:
             if conn.execute("SELECT to_regclass(%s) IS NOT NULL", (self.table,)).fetchone()[0]:
                 conn.execute(f"DELETE FROM {self.table} WHERE memory_id = ANY(%s::uuid[])", (ids,))
+
+    def delete_owned(self, api_key_id: str, memory_ids: Sequence[str]) -> None:
+        """:meth:`delete` of vectors of ``api_key_id`` (:class:`~memroute.interfaces.TenantRoutedDeletes`): one
+        statement naming the tenant, so on Citus it runs on the tenant's shard only."""
+        if isinstance(memory_ids, (str, bytes)):
+            raise VectorStoreError("delete_owned() takes a sequence of ids, not one string")
+        ids = [canonical_uuid(m) for m in memory_ids]
+        if not ids or self._index is None:
+            return
+        with self._database().transaction("delete vectors", tenant=api_key_id) as conn:
+            if conn.execute("SELECT to_regclass(%s) IS NOT NULL", (self.table,)).fetchone()[0]:
+                conn.execute(f"DELETE FROM {self.table} WHERE api_key_id = %s AND memory_id = ANY(%s::uuid[])",
+                             (api_key_id, ids))
 
     # --- reads ---------------------------------------------------------------------------------------------
 
@@ -398,10 +447,11 @@ class PgvectorStore(VectorStore):
         s = self.settings
         try:
             with self._database().transaction("search vectors", tenant=query.api_key_id) as conn:
-                conn.execute("SELECT set_config('hnsw.ef_search', %s, true), "
-                             "set_config('hnsw.iterative_scan', %s, true), "
-                             "set_config('hnsw.max_scan_tuples', %s, true)",
-                             (str(min(max(s.ef_search, k), 1000)), s.iterative_scan, str(s.max_scan_tuples)))
+                # SET LOCAL, not set_config(): Citus passes SET LOCAL on to the shard running the query. The
+                # three in one round trip (no parameters: one simple-protocol query).
+                conn.execute(self._set_local({"hnsw.ef_search": min(max(s.ef_search, k), 1000),
+                                              "hnsw.iterative_scan": s.iterative_scan,
+                                              "hnsw.max_scan_tuples": s.max_scan_tuples}), prepare=False)
                 cur = conn.cursor()
                 cur.adapters.register_dumper(_VectorParam, self._dumper)
                 rows = cur.execute(sql.format(order=distance), [probe, *params, probe, k]).fetchall()
@@ -422,6 +472,13 @@ class PgvectorStore(VectorStore):
             raise VectorStoreError(f"pgvector query failed: {exc}") from exc
         return [VectorHit(memory_id=str(memory_id), score=max(-1.0, min(1.0, 1.0 - float(dist))))
                 for memory_id, dist in rows]
+
+    @staticmethod
+    def _set_local(settings: dict[str, Any]) -> Any:
+        from psycopg import sql
+
+        return sql.SQL("; ").join(sql.SQL("SET LOCAL {} = {}").format(sql.SQL(name), sql.Literal(str(value)))
+                                  for name, value in settings.items())
 
     def _select(self, sql: str, api_key_id: str | None, action: str) -> list[tuple[Any, ...]]:
         owner = " WHERE api_key_id = %s" if api_key_id is not None else ""
