@@ -140,16 +140,17 @@ def _same_data(stores: list[VectorStore], dim: int = 64, tenants: int = 3, per_t
     return probes, SearchQuery(api_key_id="t1", now=now)
 
 
+@pytest.mark.parametrize("center", [True, False], ids=["centred", "plain"])
 @pytest.mark.parametrize("tier", ["small", "large"])
 @pytest.mark.parametrize("quantization,min_overlap", [("float32", 10), ("int8", 8)])
 def test_sqlite_vec_and_qdrant_give_the_same_top_10(tmp_path: Path, quantization: str, min_overlap: int,
-                                                    tier: str) -> None:
+                                                    tier: str, center: bool) -> None:
     # 150 vectors per tenant: below promote_at (vec0) or past it (the numpy large tier).
     promote_at = 512 if tier == "small" else 100
-    # Plain cosine on both sides: sqlite-vec's centred ranking (its default) is a refinement Qdrant does not make.
-    sqlite = SqliteVecStore(SqliteVecSettings(quantization=quantization, promote_at=promote_at, center=False),
+    # Both rank by the centred query (the default) or both by plain cosine.
+    sqlite = SqliteVecStore(SqliteVecSettings(quantization=quantization, promote_at=promote_at, center=center),
                             _context(tmp_path))
-    qdrant = QdrantStore(QdrantSettings(location=":memory:"), _context(tmp_path))
+    qdrant = QdrantStore(QdrantSettings(location=":memory:", center=center), _context(tmp_path))
     try:
         probes, query = _same_data([sqlite, qdrant])
         overlaps = []

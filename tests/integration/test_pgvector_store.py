@@ -58,8 +58,9 @@ def test_a_small_tenant_gets_k_results_when_the_index_scan_gives_up(postgres_ser
     postgres_server.admin("GRANT CREATE ON DATABASE memroute TO memroute_hnsw")
     crowd = _unit(probe + 0.02 * rng.standard_normal((2000, 48)))
     small = _unit(rng.standard_normal((40, 48)))
+    # Plain cosine, to compare with brute force (centred ranking has its own test below).
     settings = PgvectorSettings(dsn=postgres_server.dsn("memroute_hnsw"), schema=schema, max_scan_tuples=100,
-                                ef_search=10)
+                                ef_search=10, center=False)
     store = PgvectorStore(settings, ComponentContext(instance_name="pgvector", data_dir=tmp_path))
     try:
         store.bind(SIGNATURE)
@@ -195,3 +196,33 @@ def test_an_interrupted_bulk_load_gets_its_index_back_on_the_next_start(
         assert again.count() == 5
     finally:
         again.close()
+
+
+def test_centred_query_ranking_matches_the_other_stores(postgres_server: PostgresServer, schema: str,
+                                                        tmp_path: Path) -> None:
+    from memroute_builtins.vectors.sqlite_vec.matrix_cache import centered_scores
+
+    rng = np.random.default_rng(11)
+    rows = _unit(rng.standard_normal((150, 48)) * 0.4 + 1.0)  # crowded in a cone, as real embeddings are
+    items = _items(rows, "k")
+    store = _store(postgres_server, schema, tmp_path)
+    plain = _store(postgres_server, schema, tmp_path, center=False)
+    try:
+        store.bind(SIGNATURE)
+        plain.bind(SIGNATURE)
+        store.upsert(items + _items(_unit(rng.standard_normal((30, 48))), "other"))
+        query = SearchQuery(api_key_id="k", now=NOW)
+        by_id = {item.memory_id: i for i, item in enumerate(items)}
+        for probe in _unit(rng.standard_normal((3, 48)) * 0.4 + 1.0):
+            scores = centered_scores(rows, probe)
+            hits = store.query(probe, query, 10)
+            assert [h.memory_id for h in hits] == [items[i].memory_id for i in np.argsort(-scores)[:10]]
+            for hit in hits:
+                assert hit.score == pytest.approx(float(scores[by_id[hit.memory_id]]), abs=1e-4)
+                assert hit.cosine == pytest.approx(float(rows[by_id[hit.memory_id]] @ probe), abs=1e-4)
+            assert [h.score for h in plain.query(probe, query, 5)] == pytest.approx(
+                sorted((rows @ probe).tolist(), reverse=True)[:5], abs=1e-4)
+        assert store.centers.computed == 1  # one average per tenant, cached
+    finally:
+        store.close()
+        plain.close()

@@ -1,7 +1,7 @@
-"""Centred ranking in the sqlite-vec store (``center = true``, the default) and the indexing fast paths:
-both tiers rank exactly by the centred cosine of brute force, each hit keeps its plain cosine, ``center =
-false`` is plain cosine; batch vector checks name the bad item as the per-item check does; indexing does
-not go through the query cache."""
+"""Centred-query ranking (``center = true``, the default) in the sqlite-vec and Qdrant stores, and the indexing
+fast paths: both sqlite-vec tiers and Qdrant rank exactly by brute force over the centred query, each hit
+keeps its plain cosine, the cached tenant mean follows writes, ``center = false`` is plain cosine; batch
+vector checks name the bad item as the per-item check does; indexing does not go through the query cache."""
 
 from __future__ import annotations
 
@@ -71,7 +71,13 @@ def test_centring_changes_the_ranking_only_where_the_cone_misleads(tmp_path: Pat
     assert all(h.cosine is None or h.cosine == h.score for h in plain_hits)
     assert [h.score for h in plain_hits] == pytest.approx(sorted((rows @ probe).tolist(), reverse=True)[:10],
                                                           abs=1e-5)
-    assert centred.query(rows[7], SearchQuery(api_key_id="k", now=NOW), 1)[0].score == pytest.approx(1.0, abs=1e-4)
+    # Only the query is centred: the score is the memory's cosine with unit(query - center).
+    middle = center_of(rows)
+    shifted = (rows[7] - middle) / np.linalg.norm(rows[7] - middle)
+    best = centred.query(rows[7], SearchQuery(api_key_id="k", now=NOW), 1)[0]
+    top = int(np.argmax(rows @ shifted))
+    assert best.score == pytest.approx(float(rows[top] @ shifted), abs=1e-4)
+    assert best.cosine == pytest.approx(float(rows[top] @ rows[7]), abs=1e-4)
     plain.close()
     centred.close()
 
@@ -127,3 +133,70 @@ def test_indexing_does_not_fill_the_query_cache(tmp_path: Path) -> None:
         assert cache.get("size", 0) <= 1, cache  # at most the signature probe, not the 20 memories
         hits = mem.search("build pipeline", api_key_id="t", strategy="semantic", limit=3).hits
         assert len(hits) == 3
+
+
+def test_qdrant_ranks_by_the_same_centred_query_and_refreshes_its_center(tmp_path: Path) -> None:
+    from memroute_builtins.vectors.qdrant import QdrantSettings, QdrantStore
+
+    store = QdrantStore(QdrantSettings(location=":memory:"), ComponentContext(instance_name="v", data_dir=tmp_path))
+    store.bind(SIG)
+    rows = _cone(120, seed=10)
+    items = _items(rows)
+    store.upsert(items + _items(_cone(30, seed=11), "other"))
+    query = SearchQuery(api_key_id="k", now=NOW)
+    by_id = {it.memory_id: i for i, it in enumerate(items)}
+    for probe in _cone(3, seed=12):
+        scores = centered_scores(rows, probe)
+        hits = store.query(probe, query, 10)
+        assert [h.memory_id for h in hits] == [items[i].memory_id for i in np.argsort(-scores, kind="stable")[:10]]
+        for hit in hits:
+            assert hit.score == pytest.approx(float(scores[by_id[hit.memory_id]]), abs=1e-4)
+            assert hit.cosine == pytest.approx(float(rows[by_id[hit.memory_id]] @ probe), abs=1e-4)
+    assert store.centers.computed == 1  # cached between queries
+    more = _cone(60, seed=13) * np.float32(-1.0)  # a different direction: the mean moves
+    store.upsert(_items(more))
+    probe = _cone(1, seed=14)[0]
+    expected = centered_scores(np.concatenate([rows, more]), probe)
+    top = store.query(probe, query, 1)[0]
+    assert store.centers.computed == 2
+    assert top.score == pytest.approx(float(expected.max()), abs=1e-4)
+    plain = QdrantStore(QdrantSettings(location=":memory:", center=False),
+                        ComponentContext(instance_name="p", data_dir=tmp_path))
+    plain.bind(SIG)
+    plain.upsert(items)
+    assert [h.score for h in plain.query(probe, query, 5)] == pytest.approx(
+        sorted((rows @ probe).tolist(), reverse=True)[:5], abs=1e-5)
+    store.close()
+    plain.close()
+
+
+def test_tenant_centers_recompute_after_own_writes_or_a_changed_count() -> None:
+    from memroute_builtins.vectors.common import TenantCenters
+
+    counts = {"k": 100}
+    calls = []
+    clock = [0.0]
+
+    def compute(api_key_id: str):
+        calls.append(api_key_id)
+        return np.ones(4, dtype=np.float32) * 0.5, counts[api_key_id]
+
+    centers = TenantCenters(compute, lambda key: counts[key], check_seconds=30, clock=lambda: clock[0])
+    first = centers.get("k")
+    assert first is not None and first == pytest.approx(0.5 * 100 / 110)
+    centers.wrote(["k"] * 10)  # 10 % of 100: still fresh
+    centers.get("k")
+    assert len(calls) == 1
+    centers.wrote(["k"])  # past 10 %
+    centers.get("k")
+    assert len(calls) == 2
+    clock[0] = 31.0  # time to check the count: unchanged, so the center stays
+    centers.get("k")
+    assert len(calls) == 2
+    counts["k"] = 150  # another process wrote
+    clock[0] = 62.0
+    centers.get("k")
+    assert len(calls) == 3
+    centers.wrote([None] * 20)  # deletes by id count against every tenant
+    centers.get("k")
+    assert len(calls) == 4

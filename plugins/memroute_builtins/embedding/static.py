@@ -59,8 +59,9 @@ class StaticEmbeddingSource(EmbeddingSource):
     on the next call."""
 
     source = "static"
-    fusion_keyword_weight = 2.0
-    """Calibrated on the quality benchmark's dev split (``memroute bench --quality``) for potion-base-8M."""
+    fusion_keyword_weight = 1.25
+    """Calibrated on the quality benchmark's dev split (``memroute bench --quality``) for potion-base-8M with
+    centred-query ranking (docs/retrieval.md)."""
 
     def __init__(self, settings: StaticSettings | None = None) -> None:
         self.settings = settings or StaticSettings()

@@ -1,14 +1,16 @@
-"""Input checks and conversions shared by the built-in vector stores (sqlite-vec and Qdrant).
+"""Input checks, conversions and the centred-query ranking shared by the built-in vector stores.
 
-Both stores validate a whole batch before writing anything, so a bad item never leaves a partial write.
+The stores validate a whole batch before writing anything, so a bad item never leaves a partial write.
 """
 
 from __future__ import annotations
 
 import math
 import re
+import threading
+import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -18,8 +20,8 @@ from memroute.errors import ValidationError, VectorStoreError
 from memroute.interfaces import VectorItem
 
 __all__ = [
-    "MAX_K", "canonical_uuid", "check_items", "check_k", "check_vector", "check_vectors", "unix_micros", "unix_seconds",
-    "uuid_bytes",
+    "CENTER_PRIOR", "CENTER_REFRESH", "MAX_K", "TenantCenters", "canonical_uuid", "center_of", "centered_probe",
+    "check_items", "check_k", "check_vector", "check_vectors", "unix_micros", "unix_seconds", "uuid_bytes",
 ]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -137,3 +139,90 @@ def unix_micros(value: datetime) -> int:
 
 def unix_seconds(value: datetime) -> float:
     return unix_micros(value) / 1_000_000
+
+
+# --- centred-query ranking -------------------------------------------------------------------------------
+
+CENTER_PRIOR = 10
+"""Centring shrinks the mean toward zero by ``n / (n + CENTER_PRIOR)``: a tenant with a handful of memories
+is barely centred (its mean says little about the model's bias), one with hundreds fully."""
+CENTER_REFRESH = 0.1
+"""A tenant's center is recomputed once its row count has changed by this share since it was computed."""
+
+
+def center_of(vectors: np.ndarray) -> np.ndarray:
+    """The (shrunk) mean of unit ``vectors``: the direction every embedding of this tenant shares."""
+    n = vectors.shape[0]
+    if n == 0:
+        return np.zeros(vectors.shape[1], dtype=np.float32)
+    return (vectors.mean(axis=0) * (n / (n + CENTER_PRIOR))).astype(np.float32)
+
+
+def centered_probe(probe: np.ndarray, middle: np.ndarray) -> np.ndarray | None:
+    """The unit ``probe - middle``: the query with the tenant's shared direction taken out, or ``None`` when
+    nothing is left of it (the query *is* the center).
+
+    Every store with ``center = true`` ranks by each memory's cosine with this vector (only the query moves,
+    so a store that ranks on a server — Qdrant, pgvector — runs its ordinary cosine search with it)."""
+    query = probe - middle
+    norm = float(np.linalg.norm(query))
+    return None if norm == 0.0 else (query / norm).astype(np.float32)
+
+
+class TenantCenters:
+    """Each tenant's mean vector for stores that rank on a server (Qdrant, pgvector), computed there on
+    demand and cached in this process.
+
+    ``compute(api_key_id)`` returns ``(mean of the tenant's unit vectors, count)``; ``count(api_key_id)``
+    the tenant's vector count, a cheap query. A cached center is used until this process has written (or
+    deleted) more than :data:`CENTER_REFRESH` of the tenant's count since it was computed; every
+    ``check_seconds`` the count is asked again, so other processes' writes move it too. A tenant's mean moves
+    slowly: a center a few writes old ranks the same."""
+
+    def __init__(self, compute: Callable[[str], tuple[np.ndarray | None, int]], count: Callable[[str], int],
+                 *, check_seconds: float = 30.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self._compute = compute
+        self._count = count
+        self.check_seconds = check_seconds
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._entries: dict[str, tuple[np.ndarray | None, int, float, int]] = {}
+        """``api_key_id -> (center, count when computed, last checked, writes since)``."""
+        self.computed = 0
+
+    def get(self, api_key_id: str) -> np.ndarray | None:
+        """The tenant's shrunk mean, or ``None`` when it holds no vectors."""
+        now = self._clock()
+        with self._lock:
+            entry = self._entries.get(api_key_id)
+        if entry is not None:
+            center, n, checked, writes = entry
+            fresh = writes <= CENTER_REFRESH * max(n, 1)
+            if fresh and now - checked < self.check_seconds:
+                return center
+            if fresh and abs(self._count(api_key_id) - n) <= CENTER_REFRESH * max(n, 1):
+                with self._lock:
+                    self._entries[api_key_id] = (center, n, now, writes)
+                return center
+        mean, n = self._compute(api_key_id)
+        center = None if mean is None or n == 0 else (np.asarray(mean, dtype=np.float32) * (n / (n + CENTER_PRIOR)))
+        with self._lock:
+            self._entries[api_key_id] = (center, n, now, 0)
+            self.computed += 1
+        return center
+
+    def wrote(self, api_key_ids: Sequence[str | None]) -> None:
+        """Count writes against the tenants' centers (``None``: a write whose tenant is unknown, a delete by
+        id, which counts against every cached tenant)."""
+        with self._lock:
+            for api_key_id in api_key_ids:
+                targets = list(self._entries) if api_key_id is None else [api_key_id]
+                for key in targets:
+                    entry = self._entries.get(key)
+                    if entry is not None:
+                        center, n, checked, writes = entry
+                        self._entries[key] = (center, n, checked, writes + 1)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()

@@ -6,6 +6,11 @@ signature, which is recorded in the collection's metadata: a different signature
 Points are keyed by the memory's canonical UUID; every query filters by owner, expiry, retention and
 (when given) session through ``query_points``.
 
+With ``center = true`` (the default) a query ranks by each memory's cosine with the **centred query**, the
+query minus the tenant's mean vector (as the sqlite-vec store does; :func:`~memroute_builtins.vectors.common.
+centered_probe`): the mean is computed by scrolling the tenant's vectors and cached
+(:class:`~memroute_builtins.vectors.common.TenantCenters`), and each hit carries its plain cosine too.
+
 Local mode performs exact search and ignores payload indexes, quantisation and search parameters; the
 arguments are still passed (so a server gets them) and unit tests observe them with a recording client.
 """
@@ -20,13 +25,22 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import numpy as np
 
 import memroute
 from memroute.errors import ConfigError, MemrouteError, VectorStoreError
 from memroute.interfaces import ComponentContext, EmbeddingSignature, VectorHit, VectorItem, VectorStore
 from memroute.models import HealthResult, SearchQuery
 from memroute.specs import VectorStoreSpec
-from memroute_builtins.vectors.common import canonical_uuid, check_items, check_k, check_vector, unix_seconds
+from memroute_builtins.vectors.common import (
+    TenantCenters,
+    canonical_uuid,
+    centered_probe,
+    check_items,
+    check_k,
+    check_vector,
+    unix_seconds,
+)
 
 __all__ = ["QdrantSettings", "QdrantStore"]
 
@@ -76,6 +90,11 @@ class QdrantSettings:
     shard_key_by_api_key: bool = False
     """Cluster only: a custom shard key per API key (``sharding_method=custom``), so one tenant's data lives
     on one shard and its searches touch only that shard. Not available in local mode."""
+    center: bool = True
+    """Rank by the cosine with the centred query (the query minus the tenant's mean vector), as the
+    sqlite-vec store does (docs/vectors.md); ``false``: plain cosine."""
+    center_check_seconds: float = attrs.field(default=30.0, validator=attrs.validators.ge(0))
+    """How often a cached tenant mean is checked against the tenant's vector count (other processes' writes)."""
 
     def __attrs_post_init__(self) -> None:
         given = [name for name in ("url", "location", "path") if getattr(self, name)]
@@ -136,6 +155,7 @@ class QdrantStore(VectorStore):
         self._dimensions: int | None = None
         self._shard_keys: set[str] = set()
         self._closed = False
+        self.centers = TenantCenters(self._tenant_mean, self.count, check_seconds=settings.center_check_seconds)
         with self._call("read the collection"):
             self._load_existing()
 
@@ -191,6 +211,7 @@ class QdrantStore(VectorStore):
                     return True
                 self.client.delete_collection(self.collection)
                 self._shard_keys.clear()
+                self.centers.clear()
             self._create(wanted, quantization, signature.dimensions)
             return not exists
 
@@ -271,6 +292,7 @@ class QdrantStore(VectorStore):
             shard = item.api_key_id if self.settings.shard_key_by_api_key else None
             points_by_shard.setdefault(shard, []).append(
                 m.PointStruct(id=memory_id, vector=vector.tolist(), payload=payload))
+        self.centers.wrote([item.api_key_id for item, _, _ in checked])
         with self._call("upsert vectors"):
             if not self.settings.shard_key_by_api_key:
                 # A memory that changed owner must leave its old place: upsert by id replaces the point.
@@ -292,6 +314,7 @@ class QdrantStore(VectorStore):
         ids = [canonical_uuid(m) for m in memory_ids]
         if not ids or self._signature is None:
             return
+        self.centers.wrote([None] * len(ids))
         with self._call("delete vectors"):
             self.client.delete(self.collection, points_selector=self._m.PointIdsList(points=list[Any](ids)), wait=True)
 
@@ -348,12 +371,47 @@ class QdrantStore(VectorStore):
             extra["shard_key_selector"] = query.api_key_id
         if not self.local:
             extra["timeout"] = self.settings.timeout
+        middle = self.centers.get(query.api_key_id) if self.settings.center else None
+        probe = None if middle is None else centered_probe(unit, middle)
         with self._call("query vectors"):
             response = self.client.query_points(
-                self.collection, query=unit.tolist(), query_filter=m.Filter(must=must), limit=k,
-                search_params=params, with_payload=False, with_vectors=False, **extra)
-        return [VectorHit(memory_id=str(point.id), score=max(-1.0, min(1.0, float(point.score))))
-                for point in response.points]
+                self.collection, query=(unit if probe is None else probe).tolist(), query_filter=m.Filter(must=must),
+                limit=k, search_params=params, with_payload=False, with_vectors=probe is not None, **extra)
+        if probe is None:
+            return [VectorHit(memory_id=str(point.id), score=max(-1.0, min(1.0, float(point.score))))
+                    for point in response.points]
+        hits = []
+        for point in response.points:  # the plain cosine, for the relevance floor
+            stored = np.asarray(point.vector, dtype=np.float32)
+            cosine = float(stored @ unit) / max(float(np.linalg.norm(stored)), 1e-12)
+            hits.append(VectorHit(memory_id=str(point.id), score=max(-1.0, min(1.0, float(point.score))),
+                                  cosine=max(-1.0, min(1.0, cosine))))
+        return hits
+
+    def _tenant_mean(self, api_key_id: str) -> tuple[np.ndarray | None, int]:
+        """The mean of the tenant's unit vectors and their count, scrolled from the collection."""
+        dimensions = self._bound()
+        total = np.zeros(dimensions, dtype=np.float64)
+        n = 0
+        offset = None
+        extra: dict[str, Any] = {}
+        if self.settings.shard_key_by_api_key:
+            if api_key_id not in self._shard_keys and not self._has_points(api_key_id):
+                return None, 0
+            extra["shard_key_selector"] = api_key_id
+        flt = self._m.Filter(must=[self._owner_filter(api_key_id)])
+        with self._call("read the tenant's vectors"):
+            while True:
+                points, offset = self.client.scroll(self.collection, scroll_filter=flt, limit=1000, offset=offset,
+                                                    with_payload=False, with_vectors=True, **extra)
+                if points:
+                    rows = np.asarray([p.vector for p in points], dtype=np.float32)
+                    rows /= np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
+                    total += rows.sum(axis=0)
+                    n += len(points)
+                if offset is None:
+                    break
+        return (None, 0) if n == 0 else ((total / n).astype(np.float32), n)
 
     def _has_points(self, api_key_id: str) -> bool:
         return self.count(api_key_id) > 0

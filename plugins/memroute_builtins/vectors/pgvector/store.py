@@ -17,6 +17,11 @@ returning fewer. Should a small tenant among many large ones still come back sho
 exactly over that tenant's rows (its owner index, no HNSW): a tenant never gets fewer than k results because of
 its neighbours.
 
+**Centred-query ranking** (``center = true``, the default), as the sqlite-vec and Qdrant stores do: the query
+vector is the query minus the tenant's mean vector (``avg(embedding)`` over the tenant's rows, cached in the
+process: :class:`~memroute_builtins.vectors.common.TenantCenters`), so the search is the same one ``ORDER BY
+embedding <=> q`` on the HNSW index; each hit also carries its plain cosine for the relevance floor.
+
 **The signature rule.** ``bind`` under another signature (or column type, or dimension) drops and recreates the
 table: an index built by another embedding model is never queried. Other processes may re-bind the shared
 index at any time, so every write checks the stored signature in its own transaction (``FOR SHARE`` on the
@@ -46,7 +51,14 @@ from memroute_builtins.backends.postgres.database import (
     DatabaseSettings,
     check_schema_name,
 )
-from memroute_builtins.vectors.common import canonical_uuid, check_items, check_k, check_vector
+from memroute_builtins.vectors.common import (
+    TenantCenters,
+    canonical_uuid,
+    centered_probe,
+    check_items,
+    check_k,
+    check_vector,
+)
 
 __all__ = ["PgvectorSettings", "PgvectorStore"]
 
@@ -116,6 +128,11 @@ class PgvectorSettings(DatabaseSettings):
     index_build_memory_mb: int = attrs.field(default=256, validator=_at_least(1))
     """``maintenance_work_mem`` for building the HNSW index after a bulk load: the graph is built fastest when
     it fits (about one and a half times the vectors' size)."""
+    center: bool = True
+    """Rank by the cosine with the centred query (the query minus the tenant's mean vector), as the
+    sqlite-vec store does (docs/vectors.md); ``false``: plain cosine."""
+    center_check_seconds: float = attrs.field(default=30.0, validator=attrs.validators.ge(0))
+    """How often a cached tenant mean is checked against the tenant's vector count (other processes' writes)."""
 
 
 @attrs.frozen
@@ -177,6 +194,7 @@ class PgvectorStore(VectorStore):
         self._opened = False
         self._index: _Index | None = None
         self._dumper = _dumper()
+        self.centers = TenantCenters(self._tenant_mean, self.count, check_seconds=settings.center_check_seconds)
 
     # --- connections and the index row ------------------------------------------------------------------
 
@@ -262,6 +280,7 @@ class PgvectorStore(VectorStore):
         except MemrouteError as exc:
             raise VectorStoreError(f"pgvector: cannot bind the index: {exc}") from exc
         self._index = wanted
+        self.centers.clear()
         return stored is None
 
     def _create_table(self, conn: Any, index: _Index) -> None:
@@ -375,6 +394,7 @@ class PgvectorStore(VectorStore):
         cast = index.column_type
         rows = [(memory_id, item.api_key_id, item.session_id, item.created_at, item.expires_at,
                  _VectorParam(vector, cast)) for item, memory_id, vector in checked]
+        self.centers.wrote([item.api_key_id for item, _, _ in checked])
         # The indexer writes for every tenant; the policy's WITH CHECK still holds each row to its own owner.
         # Each row names its owner and conflicts on (owner, id), so on Citus each routes to its tenant's shard;
         # the owner is never updated (a memory never changes tenant).
@@ -404,6 +424,7 @@ class PgvectorStore(VectorStore):
         ids = [canonical_uuid(m) for m in memory_ids]
         if not ids or self._index is None:
             return
+        self.centers.wrote([None] * len(ids))
         with self._database().transaction("delete vectors", tenant=ALL_TENANTS) as conn:
             if conn.execute("SELECT to_regclass(%s) IS NOT NULL", (self.table,)).fetchone()[0]:
                 conn.execute(f"DELETE FROM {self.table} WHERE memory_id = ANY(%s::uuid[])", (ids,))
@@ -428,7 +449,11 @@ class PgvectorStore(VectorStore):
             raise VectorStoreError(f"query() takes a SearchQuery, got {type(query).__name__}")
         k = check_k(k)
         index = self._bound()
-        probe = _VectorParam(check_vector(vector, index.dimensions, "query vector"), index.column_type)
+        unit = check_vector(vector, index.dimensions, "query vector")
+        middle = self.centers.get(query.api_key_id) if self.settings.center else None
+        centred = None if middle is None else centered_probe(unit, middle)
+        probe = _VectorParam(unit if centred is None else centred, index.column_type)
+        plain = _VectorParam(unit, index.column_type)
         where = ["api_key_id = %s", "(expires_at IS NULL OR expires_at > %s)"]
         params: list[Any] = [query.api_key_id, query.now]
         cutoff = query.created_after
@@ -441,9 +466,10 @@ class PgvectorStore(VectorStore):
         where.append(f"EXISTS (SELECT 1 FROM {self.meta_table} WHERE signature = %s AND column_type = %s)")
         params += [index.signature, index.column_type]
         distance = f"embedding <=> %s::{index.column_type}"
-        sql = (f"WITH nn AS MATERIALIZED (SELECT memory_id, {distance} AS distance FROM {self.table} "
+        # The plain cosine distance too (the relevance floor compares it), once the centred search has chosen.
+        sql = (f"WITH nn AS MATERIALIZED (SELECT memory_id, embedding, {distance} AS distance FROM {self.table} "
                f"WHERE {' AND '.join(where)} ORDER BY {{order}} LIMIT %s) "
-               "SELECT memory_id, distance FROM nn ORDER BY distance, memory_id")
+               f"SELECT memory_id, distance, {distance} FROM nn ORDER BY distance, memory_id")
         s = self.settings
         try:
             with self._database().transaction("search vectors", tenant=query.api_key_id) as conn:
@@ -454,12 +480,13 @@ class PgvectorStore(VectorStore):
                                               "hnsw.max_scan_tuples": s.max_scan_tuples}), prepare=False)
                 cur = conn.cursor()
                 cur.adapters.register_dumper(_VectorParam, self._dumper)
-                rows = cur.execute(sql.format(order=distance), [probe, *params, probe, k]).fetchall()
+                values = [probe, *params, probe, k, plain]
+                rows = cur.execute(sql.format(order=distance), values).fetchall()
                 if len(rows) < k:
                     # Short: either the tenant has fewer than k admitted vectors, or the index scan gave up
                     # among other tenants' neighbours. The exact query over the tenant's own rows settles it
                     # (``+ 0`` keeps the planner off the HNSW index).
-                    rows = cur.execute(sql.format(order=f"({distance}) + 0"), [probe, *params, probe, k]).fetchall()
+                    rows = cur.execute(sql.format(order=f"({distance}) + 0"), values).fetchall()
                     if not rows:
                         stored = self._read_index(conn, self.meta_table)
                         if stored != index:
@@ -470,8 +497,18 @@ class PgvectorStore(VectorStore):
             if "different vector dimensions" in str(exc) or "does not exist" in str(exc):
                 raise self._stale(None, index) from exc
             raise VectorStoreError(f"pgvector query failed: {exc}") from exc
-        return [VectorHit(memory_id=str(memory_id), score=max(-1.0, min(1.0, 1.0 - float(dist))))
-                for memory_id, dist in rows]
+        return [VectorHit(memory_id=str(memory_id), score=max(-1.0, min(1.0, 1.0 - float(dist))),
+                          cosine=None if centred is None else max(-1.0, min(1.0, 1.0 - float(plain_dist))))
+                for memory_id, dist, plain_dist in rows]
+
+    def _tenant_mean(self, api_key_id: str) -> tuple[np.ndarray | None, int]:
+        """The mean of the tenant's vectors (they are stored unit length) and their count."""
+        rows = self._select(f"SELECT avg(embedding::vector)::text, count(*) FROM {self.table}", api_key_id,
+                            "average the tenant's vectors")
+        if not rows or rows[0][0] is None or not rows[0][1]:
+            return None, 0
+        mean = np.asarray([float(x) for x in str(rows[0][0]).strip("[]").split(",")], dtype=np.float32)
+        return mean, int(rows[0][1])
 
     @staticmethod
     def _set_local(settings: dict[str, Any]) -> Any:

@@ -20,9 +20,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from memroute_builtins.vectors.common import CENTER_PRIOR, CENTER_REFRESH, center_of, centered_probe
+
 __all__ = [
     "CENTER_PRIOR", "CENTER_REFRESH", "ID_BYTES", "MatrixCache", "TenantMatrix", "TenantRows", "center_of",
-    "centered_scores",
+    "centered_probe", "centered_scores",
 ]
 
 ID_BYTES = 16
@@ -39,31 +41,16 @@ def _scores(vectors: np.ndarray, probe: np.ndarray) -> np.ndarray:
     return np.einsum("ij,j->i", vectors, probe)
 
 
-CENTER_PRIOR = 10
-"""Centring shrinks the mean toward zero by ``n / (n + CENTER_PRIOR)``: a tenant with a handful of memories
-is barely centred (its mean says little about the model's bias), one with hundreds fully."""
-CENTER_REFRESH = 0.1
-"""A tenant's center is recomputed once its row count has changed by this share since it was computed."""
-
-
-def center_of(vectors: np.ndarray) -> np.ndarray:
-    """The (shrunk) mean of unit ``vectors``: the direction every embedding of this tenant shares."""
-    n = vectors.shape[0]
-    if n == 0:
-        return np.zeros(vectors.shape[1], dtype=np.float32)
-    return (vectors.mean(axis=0) * (n / (n + CENTER_PRIOR))).astype(np.float32)
-
-
 def centered_scores(vectors: np.ndarray, probe: np.ndarray) -> np.ndarray:
-    """Centred cosines of ``probe`` against unit ``vectors`` (one tenant's rows): the cosine after subtracting
-    their shared mean (:func:`center_of`) from both sides. An embedding model puts every text in a narrow cone
-    (a static model more than most), so a short chat turn that shares only the cone is close to every
-    question; measured from the tenant's mean, only what a memory says beyond it counts."""
-    middle = center_of(vectors)
-    rows = vectors - middle
-    query = probe - middle
-    norms = np.linalg.norm(rows, axis=1) * max(float(np.linalg.norm(query)), 1e-6)
-    return np.asarray(_scores(rows, query) / np.maximum(norms, 1e-6), dtype=np.float32)
+    """Centred scores of ``probe`` against unit ``vectors`` (one tenant's rows): each row's cosine with the
+    **centred query**, the query minus the rows' shared mean (:func:`center_of`), renormalised. An embedding
+    model puts every text in a narrow cone (a static model more than most), so a short chat turn that shares
+    only the cone is close to every question; the centred query keeps only what the question says beyond
+    the cone. Only the query moves: the memories stay unit vectors (dividing by each memory's distance to
+    the mean as well, the full centred cosine, favours the short chat turns that sit near the mean and lost
+    on the quality benchmark's dev split), so any store can rank this way with an ordinary cosine search."""
+    centred = centered_probe(probe, center_of(vectors))
+    return np.asarray(_scores(vectors, probe if centred is None else centred), dtype=np.float32)
 
 
 class TenantRows:
@@ -97,8 +84,6 @@ class TenantMatrix:
         self._center: np.ndarray | None = None
         """The tenant's mean vector (shrunk, see :func:`center_of`), or ``None`` until a centred search."""
         self._center_n = 0
-        self._center_norms: np.ndarray | None = None
-        """Per live row, ``|row - center|``: kept in step by appends and removes while the center holds."""
         self._allocate(0)
 
     def _allocate(self, capacity: int) -> None:
@@ -139,7 +124,7 @@ class TenantMatrix:
         self.created = rows.created
         self.expires = rows.expires
         self.generation = generation
-        self._center = self._center_norms = None
+        self._center = None
 
     def append(self, rows: TenantRows) -> None:
         """Add rows at the end, growing the arrays by half when full. Caller holds ``lock``."""
@@ -161,9 +146,6 @@ class TenantMatrix:
         self.created[start:stop] = rows.created
         self.expires[start:stop] = rows.expires
         self.n = stop
-        if self._center is not None and self._center_norms is not None:
-            added = np.linalg.norm(rows.vectors - self._center, axis=1).astype(np.float32)
-            self._center_norms = np.concatenate([self._center_norms[:start], added])
 
     def remove(self, rowids: Sequence[int]) -> None:
         """Swap-remove rows by SQLite rowid (unknown rowids are ignored). Caller holds ``lock``."""
@@ -175,28 +157,22 @@ class TenantMatrix:
             if at != last:
                 for array in self._arrays():
                     array[at] = array[last]
-                if self._center_norms is not None:
-                    self._center_norms[at] = self._center_norms[last]
             self.n = last
-        if self._center_norms is not None:
-            self._center_norms = self._center_norms[:self.n]
 
-    def _centering(self) -> tuple[np.ndarray, np.ndarray]:
-        """The center and the live rows' distances to it, recomputed when the tenant has grown or shrunk by
-        more than :data:`CENTER_REFRESH` since they were computed (a write in between only extends them)."""
+    def _centering(self) -> np.ndarray:
+        """The center, recomputed when the tenant has grown or shrunk by more than :data:`CENTER_REFRESH`
+        since it was computed."""
         n = self.n
-        if (self._center is None or self._center_norms is None
-                or abs(n - self._center_n) > CENTER_REFRESH * max(self._center_n, 1)):
+        if self._center is None or abs(n - self._center_n) > CENTER_REFRESH * max(self._center_n, 1):
             self._center = center_of(self.vectors[:n])
             self._center_n = n
-            self._center_norms = np.linalg.norm(self.vectors[:n] - self._center, axis=1).astype(np.float32)
-        return self._center, self._center_norms
+        return self._center
 
     def search(self, probe: np.ndarray, k: int, *, now_us: int, session_id: str | None,
                created_after_us: int | None, center: bool = False) -> list[tuple[bytes, float, float]]:
         """The ``k`` best admitted rows as ``(memory id bytes, score, cosine)``, best first. Caller holds
-        ``lock``. The score is the cosine, or with ``center`` the centred cosine (see :func:`centered_scores`;
-        the center is the whole tenant's, kept with the matrix).
+        ``lock``. The score is the cosine, or with ``center`` the cosine with the centred query (see
+        :func:`centered_scores`; the center is the whole tenant's, kept with the matrix).
 
         Filters are masks over all live rows before the top-``k``: ``k`` counts only admitted rows.
         """
@@ -204,19 +180,9 @@ class TenantMatrix:
         if n == 0:
             return []
         original = probe
-        norms: np.ndarray | None = None
-        shift = 0.0
-        if center:
-            middle, norms = self._centering()
-            query = probe - middle
-            query_norm = float(np.linalg.norm(query))
-            if query_norm == 0.0:
-                norms = None
-            else:
-                # (q - m) . (d - m) / |q - m| = q' . d - q' . m with q' the unit (q - m): one product over the
-                # rows as for a plain cosine, then a shift and each row's |d - m|.
-                probe = (query / query_norm).astype(np.float32)
-                shift = -float(probe @ middle)
+        centred = centered_probe(probe, self._centering()) if center else None
+        if centred is not None:
+            probe = centred
         mask = self.expires[:n] > now_us
         if session_id is not None:
             mask &= self.sessions[:n] == self._session_codes.get(session_id, _NO_MATCH)
@@ -225,8 +191,6 @@ class TenantMatrix:
         if mask.all():
             scores = _scores(self.vectors[:n], probe)
             positions = None
-            if norms is not None:
-                scores = (scores + shift) / np.maximum(norms, 1e-6)
         else:
             admitted = np.flatnonzero(mask)
             if admitted.size == 0:
@@ -235,15 +199,13 @@ class TenantMatrix:
             few = admitted.size * 4 < n
             scores = _scores(self.vectors[admitted], probe) if few else _scores(self.vectors[:n], probe)[admitted]
             positions = admitted
-            if norms is not None:
-                scores = (scores + shift) / np.maximum(norms[admitted], 1e-6)
         count = scores.shape[0]
         # argpartition on the scores themselves (no negated copy): the k largest sit at the end.
         top = np.argpartition(scores, count - k)[count - k:] if k < count else np.arange(count)
         top = top[np.argsort(-scores[top], kind="stable")]
         rows = top if positions is None else positions[top]
         ids = self.memory_ids[rows]
-        cosines = _scores(self.vectors[rows], original) if norms is not None else scores[top]
+        cosines = _scores(self.vectors[rows], original) if centred is not None else scores[top]
         return [(ids[i].tobytes(), float(scores[t]), float(cosines[i])) for i, t in enumerate(top)]
 
 

@@ -109,12 +109,12 @@ class SqliteVecSettings:
     ``unit``: map [-1, 1] to the int8 range, as ``vec_quantize_int8(v, 'unit')`` does (loses recall)."""
     busy_timeout_ms: int = 5000
     center: bool = True
-    """Rank by the **centred** cosine: the cosine after subtracting the tenant's mean vector from the query
-    and every memory (shrunk for tenants with few memories). Embedding models crowd all texts into a
-    narrow cone, so chat turns that only share the cone outrank paraphrased answers; measured on the
-    quality benchmark with 2,000 real chat turns per tenant (docs/retrieval.md), centring lifted static R@5
-    from 0.56 to 0.70 on the test split and cost nothing without distractors. ``false``: plain cosine. Each
-    hit still carries its plain cosine (``VectorHit.cosine``), which the relevance floor uses."""
+    """Rank by the cosine with the **centred query**: the query minus the tenant's mean vector (shrunk for
+    tenants with few memories), renormalised. Embedding models crowd all texts into a narrow cone, so chat
+    turns that only share the cone outrank paraphrased answers; measured on the quality benchmark with
+    2,000 real chat turns per tenant (docs/retrieval.md). The Qdrant and pgvector stores rank the same way.
+    ``false``: plain cosine. Each hit still carries its plain cosine (``VectorHit.cosine``), which the
+    relevance floor uses."""
 
 
 # --- extension loading ---------------------------------------------------------------------------------
