@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AccessRecorder",
+    "DataVersions",
     "MemoryAccess",
     "RerankResult",
     "Reranker",
@@ -93,6 +94,9 @@ class BackendCapabilities:
     """The backend implements :class:`AccessRecorder` (it stores ``access_count`` / ``last_accessed_at``). As
     the primary it then receives the batched access telemetry of ``augment`` and ``search``; a backend
     without it simply keeps 0 / ``None`` (nothing else changes)."""
+    data_versions: bool = False
+    """The backend implements :class:`DataVersions` (a per-tenant counter every process's writes move). As the
+    primary it lets ``augment`` reuse a retrieval for a repeated message (:mod:`memroute.pipeline.augment_cache`)."""
     tenant_routing: bool = False
     """The backend implements :class:`TenantRouting`: by-id operations that also name the tenant. The manager
     then uses them wherever the caller knows the tenant (every service call), so a database sharded by
@@ -285,6 +289,19 @@ class AccessRecorder(Protocol):
         out of order). Ids that are missing or belong to another tenant are skipped, never touched. Returns the
         rows updated. Must not change ``updated_at``, the keyword index or the vectors (telemetry is not an
         edit)."""
+        ...
+
+
+@runtime_checkable
+class DataVersions(Protocol):
+    """What a backend declaring ``capabilities.data_versions`` implements."""
+
+    def data_version(self, api_key_id: str) -> int:
+        """A number that changes whenever anything a search of ``api_key_id`` depends on changes, whichever
+        process wrote it: a memory of the tenant created, deleted, or changed in its content, key, type,
+        session, expiry, creation time, owner or vector state (``needs_reindex``). Access telemetry,
+        ``updated_at`` and metadata need not move it (a search does not read them). Cheap: it is read on
+        every ``augment``."""
         ...
 
 

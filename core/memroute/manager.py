@@ -496,6 +496,23 @@ class MemoryManager:
         return _ManagedMarkers(self, primary)
 
     # --- access telemetry (memroute.access) -----------------------------------------------------------
+    def data_version(self, api_key_id: str) -> int | None:
+        """The primary's data version of ``api_key_id`` (:class:`~memroute.interfaces.DataVersions`), or ``None``
+        when there is none to trust: the primary keeps none, or it is not the backend that answers reads now
+        (its breaker is not closed, or it owes replicated writes), or reading it failed. Never raises."""
+        if self._closed or not self.primary.capabilities.data_versions:
+            return None
+        probe = getattr(self.primary, "data_version", None)
+        if not callable(probe) or self.breaker(self.primary.name).state != "closed":
+            return None
+        try:
+            if not self._replication.in_sync(self.primary.name):
+                return None
+            return int(probe(api_key_id))
+        except Exception:  # a locked or failing file: no version, so nothing is reused
+            log.debug("memroute: reading the data version failed", exc_info=True)
+            return None
+
     def _tracks_access(self) -> bool:
         return self.primary.capabilities.access_tracking
 

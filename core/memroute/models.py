@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 import json
 import math
+import re
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -279,6 +280,9 @@ def require_id(value: object, field: str = "id") -> str:
     :class:`ValidationError` naming ``field``. The rule every stored id, tenant and key-like field follows;
     backends call it on the id of every by-id operation (a surrogate used to raise ``UnicodeEncodeError``
     from inside SQLite, httpx and urllib)."""
+    if type(value) is str and 0 < len(value) <= MAX_ID_CHARS and value.isascii() and "\x00" not in value \
+            and not value.isspace():
+        return value  # the common case, checked without building the validator (ids are read by the hundred)
     _require_text(field, MAX_ID_CHARS)(None, None, value)
     return value  # type: ignore[return-value]
 
@@ -294,11 +298,16 @@ def require_tenant(value: object) -> str:
     return require_id(value, "api_key_id")
 
 
+_CANONICAL_UUID: Final = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
 def require_memory_id(value: object, field: str = "id") -> str:
     """The canonical (lowercase, hyphenated) form of a memory id given to a public operation by id.
 
     memroute generates every id as a UUID, so anything else (not a string, empty, longer than 256
     characters, not a UUID) is a :class:`ValidationError` naming ``field``, never a silent miss."""
+    if isinstance(value, str) and _CANONICAL_UUID.fullmatch(value):
+        return value  # already canonical (every id memroute hands out): a regex instead of a UUID round trip
     text = require_id(value, field)
     try:
         return str(uuid.UUID(text.strip()))
@@ -593,21 +602,28 @@ class SearchQuery:
     type: MemoryType | None = attrs.field(default=None, converter=_opt_type)
     """Only memories of this type. Applied with the other filters, before the token budget is filled (the
     reference filtered after the budget walk, so a type-filtered search could come back short or empty)."""
+    _cutoff: datetime | None = attrs.field(init=False, eq=False, hash=False, repr=False)
+
+    @_cutoff.default
+    def _retention_cutoff(self) -> datetime | None:
+        # Computed once: every candidate of every leg is checked against it (see admits).
+        return None if self.retention_days is None else self.now - timedelta(days=self.retention_days)
 
     @property
     def created_after(self) -> datetime | None:
         """The retention cutoff: memories created before it are not returned."""
-        if self.retention_days is None:
-            return None
-        return self.now - timedelta(days=self.retention_days)
+        return self._cutoff
 
     def admits(self, memory: Memory) -> bool:
         """Whether ``memory`` passes this query's filters (owner, expiry, retention, session, type)."""
-        if memory.api_key_id != self.api_key_id or memory.is_expired(self.now):
+        if memory.api_key_id != self.api_key_id:
+            return False
+        expires = memory.expires_at
+        if expires is not None and expires <= self.now:
             return False
         if self.type is not None and memory.type is not self.type:
             return False
-        cutoff = self.created_after
+        cutoff = self._cutoff
         if cutoff is not None and memory.created_at < cutoff:
             return False
         return self.session_id is None or memory.session_id == self.session_id

@@ -604,10 +604,12 @@ class Memroute:
         """The pipeline object (extraction worker, augmentation, maintenance), built on first use."""
         with self._lock:
             if self._pipeline is None:
+                from memroute.pipeline.augment_cache import AugmentCache
                 from memroute.pipeline.conversation import Conversation, build_extractors
 
                 self._pipeline = Conversation(
-                    self, self.settings, lambda: build_extractors(self.settings, self.plugins, self.data_dir)
+                    self, self.settings, lambda: build_extractors(self.settings, self.plugins, self.data_dir),
+                    cache=AugmentCache(self._manager.data_version, self._manager.get_many),
                 )
             return self._pipeline
 
@@ -619,7 +621,7 @@ class Memroute:
         retrieval failure (the request goes out without memory). Each injected memory counts as an access
         (recorded in the background; see :meth:`record_access`). See :meth:`explain_augment`."""
         return self.explain_augment(request, api_key_id=api_key_id, session_id=session_id, provider=provider,
-                                    headers=headers, api=api, session_scope=session_scope).request
+                                    headers=headers, api=api, session_scope=session_scope, preview=False).request
 
     def explain_augment(self, request: Any, *, api_key_id: str, session_id: str | None = None,
                         provider: str | None = None, headers: Any = None, api: ApiShape | None = None,
@@ -628,9 +630,13 @@ class Memroute:
         """Like :meth:`augment`, and also what was retrieved for which query (a :class:`RetrievalPreview` of
         the memories injected, unless ``preview=False``: the proxy's request path needs only the request and the
         count), and why nothing was injected. ``record_access=False`` counts no access (a preview of the block,
-        like the dashboard's, rather than a request that is sent)."""
+        like the dashboard's, rather than a request that is sent). Without the preview, the retrieval for a
+        repeated message (an agent's tool loop resends it after every tool call) is reused while the tenant's
+        data is unchanged, in this process or any other (:mod:`memroute.pipeline.augment_cache`); a preview
+        always retrieves afresh."""
         done = self._conversation.explain_augment(request, api_key_id, session_id, provider, headers, api=api,
-                                                  session_scope=session_scope, record_access=record_access)
+                                                  session_scope=session_scope, record_access=record_access,
+                                                  reuse=not preview)
         shown = None
         if preview and done.result is not None:
             shown = self._preview_of(done.query, require_tenant(api_key_id), done.hits, done.result,

@@ -58,6 +58,18 @@ def test_empty_block_for_no_memories():
     assert format_memory_block([]) == ""
 
 
+def test_a_memorys_line_follows_what_it_shows_not_its_access_counts():
+    import attrs
+
+    original = memory("Drinks green tea", category="drink")
+    first = format_memory_block([original])
+    assert format_memory_block([attrs.evolve(original, access_count=7, last_accessed_at=NOW)]) == first
+    for changed in (attrs.evolve(original, content="Drinks black tea"), attrs.evolve(original, metadata={}),
+                    attrs.evolve(original, updated_at=datetime(2026, 12, 1, tzinfo=timezone.utc))):
+        assert format_memory_block([changed]) != first
+    assert format_memory_block([original]) == first
+
+
 def test_memory_type_is_the_label_without_a_category():
     assert "- factual (2026-11-29): " in format_memory_block([memory("plain fact", category=None)])
 

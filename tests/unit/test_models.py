@@ -99,6 +99,29 @@ def test_search_query_admits_applies_owner_expiry_retention_and_session():
     assert SearchQuery(api_key_id="k", now=NOW).admits(memory(created_at=NOW - timedelta(days=400)))
 
 
+def test_search_query_retention_cutoff_follows_evolve():
+    import attrs
+
+    q = SearchQuery(api_key_id="k", text="x", retention_days=30, now=NOW)
+    assert q.created_after == NOW - timedelta(days=30)
+    assert attrs.evolve(q, retention_days=1).created_after == NOW - timedelta(days=1)
+    assert attrs.evolve(q, retention_days=None).created_after is None
+    assert attrs.evolve(q, text="y") == attrs.evolve(q, text="y")
+
+
+def test_memory_ids_are_canonicalised_and_checked():
+    from memroute.errors import ValidationError as Invalid
+    from memroute.models import require_memory_id
+
+    canonical = "0b9e4c8a-3f1d-4e2a-9c7b-5d6e8f0a1b2c"
+    assert require_memory_id(canonical) is canonical
+    assert require_memory_id(" " + canonical.upper() + " ") == canonical
+    assert require_memory_id(canonical.replace("-", "")) == canonical
+    for bad in ("", "x", canonical + "-0", 5, None, canonical[:-1] + "g"):
+        with pytest.raises(Invalid):
+            require_memory_id(bad)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "problem"),
     [({"limit": 0}, "limit"), ({"offset": -1}, "offset"), ({"order_by": "key"}, "order_by"),

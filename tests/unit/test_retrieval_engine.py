@@ -366,3 +366,38 @@ def test_status_reports_the_embedding_cache(tmp_path):
     assert status["embedding"]["cache_stats"]["hits"] >= 1
     assert status["vector_store"]["backend"] == "sqlite-vec"
     assert status["vector_store"]["signature"] == "static:minishlab/potion-base-8M:256:l2:float32"
+
+
+def test_a_budgeted_search_sizes_its_candidates_to_the_budget_and_looks_deeper_for_small_memories(
+        manager, tmp_path):
+    from memroute.retrieval.engine import BUDGET_TOKENS_PER_MEMORY, MIN_CANDIDATES
+
+    eng = RetrievalEngine(manager, embedder=None, vector_store=None)  # the keyword leg keeps every candidate
+    assert eng.budget_depth(100, 1000) == -(-1000 // BUDGET_TOKENS_PER_MEMORY)
+    assert eng.budget_depth(100, 100) == MIN_CANDIDATES and eng.budget_depth(100, 4000) == 100
+    assert eng.budget_depth(10, 4000) == eng.candidate_depth(10)
+    depths = []
+    ranked = eng._ranked
+
+    def spy(query, depth, max_tokens):
+        depths.append(depth)
+        return ranked(query, depth, max_tokens)
+
+    eng._ranked = spy
+    # 120 tiny memories (2 tokens each): 63 candidates hold 126 of the 1000 tokens, so it looks deeper and the
+    # budget walk gets the full 100.
+    for index in range(120):
+        manager.create(NewMemory(api_key_id="alice", key=f"tea:{index}", content=f"tea {index}"))
+    result = eng.search(q("tea", limit=100), max_tokens=1000)
+    assert depths == [eng.budget_depth(100, 1000), 100] and len(result.hits) == 100
+    # Memories of the assumed size fill the budget from the sized candidates alone.
+    depths.clear()
+    for index in range(120):
+        manager.create(NewMemory(api_key_id="bob", key=f"coffee:{index}", content=f"coffee {index:03d} " + "x" * 52))
+    result = eng.search(q("coffee", key="bob", limit=100), max_tokens=1000)
+    assert depths == [eng.budget_depth(100, 1000)]
+    assert sum(hit.tokens for hit in result.hits) > 1000 - BUDGET_TOKENS_PER_MEMORY
+    # An unbudgeted search ranks at the full depth.
+    depths.clear()
+    eng.search(q("coffee", key="bob", limit=100))
+    assert depths == [100]

@@ -7,6 +7,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import apsw
+import attrs
 import pytest
 
 from memroute.errors import BackendUnavailableError, ConfigError, ValidationError
@@ -567,3 +568,58 @@ def test_writers_of_one_process_take_turns_without_sqlites_busy_backoff(tmp_path
     assert backend.list(ListFilter(api_key_id="t", limit=1)).total == 80
     assert _CountingBusy.busy == 0
     backend.close()
+
+
+def test_the_row_memo_keeps_the_parsed_memory_when_only_access_counts_move() -> None:
+    from memroute_builtins.backends.sqlite.schema import RowMemo
+
+    memo = RowMemo()
+    now = "2026-11-29T14:27:46.123456Z"
+    row = (new_memory_id(), "a", None, "factual", "k", "c", '{"category": "x"}', now, now, None, 0, None)
+    first = memo.memory(row)
+    later = "2026-11-30T08:00:00.000000Z"
+    accessed = memo.memory((*row[:10], 3, later))
+    assert accessed is not first and accessed.metadata is first.metadata and accessed.content == "c"
+    assert (accessed.access_count, accessed.last_accessed_at.isoformat()) == (3, "2026-11-30T08:00:00+00:00")
+    assert memo.memory((*row[:10], 3, later)) is accessed
+    edited = memo.memory((*row[:5], "c2", *row[6:10], 3, later))
+    assert edited.content == "c2" and edited.metadata == {"category": "x"} and edited.metadata is not first.metadata
+
+
+def test_data_versions_move_with_what_a_search_reads(db_path: Path) -> None:
+    backend = open_backend(db_path)
+    try:
+        assert backend.capabilities.data_versions and backend.data_version("a") == 0
+        memory = add(backend, "k", "one")
+        seen = [backend.data_version("a")]
+
+        def moved() -> bool:
+            seen.append(backend.data_version("a"))
+            return seen[-1] != seen[-2]
+
+        assert seen[0] > 0
+        add(backend, "k", "one", metadata={"category": "x"})  # re-stated: new updated_at and metadata only
+        backend.record_access("a", {memory.id: MemoryAccess(count=2, at=utcnow())})
+        assert not moved() and backend.data_version("b") == 0
+        backend.update(memory.id, MemoryPatch(content="two"))
+        assert moved()
+        assert backend.mark_indexed([memory.id]) == 1 and moved()  # its vector landed
+        backend.put(attrs.evolve(backend.get(memory.id), session_id="s"))  # type: ignore[arg-type]
+        assert moved()
+        assert backend.delete(memory.id) and moved()
+        add(backend, "other", "bob's", api_key_id="b")
+        assert not moved() and backend.data_version("b") > 0
+    finally:
+        backend.close()
+    # A file without the counters (made by a memroute that predates them) gets them when it is opened.
+    raw = apsw.Connection(str(db_path))
+    raw.execute("DROP TRIGGER memory_version_ai; DROP TRIGGER memory_version_ad; DROP TRIGGER memory_version_au; "
+                "DROP TABLE memory_versions")
+    raw.close()
+    backend = open_backend(db_path)
+    try:
+        assert backend.data_version("a") == 0
+        add(backend, "again", "three")
+        assert backend.data_version("a") == 1
+    finally:
+        backend.close()

@@ -23,7 +23,16 @@ import attrs
 from memroute.components import build_component, make_context
 from memroute.errors import ValidationError
 from memroute.interfaces import ExtractedFact, Extractor
-from memroute.models import Memory, MemoryType, SearchHit, SearchResult, require_session, require_tenant, utcnow
+from memroute.models import (
+    Memory,
+    MemoryType,
+    SearchHit,
+    SearchQuery,
+    SearchResult,
+    require_session,
+    require_tenant,
+    utcnow,
+)
 from memroute.pipeline.gate import memory_enabled, opted_out, session_from_headers
 from memroute.pipeline.inject import block_of, inject_block, memory_lines
 from memroute.pipeline.requests import ApiShape, assistant_text, extraction_text, query_text
@@ -33,6 +42,7 @@ from memroute.reports import MaintenanceReport
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from memroute.pipeline.augment_cache import AugmentCache
     from memroute.pipeline.ports import MemoryStore
     from memroute.plugins import MemroutePluginManager
     from memroute.settings import MemorySettings, MemrouteSettings
@@ -124,10 +134,13 @@ class Conversation:
     ``augment`` / ``observe`` / ``summarize`` / ``compact`` / ``prune`` methods."""
 
     def __init__(self, store: MemoryStore, settings: MemrouteSettings,
-                 extractors: Callable[[], list[tuple[str, Extractor]]]) -> None:
+                 extractors: Callable[[], list[tuple[str, Extractor]]], *,
+                 cache: AugmentCache | None = None) -> None:
         """``store``: the memory operations (the service); ``extractors``: builds the configured chain, called
-        once, on first use (the service passes :func:`build_extractors` bound to its settings)."""
+        once, on first use (the service passes :func:`build_extractors` bound to its settings); ``cache``:
+        where ``augment`` may reuse a retrieval for a repeated message (:mod:`memroute.pipeline.augment_cache`)."""
         self.store = store
+        self.cache = cache
         self.settings = settings
         self._build_extractors = extractors
         self._extractors: list[tuple[str, Extractor]] | None = None
@@ -319,6 +332,7 @@ class Conversation:
         api: ApiShape | None = None,
         session_scope: bool = False,
         record_access: bool = True,
+        reuse: bool = True,
     ) -> Augmentation:
         """Like :meth:`augment`, returning what was retrieved and why.
 
@@ -326,7 +340,9 @@ class Conversation:
         restricts retrieval to ``session_id``. Retrieval uses the ``[memory] strategy`` and ``max_tokens`` in
         effect (runtime overrides included). A retrieval failure is logged and the request goes out without
         memory. The memories injected (only those: not the ones decay hid) count as accessed unless
-        ``record_access=False``."""
+        ``record_access=False``. With ``reuse`` (and a cache), the retrieval of an earlier call with the same
+        message, tenant and settings is reused while the tenant's data is unchanged
+        (:mod:`memroute.pipeline.augment_cache`)."""
         api_key_id = require_tenant(api_key_id)
         session_id = require_session(session_id if session_id is not None else session_from_headers(headers))
         settings = self.store.memory_settings()
@@ -338,14 +354,7 @@ class Conversation:
         if not query:
             return Augmentation(request=request, skipped="no user message")
         try:
-            # The budget walk runs over a deep candidate list (vec_top_k is a search's default, not a cap on
-            # what fits the budget); strategy `recent` injects the newest memories, as the reference's chat
-            # path does (it sends no query for it).
-            result = self.store.search(
-                "" if settings.strategy in ("recent", "exact") else query, api_key_id=api_key_id,
-                strategy=settings.strategy, max_tokens=settings.max_tokens, limit=BUDGET_CANDIDATES,
-                session_id=session_id if session_scope else None, record_access=False,
-            )
+            result = self._retrieve(query, api_key_id, session_id if session_scope else None, settings, reuse)
         except Exception:
             log.exception("memroute: retrieval failed; the request goes out without memory")
             return Augmentation(request=request, query=query, skipped="retrieval failed")
@@ -364,6 +373,32 @@ class Conversation:
         if record_access:
             self.store.record_access([hit.memory.id for hit in hits], api_key_id=api_key_id)
         return attrs.evolve(done, request=augmented, block=block, count=count)
+
+    def _retrieve(self, query: str, api_key_id: str, session_id: str | None, settings: MemorySettings,
+                  reuse: bool) -> SearchResult:
+        # The budget walk runs over a deep candidate list (vec_top_k is a search's default, not a cap on what
+        # fits the budget); strategy `recent` injects the newest memories, as the reference's chat path does
+        # (it sends no query for it).
+        text = "" if settings.strategy in ("recent", "exact") else query
+
+        def search() -> SearchResult:
+            return self.store.search(text, api_key_id=api_key_id, strategy=settings.strategy,
+                                     max_tokens=settings.max_tokens, limit=BUDGET_CANDIDATES, session_id=session_id,
+                                     record_access=False)
+
+        cache = self.cache
+        # Typed decay reads access telemetry, which moves no data version: nothing is reused with it on.
+        if cache is None or not reuse or settings.typed_decay_enabled:
+            return search()
+        version = cache.version(api_key_id)  # before the search: a write landing meanwhile makes the entry stale
+        key = (api_key_id, text[:4096], session_id, settings)
+        scope = SearchQuery(api_key_id=api_key_id, session_id=session_id, retention_days=settings.retention_days)
+        reused = cache.get(key, version, scope)
+        if reused is not None:
+            return reused
+        result = search()
+        cache.put(key, version, result)
+        return result
 
     # --- decay, retention ----------------------------------------------------------------------------
     def _decayed(self, memory: Memory, now: datetime | None = None, *,

@@ -40,6 +40,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final
 
+from memroute.models import Memory
 from memroute.pipeline.requests import ApiShape, detect_api, uses_prompt_caching
 
 __all__ = [
@@ -104,32 +105,46 @@ def _date(memory: Any) -> str:
 
 
 class _LineMemo:
-    """The block line last rendered for each memory *object* (bounded, oldest dropped first).
+    """The block line last rendered for each memory, by what the line is made of (bounded, oldest dropped first).
 
-    Memories are immutable, and the SQLite backend hands out the same object while a memory's row is
-    unchanged, so a tenant's memories are rendered once, not on every request: rendering (label, date, quoting,
-    bracket escaping) cost 6 us a memory, 0.5 ms for an 80-memory block. An entry holds its memory, so the
-    identity check can never match a different object that reused the address."""
-
-    def __init__(self, size: int = 8192) -> None:
-        self.size = size
-        self._items: dict[int, tuple[Any, str]] = {}
-        self._lock = threading.Lock()
-
-    def get(self, memory: Any) -> str | None:
-        found = self._items.get(id(memory))
-        return found[1] if found is not None and found[0] is memory else None
+    The key is every input of the line (id, content, category, type, dates), so a memory read back unchanged
+    (the SQLite backend even hands out the same object) is rendered once, not on every request: rendering
+    (label, date, quoting, bracket escaping) cost 6 us a memory, 0.5 ms for an 80-memory block. A memory whose
+    access counts moved (augment records every memory it injects) keeps its line."""
 
     max_chars = 16_384
     """Longer lines are not kept (a few huge memories must not pin megabytes)."""
 
-    def put(self, memory: Any, line: str) -> str:
-        if len(line) > self.max_chars:
+    def __init__(self, size: int = 8192) -> None:
+        self.size = size
+        self._items: dict[tuple[Any, ...], str] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(memory: Any) -> tuple[Any, ...] | None:
+        if type(memory) is Memory:  # the common case, without getattr
+            category = memory.metadata.get("category")
+            return (memory.id, memory.content, category if isinstance(category, str) else None, memory.type,
+                    memory.updated_at, memory.created_at)
+        memory_id = getattr(memory, "id", None)
+        if not isinstance(memory_id, str):
+            return None
+        metadata = getattr(memory, "metadata", None)
+        category = metadata.get("category") if isinstance(metadata, Mapping) else None
+        category = category if isinstance(category, str) else None  # what _label reads (and always hashable)
+        return (memory_id, getattr(memory, "content", None), category, getattr(memory, "type", None),
+                getattr(memory, "updated_at", None), getattr(memory, "created_at", None))
+
+    def get(self, key: tuple[Any, ...] | None) -> str | None:
+        return None if key is None else self._items.get(key)
+
+    def put(self, key: tuple[Any, ...] | None, line: str) -> str:
+        if key is None or len(line) > self.max_chars:
             return line
         with self._lock:
             while len(self._items) >= self.size:
                 del self._items[next(iter(self._items))]
-            self._items[id(memory)] = (memory, line)
+            self._items[key] = line
         return line
 
 
@@ -154,12 +169,13 @@ def memory_lines(memories: Sequence[Any]) -> list[str]:
     lines = []
     for item in memories:
         memory = _memory_of(item)
-        line = _LINES.get(memory)
+        key = _LINES.key(memory)
+        line = _LINES.get(key)
         if line is None:
             content = getattr(memory, "content", None)
             if not isinstance(content, str) or not content.strip():
                 continue
-            line = _LINES.put(memory, f"- {_label(memory)}{_date(memory)}: {_quote(content)}")
+            line = _LINES.put(key, f"- {_label(memory)}{_date(memory)}: {_quote(content)}")
         lines.append(line)
     return lines
 

@@ -28,7 +28,7 @@ from memroute.retrieval.indexer import Indexer, IndexQueue, store_identity
 from memroute.retrieval.ordering import order_hits, order_pairs, recency_key
 from memroute.settings import MemorySettings
 
-__all__ = ["CANDIDATE_CAP", "MIN_CANDIDATES", "RECENT_MATCH_DEPTH", "RetrievalEngine"]
+__all__ = ["BUDGET_TOKENS_PER_MEMORY", "CANDIDATE_CAP", "MIN_CANDIDATES", "RECENT_MATCH_DEPTH", "RetrievalEngine"]
 
 log = logging.getLogger("memroute.retrieval")
 
@@ -36,6 +36,9 @@ CANDIDATE_CAP = 100
 """Most candidates per leg for an ordinary search (see :meth:`RetrievalEngine.candidate_depth`)."""
 MIN_CANDIDATES = 50
 """Fewest candidates per leg (see :meth:`RetrievalEngine.candidate_depth`)."""
+BUDGET_TOKENS_PER_MEMORY = 16
+"""The memory size a budgeted search assumes when it sizes its candidate lists (see
+:meth:`RetrievalEngine.budget_depth`): a one-sentence fact, ``ceil(len / 4)`` of about 64 characters."""
 RECENT_MATCH_DEPTH = 200
 """Keyword matches the ``exact`` strategy puts in recency order (at least; ten times the limit when larger)."""
 
@@ -171,17 +174,43 @@ class RetrievalEngine:
         :data:`CANDIDATE_CAP` unless the limit itself is larger."""
         return max(limit, min(max(3 * limit, MIN_CANDIDATES), CANDIDATE_CAP), self.settings.vec_top_k)
 
+    def budget_depth(self, limit: int, max_tokens: int) -> int:
+        """The candidates per leg a budgeted search starts with: what ``max_tokens`` holds at
+        :data:`BUDGET_TOKENS_PER_MEMORY` tokens a memory (and at least :data:`MIN_CANDIDATES` and
+        ``vec_top_k``), never more than :meth:`candidate_depth`. Candidates past what the budget can take cost
+        reading, filtering and fusing (about 15 us each) and are never injected; when the memories turn out
+        smaller than that, :meth:`search` looks deeper."""
+        fits = -(-max_tokens // BUDGET_TOKENS_PER_MEMORY)
+        return min(self.candidate_depth(limit), max(fits, MIN_CANDIDATES, self.settings.vec_top_k))
+
     def search(self, query: SearchQuery, *, max_tokens: int | None = None) -> SearchResult:
         """Ranked memories for ``query``, at most ``query.limit`` of them, within ``max_tokens`` when given.
 
         A budgeted search (``max_tokens`` given: what ``augment`` and the preview run) also applies the
         vector leg's relevance floor, because there an irrelevant memory costs tokens in every request; a
-        search with only a limit returns the plain ranking, so the floor never costs recall against it."""
+        search with only a limit returns the plain ranking, so the floor never costs recall against it.
+        A budgeted search also sizes its candidate lists to the budget (:meth:`budget_depth`); when a leg
+        came back full and the budget still has room for another memory of the size of those chosen, it
+        searches again at the full depth, so small memories still fill the budget."""
         if not query.text.strip():
             return self._recency(query, max_tokens)
         if query.strategy == "exact":
             return self._recent_matching(query, max_tokens)
-        depth = self.candidate_depth(query.limit)
+        full = self.candidate_depth(query.limit)
+        depth = full if max_tokens is None else self.budget_depth(query.limit, max_tokens)
+        hits, provenance, saturated = self._ranked(query, depth, max_tokens)
+        chosen = fit_budget(hits, max_tokens, query.limit)
+        if depth < full and saturated and max_tokens is not None and len(chosen) < query.limit:
+            sizes = sorted(hit.tokens for hit in chosen)
+            if max_tokens - sum(sizes) >= (sizes[len(sizes) // 2] if sizes else 1):
+                hits, provenance, _ = self._ranked(query, full, max_tokens)
+                chosen = fit_budget(hits, max_tokens, query.limit)
+        return SearchResult(hits=tuple(chosen), provenance=provenance)
+
+    def _ranked(self, query: SearchQuery, depth: int,
+                max_tokens: int | None) -> tuple[list[SearchHit], Provenance, bool]:
+        """The fused (or single-leg) ranking from ``depth`` candidates per leg, how it was served, and whether
+        a leg returned all ``depth`` it was asked for (so there may be more)."""
         reasons: list[str] = []
         # The legs run one after the other: measured, running the keyword leg on a second thread made hybrid
         # slower (8.1 ms against 6.6 ms at 10k memories), the two legs contending for the GIL. The keyword leg
@@ -195,11 +224,16 @@ class RetrievalEngine:
         # Semantic search returns the vector ranking itself: no fusion needs the deeper candidate list.
         vector_depth = depth if query.strategy == "hybrid" else max(
             query.limit, self.settings.vec_top_k, self.rerank_candidates if self.reranker is not None else 0)
+        if max_tokens is not None:
+            vector_depth = min(vector_depth, max(depth, self.rerank_candidates if self.reranker is not None else 0))
+        found: list[int] = []
         vector_hits = self._vector_leg(query, vector_depth, reasons, floor=max_tokens is not None,
-                                       known={memory.id: memory for memory, _ in keyword_hits})
+                                       known={memory.id: memory for memory, _ in keyword_hits}, found=found)
         checkpoint()
         if vector_hits is None and keyword_served is None:
             keyword_served, keyword_hits = self._keyword_leg(query, depth)
+        saturated = (keyword_served is not None and len(keyword_served.hits) >= depth) or bool(
+            found and found[0] >= vector_depth)
         if vector_hits is None:
             hits = fuse(keyword_hits, [], k=self.settings.rrf_k)
             legs: tuple[str, ...] = ("keyword",)
@@ -228,7 +262,7 @@ class RetrievalEngine:
             vector_store=getattr(self.vector_store, "store_name", None) if vector_hits is not None else None,
             rerank=reranked, rerank_error=rerank_error,
         )
-        return SearchResult(hits=tuple(fit_budget(hits, max_tokens, query.limit)), provenance=provenance)
+        return hits, provenance, saturated
 
     def _rerank(self, text: str, hits: list[SearchHit]) -> tuple[list[SearchHit], str | None, str | None]:
         """The top ``rerank_candidates`` hits re-scored by the reranker, best first (``score`` is the
@@ -311,10 +345,12 @@ class RetrievalEngine:
         )
 
     def _vector_leg(self, query: SearchQuery, k: int, reasons: list[str], *, floor: bool = False,
-                    known: dict[str, Memory] | None = None) -> list[tuple[Memory, float]] | None:
+                    known: dict[str, Memory] | None = None,
+                    found: list[int] | None = None) -> list[tuple[Memory, float]] | None:
         """The vector ranking, or ``None`` (with a reason) when the vector tier cannot serve this query.
         With ``floor``, candidates below the relevance floor are dropped (see :meth:`search`); memories in
-        ``known`` (already read by the keyword leg) are not read again."""
+        ``known`` (already read by the keyword leg) are not read again. ``found`` gets the number of
+        candidates the store returned (before the floor)."""
         indexer, store, embedder = self.indexer, self.vector_store, self.embedder  # one view across a switch
         if indexer is None or embedder is None or store is None:
             reasons.append(f"{self.vector_reason}: degraded to keyword")
@@ -327,22 +363,24 @@ class RetrievalEngine:
             text = keyword_query(query.text) if embedder.query_content_words else query.text
             vector = embedder.embed(text)
             checkpoint()
-            found = store.query(vector, query, k)
+            candidates = store.query(vector, query, k)
         except Exception as exc:
             reasons.append(f"vector leg failed ({type(exc).__name__}: {exc}): degraded to keyword")
             return None
-        if found and floor:
+        if found is not None:
+            found.append(len(candidates))
+        if candidates and floor:
             # The floor is about absolute cosines (a store may rank by a refinement of them: VectorHit.cosine).
-            cosines = [hit.score if hit.cosine is None else hit.cosine for hit in found]
+            cosines = [hit.score if hit.cosine is None else hit.cosine for hit in candidates]
             cutoff = max(self.settings.min_similarity, max(cosines) - self.settings.similarity_window)
-            found = [hit for hit, cosine in zip(found, cosines, strict=True) if cosine >= cutoff]
+            candidates = [hit for hit, cosine in zip(candidates, cosines, strict=True) if cosine >= cutoff]
         memories = dict(known or {})
-        missing = [hit.memory_id for hit in found if hit.memory_id not in memories]
+        missing = [hit.memory_id for hit in candidates if hit.memory_id not in memories]
         if missing:
             checkpoint()
             memories.update(self.manager.get_many(missing, api_key_id=query.api_key_id))
         return order_pairs(
-            (memories[hit.memory_id], hit.score) for hit in found
+            (memories[hit.memory_id], hit.score) for hit in candidates
             if hit.memory_id in memories and query.admits(memories[hit.memory_id])
         )
 

@@ -67,6 +67,7 @@ from memroute_builtins.backends.sqlite.schema import (
     _COLUMNS,
     _M_COLUMNS,
     _MIGRATIONS,
+    _SQL_DATA_VERSION,
     _SQL_GET,
     _SQL_GET_BY_KEY,
     _SQL_GET_MANY,
@@ -75,6 +76,7 @@ from memroute_builtins.backends.sqlite.schema import (
     _SQL_PUT_EVICT,
     _SQL_RECORD_ACCESS,
     _SQL_UPDATE,
+    ENSURE_DATA_VERSIONS,
     MAX_QUERY_CHARS,
     MAX_QUERY_TERMS,
     SCHEMA_VERSION,
@@ -144,7 +146,8 @@ class SqliteBackend(MemoryBackend):
 
     in_process = True  # a SQLite file, and the Python that builds memories from its rows
 
-    capabilities = BackendCapabilities(bounded_latency=True, reindex_markers=True, access_tracking=True)
+    capabilities = BackendCapabilities(bounded_latency=True, reindex_markers=True, access_tracking=True,
+                                       data_versions=True)
     type_name = "sqlite"
 
     def __init__(self, name: str, path: str | Path, *, settings: SqliteSettings | None = None,
@@ -219,6 +222,8 @@ class SqliteBackend(MemoryBackend):
             for target in sorted(v for v in _MIGRATIONS if v > version):
                 connection.execute(_MIGRATIONS[target])
                 connection.pragma("user_version", target)
+            if not connection.execute("SELECT 1 FROM sqlite_schema WHERE name = 'memory_version_au'").fetchall():
+                connection.execute(ENSURE_DATA_VERSIONS)
             connection.execute("COMMIT")
         except BaseException:
             if connection.in_transaction:
@@ -580,25 +585,28 @@ class SqliteBackend(MemoryBackend):
         items = builtins.list(memories)
         guarded = [(m.id, format_ts(m.updated_at)) for m in items if isinstance(m, Memory)]
         plain = [(m,) for m in items if isinstance(m, str)]
+        # changes(), not total_changes(): the data-version trigger's own writes must not count as rows cleared.
+        cleared = 0
         with self._write("mark memories indexed") as connection:
-            before = connection.total_changes()
-            connection.executemany(
-                "UPDATE memories SET needs_reindex = 0 WHERE id = ? AND updated_at = ? AND needs_reindex = 1",
-                guarded)
-            connection.executemany("UPDATE memories SET needs_reindex = 0 WHERE id = ? AND needs_reindex = 1",
-                                   plain)
-            return int(connection.total_changes() - before)
+            for values in guarded:
+                connection.execute(
+                    "UPDATE memories SET needs_reindex = 0 WHERE id = ? AND updated_at = ? AND needs_reindex = 1",
+                    values)
+                cleared += connection.changes()
+            for values in plain:
+                connection.execute("UPDATE memories SET needs_reindex = 0 WHERE id = ? AND needs_reindex = 1", values)
+                cleared += connection.changes()
+        return cleared
 
     def mark_all_for_reindex(self) -> int:
         """Flag every memory for re-embedding (the embedding signature changed). Returns rows flagged."""
         with self._write("flag memories for reindex") as connection:
-            before = connection.total_changes()
             connection.execute("UPDATE memories SET needs_reindex = 1 WHERE needs_reindex = 0")
-            return int(connection.total_changes() - before)
+            return int(connection.changes())
 
     def record_access(self, api_key_id: str, accesses: Mapping[str, MemoryAccess]) -> int:
         """Add batched accesses of memories of ``api_key_id`` (:class:`~memroute.interfaces.AccessRecorder`):
-        one transaction, the FTS index untouched (its update trigger ignores these columns), ``updated_at``
+        one transaction, the FTS index and data version untouched (their triggers ignore these columns), ``updated_at``
         and ``needs_reindex`` unchanged. Returns the rows updated."""
         rows = [(memory_id, api_key_id, access.count, format_ts(access.at))
                 for memory_id, access in sorted(accesses.items())]
@@ -610,6 +618,12 @@ class SqliteBackend(MemoryBackend):
             changed = int(connection.total_changes() - before)
         self._invalidate(accesses)  # cached copies would show the old counts
         return changed
+
+    def data_version(self, api_key_id: str) -> int:
+        """The tenant's data version (:class:`~memroute.interfaces.DataVersions`): moved by triggers in the
+        transaction of every write that changes what a search of the tenant reads, whichever process made it."""
+        rows = self._read(_SQL_DATA_VERSION, (api_key_id,), "read the data version")
+        return int(rows[0][0]) if rows else 0
 
     def get_setting(self, key: str) -> str | None:
         rows = self._read("SELECT value FROM settings WHERE key = ?", (key,), "read a setting")

@@ -89,6 +89,30 @@ _MIGRATIONS: Final[dict[int, str]] = {
     """,
 }
 
+# Per-tenant data versions (capability ``data_versions``): bumped in the write's own transaction by triggers, so
+# every process's writes move them, also those of a memroute that predates them (the triggers live in the file).
+# Created if missing at every open rather than as a numbered migration: an older memroute can still open the file.
+# An update moves the version only when something a search reads changes: not access telemetry, updated_at or
+# metadata (a re-stated fact that changes nothing else leaves it alone).
+_SEARCHED = ("id", "api_key_id", "session_id", "type", "key", "content", "created_at", "expires_at", "needs_reindex")
+# No conflict clause inside the trigger: the statement that fires it imposes its own (INSERT OR REPLACE, an
+# upsert) on every statement of the trigger body.
+_BUMP = ("INSERT INTO memory_versions(api_key_id, version) SELECT {who}.api_key_id, 0 WHERE NOT EXISTS "
+         "(SELECT 1 FROM memory_versions WHERE api_key_id = {who}.api_key_id); "
+         "UPDATE memory_versions SET version = version + 1 WHERE api_key_id = {who}.api_key_id;")
+ENSURE_DATA_VERSIONS: Final = f"""
+    CREATE TABLE IF NOT EXISTS memory_versions (
+        api_key_id TEXT PRIMARY KEY,
+        version    INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE TRIGGER IF NOT EXISTS memory_version_ai AFTER INSERT ON memories BEGIN {_BUMP.format(who="new")} END;
+    CREATE TRIGGER IF NOT EXISTS memory_version_ad AFTER DELETE ON memories BEGIN {_BUMP.format(who="old")} END;
+    CREATE TRIGGER IF NOT EXISTS memory_version_au AFTER UPDATE ON memories
+    WHEN {" OR ".join(f"old.{c} IS NOT new.{c}" for c in _SEARCHED)}
+    BEGIN {_BUMP.format(who="old")} {_BUMP.format(who="new")} END;
+"""
+_SQL_DATA_VERSION = "SELECT version FROM memory_versions WHERE api_key_id = ?"
+
 _COLUMNS = ("id, api_key_id, session_id, type, key, content, metadata, created_at, updated_at, expires_at, "
             "access_count, last_accessed_at")
 _M_COLUMNS = ", ".join(f"m.{c.strip()}" for c in _COLUMNS.split(","))
@@ -166,6 +190,10 @@ def _to_memory(row: Sequence[Any]) -> Memory:
     )
 
 
+_ACCESS_COLUMNS: Final = 10
+"""Index of ``access_count`` in a row of ``_COLUMNS`` (``last_accessed_at`` follows; both come last)."""
+
+
 class RowMemo:
     """The :class:`Memory` last built from each memory's row, reused while the row reads back identical.
 
@@ -187,16 +215,34 @@ class RowMemo:
     def memory(self, row: Sequence[Any]) -> Memory:
         row = tuple(row)
         found = self._items.get(row[0])
-        if found is not None and found[0] == row:
-            return found[1]
+        if found is not None:
+            if found[0] == row:
+                return found[1]
+            if found[0][:_ACCESS_COLUMNS] == row[:_ACCESS_COLUMNS]:
+                # Only the access telemetry moved (augment records every memory it injects, so the memories
+                # read most often are exactly the ones whose counts change): keep the parsed content,
+                # metadata and timestamps, take the new counts.
+                accessed = row[_ACCESS_COLUMNS + 1]
+                old = found[1]
+                memory = Memory.trusted(
+                    id=old.id, api_key_id=old.api_key_id, session_id=old.session_id, type=old.type, key=old.key,
+                    content=old.content, metadata=old.metadata, created_at=old.created_at,
+                    updated_at=old.updated_at, expires_at=old.expires_at, access_count=int(row[_ACCESS_COLUMNS] or 0),
+                    last_accessed_at=None if accessed is None else parse_ts(accessed))
+                self._keep(row, memory)
+                return memory
         memory = _to_memory(row)
         if len(memory.content) > self.max_chars:
             return memory
+        self._keep(row, memory)
+        return memory
+
+    def _keep(self, row: tuple[Any, ...], memory: Memory) -> None:
         with self._lock:
+            self._items.pop(memory.id, None)  # re-inserted last: the newest entry is dropped last
             while len(self._items) >= self.size:
                 del self._items[next(iter(self._items))]
             self._items[memory.id] = (row, memory)
-        return memory
 
     def clear(self) -> None:
         with self._lock:
