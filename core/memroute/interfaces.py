@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
 
+from memroute.errors import ConflictError, MemrouteError, ValidationError
 from memroute.models import (
     BackendHit,
     HealthResult,
@@ -101,6 +102,11 @@ class BackendCapabilities:
     """The backend implements :class:`TenantRouting`: by-id operations that also name the tenant. The manager
     then uses them wherever the caller knows the tenant (every service call), so a database sharded by
     ``api_key_id`` (PostgreSQL with Citus) runs each on the tenant's one shard."""
+    batch_create: bool = False
+    """``create_many`` writes a batch in one transaction: atomic for a failure of the backend (it raises and
+    stores none of the batch), per item for an item's own error (returned in its place, the others stored).
+    The service's group commit (:mod:`memroute.group_commit`) then writes concurrent adds in one call; a
+    backend without it gets them one ``create`` at a time."""
 
 
 class MemoryBackend(abc.ABC):
@@ -139,6 +145,22 @@ class MemoryBackend(abc.ABC):
     def put(self, memory: Memory) -> None:
         """Store exactly ``memory`` (id and timestamps included), replacing a memory with the same id or
         the same ``(api_key_id, key)``. Idempotent: replication and import use it."""
+
+    def create_many(self, news: Sequence[NewMemory]) -> builtins.list[Memory | MemrouteError]:
+        """``create`` each of ``news`` in order, as if one after another (a later item with an earlier one's
+        ``(api_key_id, key)`` upserts into it), and return one outcome per item: the stored memory, or the
+        :class:`~memroute.errors.ValidationError` / :class:`~memroute.errors.ConflictError` that item met
+        (the others are still stored). A backend that declares ``capabilities.batch_create`` does it in one
+        transaction and raises, storing nothing, when it fails itself. This default is ``create`` in a loop
+        (not atomic; the manager uses it only for backends with ``batch_create``, so it exists for
+        completeness)."""
+        outcomes: builtins.list[Memory | MemrouteError] = []
+        for new in news:
+            try:
+                outcomes.append(self.create(new))
+            except (ValidationError, ConflictError) as exc:
+                outcomes.append(exc)
+        return outcomes
 
     def put_many(self, memories: Sequence[Memory]) -> int:
         """``put`` each memory (bulk import); returns how many were stored. Override to write them in one

@@ -123,6 +123,10 @@ class KeyStore(ABC):
     """Where a deployment's keys live. Implementations are shared by every process of the deployment (the
     SQLite state database, or a backend plugin's own store through ``memroute_state_store``)."""
 
+    in_process: bool = False
+    """``True`` when :meth:`authenticate` only reads a local file in this process (SQLite): the server then
+    checks keys on its event loop. ``False`` (a store behind a server, PostgreSQL): from a worker thread."""
+
     def create(self, name: str, *, scopes: Iterable[str] | str, tenant: str | None = None) -> tuple[ApiKey, str]:
         """A new key and its secret (the only time the secret exists outside the caller)."""
         key_id = new_key_id()
@@ -219,6 +223,9 @@ _COLUMNS: Final = "id, name, tenant, scopes, created_at, last_used_at, revoked_a
 class SqliteKeyStore(KeyStore):
     """Keys in the ``api_keys`` table of the deployment's SQLite state database. No cache: every
     :meth:`authenticate` is one indexed read, which is what makes revocation immediate everywhere."""
+
+    in_process = True
+    """A local file read in this process (the server authenticates on its event loop, without a thread hop)."""
 
     def __init__(self, connections: Any) -> None:
         """``connections``: a :class:`memroute.db.ThreadConnections` to the state database."""

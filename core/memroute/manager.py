@@ -268,6 +268,40 @@ class MemoryManager:
             self._replication.journal(served, OP_PUT, lambda: put_payload(memory))
         return memory
 
+    def create_many(self, news: Sequence[NewMemory]) -> builtins.list[Memory | Exception]:
+        """:meth:`create` each of ``news`` (the service's group commit): one outcome per item, in order, the
+        memory or the exception that item's own ``create`` would have raised.
+
+        When every backend declares ``capabilities.batch_create``, the batch is one backend call (one
+        transaction), served and failed over like a single create, and journaled in one outbox append.
+        Otherwise, and when the batched call fails for a reason other than the backend being unavailable
+        (so possibly because of one item), each item is written by its own :meth:`create`, so an item can
+        only ever fail with its own error."""
+        batch = list(news)
+        if not all(isinstance(n, NewMemory) for n in batch):
+            raise ValidationError("create_many: expected NewMemory objects", [("news", "type")])
+        if len(batch) > 1 and all(b.capabilities.batch_create for b in self.backends):
+            self._ensure_open()
+            timeout = self.settings.operation_timeout_s + len(batch) * BULK_SECONDS_PER_MEMORY
+            call = BackendCall("create", lambda b: _created_many(b, batch), writes=True, timeout_s=timeout)
+            try:
+                with self._write_lock:
+                    served, outcomes = self._write(call)
+                    self._replication.journal_puts(served, [m for m in outcomes if isinstance(m, Memory)])
+                return outcomes
+            except Exception as exc:
+                cause = exc.__cause__ if isinstance(exc, BackendUnavailableError) else exc
+                if isinstance(cause, BackendUnavailableError) or not isinstance(cause, Exception):
+                    raise  # no backend can take writes now: every caller's answer, as it would be one by one
+                log.warning("create_many: the batch of %d failed (%s); writing its items one by one", len(batch), exc)
+        outcomes = []
+        for new in batch:
+            try:
+                outcomes.append(self.create(new))
+            except Exception as exc:
+                outcomes.append(exc)
+        return outcomes
+
     def put(self, memory: Memory) -> None:
         """Store exactly ``memory`` (import, restore); replicated like a create."""
         if not isinstance(memory, Memory):
@@ -628,6 +662,19 @@ def _created(backend: MemoryBackend, new: NewMemory, memory: Memory) -> Memory:
         raise BackendError(f"backend {backend.name!r} answered create with another memory (tenant or key differ)",
                            backend=backend.name)
     return memory
+
+
+def _created_many(backend: MemoryBackend, news: Sequence[NewMemory]) -> builtins.list[Memory | Exception]:
+    outcomes: builtins.list[Memory | Exception] = list(backend.create_many(news))
+    if len(outcomes) != len(news):
+        raise BackendError(f"backend {backend.name!r} answered create_many of {len(news)} with {len(outcomes)} "
+                           "outcomes", backend=backend.name)
+    for new, outcome in zip(news, outcomes, strict=True):
+        if isinstance(outcome, Memory):
+            _created(backend, new, outcome)
+        elif not isinstance(outcome, CLIENT_ERRORS):
+            raise BackendError(f"backend {backend.name!r} answered create_many with {outcome!r}", backend=backend.name)
+    return outcomes
 
 
 def _updated(backend: MemoryBackend, memory_id: str, memory: Memory | None) -> Memory | None:

@@ -79,10 +79,12 @@ class Replicator:
         self._wake.set()
 
     def journal_puts(self, served: MemoryBackend, memories: Sequence[Memory]) -> None:
-        """Owe a ``put`` of each memory (a bulk import) to every backend except the one that served."""
-        self.outbox.add(
-            (b.name, OP_PUT, put_payload(m)) for b in self._backends if b is not served for m in memories
-        )
+        """Owe a ``put`` of each memory (a bulk import, a group commit) to every backend except the one that
+        served, in one outbox append."""
+        targets = [b.name for b in self._backends if b is not served]
+        if not targets or not memories:
+            return
+        self.outbox.add((name, OP_PUT, put_payload(m)) for name in targets for m in memories)
         self._wake.set()
 
     # --- delivery -------------------------------------------------------------------------------------

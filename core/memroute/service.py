@@ -11,6 +11,7 @@ with its docstrings, which is why this module runs a little past 600 lines.
 from __future__ import annotations
 
 import builtins
+import concurrent.futures
 import hashlib
 import re
 import threading
@@ -24,6 +25,7 @@ import attrs
 
 from memroute.components import build_backend
 from memroute.errors import ConfigError, ValidationError
+from memroute.group_commit import GroupCommit
 from memroute.interfaces import EmbeddingSource, ExtractedFact, MemoryBackend, VectorStore
 from memroute.limits import InputLimits
 from memroute.manager import MemoryManager
@@ -109,6 +111,7 @@ class Memroute:
         self._limits = InputLimits(settings.limits)
         self._closed = False
         self._lock = threading.RLock()
+        self._adds: GroupCommit[NewMemory, Memory] = GroupCommit(self._write_adds)
         self._pipeline: Conversation | None = None
         self._state: StateStore | None = None
         self._runtime: RuntimeMemorySettings | None = None
@@ -181,6 +184,7 @@ class Memroute:
         try:
             if self._pipeline is not None:
                 self._pipeline.close()  # stored extractions first: they write through the manager
+            self._adds.close()  # then the adds already queued are written, and no more are taken
             if self._vector_switch is not None:
                 self._vector_switch.close()
             self._engine.close()
@@ -283,7 +287,34 @@ class Memroute:
         expires_at: datetime | str | None = None,
     ) -> Memory:
         """Store a memory: an upsert on ``(api_key_id, key)``; ``key`` is derived from the content when
-        omitted. Returns the stored memory (with its id, kept across upserts)."""
+        omitted. Returns the stored memory (with its id, kept across upserts).
+
+        Concurrent adds (from threads, or :meth:`submit_add`) are written together, one transaction for all
+        of them (:mod:`memroute.group_commit`); each caller still gets its own memory or its own error."""
+        return self._adds.call(self._new_memory(api_key_id, content, key, type, session_id, metadata, expires_at))
+
+    def submit_add(
+        self,
+        *,
+        api_key_id: str,
+        content: str,
+        key: str | None = None,
+        type: MemoryType | str = MemoryType.FACTUAL,
+        session_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        expires_at: datetime | str | None = None,
+    ) -> concurrent.futures.Future[Memory]:
+        """:meth:`add` without blocking, for an event loop: the input is validated now (a bad one raises
+        :class:`~memroute.errors.ValidationError` here, before anything is queued), the write goes with the
+        next batch, and the returned future resolves to the stored memory, or to the error the add met.
+        ``await asyncio.wrap_future(mem.submit_add(...))`` costs the loop no thread hop of its own."""
+        return self._adds.submit(self._new_memory(api_key_id, content, key, type, session_id, metadata,
+                                                  expires_at))
+
+    def _new_memory(self, api_key_id: str, content: str, key: str | None, type: MemoryType | str,
+                    session_id: str | None, metadata: Mapping[str, Any] | None,
+                    expires_at: datetime | str | None) -> NewMemory:
+        """An add's input, validated (every check the add makes before the backend sees it)."""
         if not isinstance(content, str):
             raise ValidationError("content: expected a string", [("content", "type")])
         check_storable("content", content)  # before derive_key hashes it
@@ -292,9 +323,20 @@ class Memroute:
             type=type, session_id=session_id, metadata=metadata, expires_at=expires_at,
         )
         self._limits.check(content=new.content, metadata=new.metadata)
-        memory = self._manager.create(new)
-        self._retrieval.on_written([memory])
-        return memory
+        return new
+
+    def _write_adds(self, news: Sequence[NewMemory]) -> builtins.list[Memory | Exception]:
+        """The group commit's batch (:mod:`memroute.group_commit`): concurrent adds, already validated, in one
+        backend write; then one indexer wake for all of them."""
+        if len(news) == 1:  # a lone add: exactly the single-write path
+            try:
+                outcomes: builtins.list[Memory | Exception] = [self._manager.create(news[0])]
+            except Exception as exc:
+                outcomes = [exc]
+        else:
+            outcomes = self._manager.create_many(news)
+        self._retrieval.on_written([m for m in outcomes if isinstance(m, Memory)])
+        return outcomes
 
     def get(self, memory_id: str, *, api_key_id: str) -> Memory | None:
         """The memory ``memory_id`` of tenant ``api_key_id``, or ``None`` when there is no such id **or it

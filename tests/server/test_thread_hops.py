@@ -1,7 +1,8 @@
 """How many thread hops a REST request costs (counted, not timed: a unit-level check over the real in-thread
 server). FastAPI runs every sync dependency, a sync route and a sync route's response validation each in its
-thread pool; under load every hop is also a wait for the GIL. The hot routes are coroutines that await the
-async API (one hop into its pool); the only sync dependency left is the key check (it reads the key store)."""
+thread pool; under load every hop is also a wait for the GIL. The hot routes are coroutines: search awaits the
+async API (one hop into its pool), add queues for the service's group commit (no hop of its own), and the key
+check reads a SQLite key store on the loop (a key store that waits on a server is asked from a thread)."""
 
 from __future__ import annotations
 
@@ -43,26 +44,45 @@ def _pool_calls(monkeypatch):
     return seen
 
 
-@pytest.mark.parametrize(("method", "path", "body", "service_method"), [
-    ("POST", "/api/memory/search", {"query": "tea"}, "search"),
-    ("POST", "/api/memory", {"content": "I prefer green tea", "key": "tea"}, "add"),
-])
-def test_hot_routes_make_one_pool_hop_besides_the_key_check(memroute_server, hops, monkeypatch, method, path, body,
-                                                             service_method):
+def test_search_makes_one_pool_hop_and_the_key_check_none(memroute_server, hops, monkeypatch):
     ran_in = _pool_calls(monkeypatch)
     with memroute_server.client(memroute_server.tenant_a) as client:
         client.post("/api/memory/search", json={"query": "warm up"})  # connections and models, not counted
         hops.clear()
         ran_in.clear()
-        response = client.request(method, path, json=body)
-    assert response.status_code in (200, 201), response.text
-    # require(scope), the key lookup, is the one hop into FastAPI's pool; the route itself awaits the async API
-    assert hops == ["require_read" if service_method == "search" else "require_write"]
-    assert len(ran_in) == 1 and ran_in[0][0] == service_method and ran_in[0][1].startswith("memroute-aio")
+        response = client.post("/api/memory/search", json={"query": "tea"})
+    assert response.status_code == 200, response.text
+    # require(scope) reads the SQLite key store on the loop (in_process); the route awaits the async API once
+    assert hops == []
+    assert len(ran_in) == 1 and ran_in[0][0] == "search" and ran_in[0][1].startswith("memroute-aio")
+
+
+def test_add_makes_no_thread_hop_of_its_own(memroute_server, hops, monkeypatch):
+    ran_in = _pool_calls(monkeypatch)
+    commit = memroute_server.mem._adds
+    with memroute_server.client(memroute_server.tenant_a) as client:
+        client.post("/api/memory", json={"content": "warm up"})
+        hops.clear()
+        ran_in.clear()
+        before = commit.items
+        response = client.post("/api/memory", json={"content": "I prefer green tea", "key": "tea"})
+    assert response.status_code == 201, response.text
+    # validated on the loop, queued for the group commit's writer thread (memroute.group_commit): no pool hop
+    assert hops == [] and ran_in == []
+    assert commit.items == before + 1
+
+
+def test_a_key_store_that_waits_elsewhere_is_asked_from_a_thread(memroute_server, hops, monkeypatch):
+    keys = memroute_server.mem.keys
+    monkeypatch.setattr(keys, "in_process", False, raising=False)  # as a PostgreSQL key store declares
+    with memroute_server.client(memroute_server.tenant_a) as client:
+        hops.clear()
+        assert client.post("/api/memory/search", json={"query": "tea"}).status_code == 200
+    assert hops == ["principal_for_request"]
 
 
 def test_a_sync_route_still_answers_through_the_threadpool(memroute_server, hops):
     with memroute_server.client(memroute_server.tenant_a) as client:
         assert client.get("/api/memory").status_code == 200
     print("thread hops of GET /api/memory:", hops)
-    assert "require_read" in hops and len(hops) >= 2  # the key check, the route (and its response validation)
+    assert len(hops) >= 2  # the route and its response validation (the key check runs on the loop)

@@ -64,6 +64,7 @@ from memroute.models import (
     utcnow,
 )
 from memroute.testing.access import AccessTrackingTests
+from memroute.testing.batches import BatchCreateTests
 from memroute.testing.routing import TenantRoutingTests
 
 __all__ = ["FTS_SYNTAX_QUERIES", "BackendContract", "ROUND_TRIP_CONTENTS"]
@@ -110,7 +111,7 @@ FTS_SYNTAX_QUERIES: tuple[str, ...] = (
 )
 
 
-class BackendContract(AccessTrackingTests, TenantRoutingTests):
+class BackendContract(AccessTrackingTests, BatchCreateTests, TenantRoutingTests):
     """Abstract conformance tests for a :class:`~memroute.interfaces.MemoryBackend`.
 
     Override the ``backend`` fixture (required) and the ``reopen`` fixture (optional, for persistence).

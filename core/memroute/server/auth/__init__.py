@@ -12,12 +12,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from functools import cache
 from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import attrs
 from fastapi import APIRouter, Depends, Request
+from starlette.concurrency import run_in_threadpool
 
 from memroute.errors import AuthenticationError, PermissionDeniedError, ValidationError
 from memroute.keys import SCOPES
@@ -122,14 +123,20 @@ def principal_for_request(request: Request) -> Principal:
 
 
 @cache
-def require(scope: str) -> Callable[..., Principal]:
+def require(scope: str) -> Callable[..., Awaitable[Principal]]:
     """The FastAPI dependency checking ``scope`` (``read``, ``write``, ``admin``): authenticates the request
     and stores the :class:`Principal` on ``request.state.principal``. One function object per scope."""
     if scope not in SCOPES:
         raise ValueError(f"unknown scope {scope!r} (known: {', '.join(SCOPES)})")
 
-    def dependency(request: Request) -> Principal:
-        principal = principal_for_request(request)
+    async def dependency(request: Request) -> Principal:
+        # A key store in this process (SQLite) answers with one indexed read of a local file, cheaper than the
+        # thread hop FastAPI makes for a sync dependency (and the wait for the GIL after it, under load); one
+        # that waits on a server (PostgreSQL) is asked from a worker thread, never on the event loop.
+        if getattr(_service(request).keys, "in_process", False) is True:
+            principal = principal_for_request(request)
+        else:
+            principal = await run_in_threadpool(principal_for_request, request)
         principal.check(scope)
         request.state.principal = principal
         return principal

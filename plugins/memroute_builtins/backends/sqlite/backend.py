@@ -49,6 +49,8 @@ from memroute.errors import (
     BackendUnavailableError,
     ConfigError,
     ConflictError,
+    MemrouteError,
+    ValidationError,
 )
 from memroute.interfaces import BackendCapabilities, ComponentContext, MemoryAccess, MemoryBackend
 from memroute.models import (
@@ -147,7 +149,7 @@ class SqliteBackend(MemoryBackend):
     in_process = True  # a SQLite file, and the Python that builds memories from its rows
 
     capabilities = BackendCapabilities(bounded_latency=True, reindex_markers=True, access_tracking=True,
-                                       data_versions=True)
+                                       data_versions=True, batch_create=True)
     type_name = "sqlite"
 
     def __init__(self, name: str, path: str | Path, *, settings: SqliteSettings | None = None,
@@ -338,6 +340,44 @@ class SqliteBackend(MemoryBackend):
             values = _row_values(memory)
         self._invalidate((memory.id,), (memory,))
         self._written.add([(values, memory)])
+        return memory
+
+    def create_many(self, news: Sequence[NewMemory]) -> builtins.list[Memory | MemrouteError]:
+        """``create`` each of ``news`` in one ``BEGIN IMMEDIATE`` transaction, in order (a later item with an
+        earlier one's key merges into it, as one after another would). An item's own error (its id taken,
+        text SQLite cannot encode) is returned in its place and the others are still committed: each item is
+        one write statement, and a failed statement leaves nothing behind in the transaction. A failure of
+        the database itself rolls the whole batch back and raises."""
+        outcomes: builtins.list[Memory | MemrouteError] = []
+        written: builtins.list[tuple[tuple[Any, ...], Memory]] = []
+        with self._write("create memories") as connection:
+            for new in news:
+                try:
+                    memory = self._upsert(connection, new)
+                except ConflictError as exc:
+                    outcomes.append(exc)
+                    continue
+                except (UnicodeError, RecursionError) as exc:
+                    outcomes.append(ValidationError(
+                        f"create: backend {self.name!r} cannot take this input ({type(exc).__name__}: {exc})",
+                        [("(input)", "invalid")]))
+                    continue
+                outcomes.append(memory)
+                written.append((_row_values(memory), memory))
+        self._invalidate([m.id for _row, m in written], [m for _row, m in written])
+        self._written.add(written)
+        return outcomes
+
+    def _upsert(self, connection: apsw.Connection, new: NewMemory) -> Memory:
+        """One upsert inside the caller's write transaction."""
+        memory = new.as_memory()
+        if connection.execute(_SQL_INSERT_NEW, _row_values(memory)).fetchall():
+            return memory
+        row = connection.execute(_SQL_GET_BY_KEY, (new.api_key_id, new.key)).fetchone()
+        if row is None:  # the key is free, so the id is what collided
+            raise ConflictError(f"memory id {new.id} is already used by another memory", backend=self.name)
+        memory = new.merged_into(_to_memory(row))
+        self._update_row(connection, memory)
         return memory
 
     @staticmethod
