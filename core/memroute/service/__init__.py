@@ -4,8 +4,9 @@ Data flows one way: surface → this service → MemoryManager → backend plugi
 scopes every operation to its tenant, generates ids and keys, returns typed reports
 (:mod:`memroute.reports`), and is the composition root: it builds the backends, the manager, the retrieval
 engine and the conversation pipeline (which works against the narrow
-:class:`~memroute.pipeline.ports.MemoryStore` port this class satisfies). The whole public API lives here
-with its docstrings, which is why this module runs a little past 600 lines.
+:class:`~memroute.pipeline.ports.MemoryStore` port this class satisfies). The public API is this one class;
+its methods are grouped in :mod:`memroute.service.deployment` and :mod:`memroute.service.conversation`
+(mixins it inherits) besides the ones here; their shared state is declared in :mod:`memroute.service.base`.
 """
 
 from __future__ import annotations
@@ -16,17 +17,15 @@ import hashlib
 import re
 import threading
 import unicodedata
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, overload
-
-import attrs
+from typing import TYPE_CHECKING, Any
 
 from memroute.components import build_backend
 from memroute.errors import ConfigError, ValidationError
 from memroute.group_commit import GroupCommit
-from memroute.interfaces import EmbeddingSource, ExtractedFact, MemoryBackend, VectorStore
+from memroute.interfaces import EmbeddingSource, MemoryBackend, VectorStore
 from memroute.limits import InputLimits
 from memroute.manager import MemoryManager
 from memroute.models import (
@@ -36,11 +35,9 @@ from memroute.models import (
     MemoryPatch,
     MemoryType,
     NewMemory,
-    SearchHit,
     SearchQuery,
     SearchResult,
     check_storable,
-    is_memory_id,
     require_key,
     require_memory_id,
     require_session,
@@ -51,32 +48,20 @@ from memroute.models import (
 )
 from memroute.plugins import MemroutePluginManager, get_plugin_manager
 from memroute.reports import (
-    AugmentReport,
-    BackendsStatus,
     CacheStats,
     ClearReport,
-    HealthReport,
-    MaintenanceReport,
     MemoryStats,
-    MemoryStatus,
-    ReindexReport,
     RetrievalPreview,
-    StatusReport,
 )
 from memroute.retrieval.build import build_retrieval
+from memroute.service.conversation import ConversationMethods
+from memroute.service.deployment import DeploymentMethods
 from memroute.settings import MemrouteSettings, load_settings
-from memroute.transfer import ImportReport, import_memories, parse_jsonl
-from memroute.verify import VerifyReport, verify_replicas
 
 if TYPE_CHECKING:
-    from memroute.keys import KeyStore
     from memroute.pipeline.conversation import Conversation
-    from memroute.pipeline.requests import ApiShape
-    from memroute.retrieval.engine import RetrievalEngine
     from memroute.runtime_vectors import VectorSwitch
-    from memroute.settings import MemorySettings
     from memroute.state import RuntimeMemorySettings, StateStore
-    from memroute.storage_api import StorageAPI
 
 __all__ = ["Memroute", "derive_key"]
 
@@ -92,8 +77,12 @@ def derive_key(content: str) -> str:
     return f"note:{slug}:{digest}" if slug else f"note:{digest}"
 
 
-class Memroute:
-    """memroute's Python API. Use as a context manager, or call :meth:`close`."""
+class Memroute(DeploymentMethods, ConversationMethods):
+    """memroute's Python API. Use as a context manager, or call :meth:`close`.
+
+    The methods live in three modules: this one (construction, lifecycle, CRUD, search),
+    :mod:`memroute.service.deployment` (keys, runtime settings, operations, import / export) and
+    :mod:`memroute.service.conversation` (augment, observe, extract, maintenance)."""
 
     def __init__(
         self,
@@ -150,13 +139,6 @@ class Memroute:
             self._manager.close()
             raise
 
-    @property
-    def _retrieval(self) -> RetrievalEngine:
-        switch = self._vector_switch
-        if switch is not None:
-            switch.poll()  # one clock read unless the runtime vector settings are due a re-read
-        return self._engine
-
     @classmethod
     def open(
         cls,
@@ -209,70 +191,6 @@ class Memroute:
         parts = [*self._manager.backends, self._retrieval.embedder, self._retrieval.vector_store,
                  self._retrieval.reranker]
         return all(getattr(part, "in_process", None) is True for part in parts if part is not None)
-
-    # --- deployment state: keys, runtime settings (memroute.state; docs/server.md) -------------------
-    @property
-    def state(self) -> StateStore:
-        """The deployment's shared state store (keys, runtime settings, leases), opened on first use."""
-        with self._lock:
-            if self._state is None:
-                from memroute.state import open_state_store
-
-                self._state = open_state_store(self.plugins, self._manager.backends[0], self.state_dir)
-            return self._state
-
-    @property
-    def storage(self) -> StorageAPI:
-        """Backend-level, tenant-checked calls for the HTTP storage protocol (``/api/storage``: another
-        process's ``http`` backend using this deployment). See :mod:`memroute.storage_api`."""
-        from memroute.storage_api import StorageAPI
-
-        return StorageAPI(self)
-
-    @property
-    def keys(self) -> KeyStore:
-        """The deployment's API keys (``memroute keys``, ``/api/keys``)."""
-        return self.state.keys
-
-    def memory_settings(self, *, fresh: bool = False) -> MemorySettings:
-        """The ``[memory]`` settings in effect: the configured ones with the runtime overrides stored by
-        :meth:`update_memory_settings` (in the shared state store). Search, preview, augment, observe and
-        prune read them here; another process's change applies within
-        :data:`~memroute.state.RUNTIME_SETTINGS_TTL_S` (1 s), this process's at once. ``fresh`` reads the
-        store now instead."""
-        return self._runtime_settings.current(fresh=fresh)
-
-    def memory_overrides(self, *, fresh: bool = False) -> dict[str, Any]:
-        """The runtime overrides in effect (setting name → value), without the configured values."""
-        return self._runtime_settings.overrides(fresh=fresh)
-
-    def update_memory_settings(self, changes: Mapping[str, Any]) -> MemorySettings:
-        """Change runtime memory settings (wire names: ``enabled``, ``maxTokens``, ``retentionDays``,
-        ``strategy``, ``typedDecay*``; ``None`` drops an override), strictly validated: a bad value raises
-        :class:`~memroute.errors.ValidationError` naming the field and stores nothing. Returns the settings now
-        in effect."""
-        return self._runtime_settings.update(changes)
-
-    def qdrant_settings(self, changes: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """The Qdrant settings in effect (``GET /api/settings/qdrant``; never the key, only ``api_key_masked``);
-        with ``changes`` (``PUT``: wire names, ``null`` drops an override, ``apiKey: ""`` removes the key) they
-        are validated strictly, the new target probed for real, and stored for every process only if it
-        works (:class:`~memroute.errors.ValidationError` naming the field otherwise). This process switches
-        its vector store at once, the others within about a second. See :mod:`memroute.runtime_vectors`."""
-        if self._vector_switch is None:
-            raise ConfigError("this service was given its vector store in code; it has no runtime qdrant settings")
-        if changes is not None:
-            self._vector_switch.update(changes)
-        return self._vector_switch.view()
-
-    @property
-    def _runtime_settings(self) -> RuntimeMemorySettings:
-        with self._lock:
-            if self._runtime is None:
-                from memroute.state import RuntimeMemorySettings
-
-                self._runtime = RuntimeMemorySettings(self.settings.memory, lambda: self.state)
-            return self._runtime
 
     # --- CRUD ----------------------------------------------------------------------------------------
     def add(
@@ -559,180 +477,7 @@ class Memroute:
                              session_id=session_id, record_access=False)
         return self._preview_of(query, require_tenant(api_key_id), result.hits, result, budget, count)
 
-    def _preview_of(self, query: str, tenant: str, hits: Sequence[SearchHit], result: SearchResult,
-                    max_tokens: int | None, limit: int) -> RetrievalPreview:
-        return RetrievalPreview.from_hits(query=query, api_key_id=tenant, hits=hits, provenance=result.provenance,
-                                          embedding=self._retrieval.resolution, max_tokens=max_tokens, limit=limit)
 
-    # --- operations ----------------------------------------------------------------------------------
-    def health(self) -> HealthReport:
-        """Probe every backend now: each backend's answer, breaker and outbox backlog, and the outbox."""
-        return HealthReport.from_manager(self._manager.health())
-
-    def status(self) -> StatusReport:
-        """Engine status (``memroute status``): data and state directories, ``[memory]`` settings, backends,
-        keyword tier, embedding, vector store, fusion, and a fresh health probe. ``memory`` is the settings in
-        effect (runtime overrides applied)."""
-        memory = self.memory_settings()
-        engine = self._retrieval.status()
-        return StatusReport(
-            data_dir=str(self.data_dir), state_dir=str(self.state_dir),
-            memory=MemoryStatus(enabled=memory.enabled, strategy=memory.strategy, max_tokens=memory.max_tokens,
-                                retention_days=memory.retention_days),
-            backends=BackendsStatus(primary=self.settings.backends.primary,
-                                    fallbacks=tuple(self.settings.backends.fallbacks),
-                                    instances=tuple(b.describe() for b in self._manager.backends)),
-            keyword=dict(engine.get("keyword", {})), embedding=dict(engine.get("embedding", {})),
-            vector_store=dict(engine.get("vector_store", {})), fusion=dict(engine.get("fusion", {})),
-            rerank=dict(engine.get("rerank", {})),
-            health=self.health(),
-        )
-
-    def verify(self, *, repair: bool = False) -> VerifyReport:
-        """Compare every fallback with the primary, memory by memory (the drift check); with ``repair``, replay
-        the primary's version of every difference through the outbox. See :mod:`memroute.verify`."""
-        return verify_replicas(self._manager, repair=repair)
-
-    def reindex(self, *, force: bool = False, progress: Callable[[int, int], None] | None = None) -> ReindexReport:
-        """Embed every memory that has no current vector now (every memory with ``force``); resumable, the
-        queue is durable. ``progress(done, remaining)`` is called after each batch."""
-        outcome = self._retrieval.reindex(force=force, progress=progress)
-        known = {f.name for f in attrs.fields(ReindexReport)}
-        return ReindexReport(**{k: v for k, v in outcome.items() if k in known})
-
-    # --- import / export -----------------------------------------------------------------------------
-    def export(self, api_key_id: str) -> Iterator[Memory]:
-        """Every memory of ``api_key_id``, oldest first (see :meth:`export_all` for every tenant)."""
-        tenant = require_tenant(api_key_id)
-        return iter(self._manager.iter_all(tenant))
-
-    def tenants(self) -> builtins.list[str]:
-        """Every ``api_key_id`` that holds memories, sorted: an all-tenant read for operators and the
-        dashboard's tenant picker (the server exposes it to admin keys only)."""
-        return self._manager.tenants()
-
-    def export_all(self) -> Iterator[Memory]:
-        """Every memory of **every** tenant, oldest first: an operator's backup, never a tenant's call."""
-        return iter(self._manager.iter_all(None))
-
-    def import_memories(self, memories: Iterable[Memory]) -> ImportReport:
-        """Store memories exactly as given (ids, owners and timestamps kept): an operator's restore. Refused
-        whole when an id is not a UUID or exists under another tenant (see :mod:`memroute.transfer`)."""
-        checked: builtins.list[tuple[int, Memory]] = []
-        for number, memory in enumerate(memories, start=1):
-            if not isinstance(memory, Memory):
-                raise ValidationError(f"item {number}: expected a Memory", [(f"item {number}", "type")])
-            if not is_memory_id(memory.id):
-                raise ValidationError(f"item {number}: id: expected a canonical UUID, got {memory.id!r:.60}",
-                                      [(f"item {number}", "id")])
-            self._limits.check(content=memory.content, metadata=memory.metadata, where=f"item {number}: ")
-            checked.append((number, memory))
-        return import_memories(self._manager, checked, on_written=self._retrieval.on_written)
-
-    def import_jsonl(self, lines: Iterable[str], *, api_key_id: str | None = None,
-                     progress: Callable[[int], None] | None = None) -> ImportReport:
-        """Import JSONL (one memory object a line, as ``memroute export`` writes), all or nothing: the whole
-        input is validated before the first write (the error names the line), an id that exists under another
-        tenant is refused, and the memories are written in one backend call (one transaction on SQLite and
-        PostgreSQL). With ``api_key_id``, every line must belong to that tenant or name none. See
-        :mod:`memroute.transfer` for what is guaranteed on backends without transactions."""
-        parsed = parse_jsonl(lines, api_key_id=api_key_id, limits=self._limits)
-        return import_memories(self._manager, parsed, api_key_id=api_key_id, on_written=self._retrieval.on_written,
-                               progress=progress)
-
-    # --- conversation pipeline (memroute.pipeline.conversation; docs/pipeline.md) ----------------------
-    @property
-    def _conversation(self) -> Conversation:
-        """The pipeline object (extraction worker, augmentation, maintenance), built on first use."""
-        with self._lock:
-            if self._pipeline is None:
-                from memroute.pipeline.augment_cache import AugmentCache
-                from memroute.pipeline.conversation import Conversation, build_extractors
-
-                self._pipeline = Conversation(
-                    self, self.settings, lambda: build_extractors(self.settings, self.plugins, self.data_dir),
-                    cache=AugmentCache(self._manager.data_version, self._manager.get_many),
-                )
-            return self._pipeline
-
-    def augment(self, request: Any, *, api_key_id: str, session_id: str | None = None, provider: str | None = None,
-                headers: Any = None, api: ApiShape | None = None, session_scope: bool = False) -> Any:
-        """``request`` with relevant memories of ``api_key_id`` injected (never mutated; the same object when
-        nothing is injected). ``provider`` picks placement rules, ``api`` the request shape (default:
-        detected), ``session_scope=True`` retrieves only ``session_id``'s memories. Never raises for a
-        retrieval failure (the request goes out without memory). Each injected memory counts as an access
-        (recorded in the background; see :meth:`record_access`). See :meth:`explain_augment`."""
-        return self.explain_augment(request, api_key_id=api_key_id, session_id=session_id, provider=provider,
-                                    headers=headers, api=api, session_scope=session_scope, preview=False).request
-
-    def explain_augment(self, request: Any, *, api_key_id: str, session_id: str | None = None,
-                        provider: str | None = None, headers: Any = None, api: ApiShape | None = None,
-                        session_scope: bool = False, preview: bool = True,
-                        record_access: bool = True) -> AugmentReport:
-        """Like :meth:`augment`, and also what was retrieved for which query (a :class:`RetrievalPreview` of
-        the memories injected, unless ``preview=False``: the proxy's request path needs only the request and the
-        count), and why nothing was injected. ``record_access=False`` counts no access (a preview of the block,
-        like the dashboard's, rather than a request that is sent). Without the preview, the retrieval for a
-        repeated message (an agent's tool loop resends it after every tool call) is reused while the tenant's
-        data is unchanged, in this process or any other (:mod:`memroute.pipeline.augment_cache`); a preview
-        always retrieves afresh."""
-        done = self._conversation.explain_augment(request, api_key_id, session_id, provider, headers, api=api,
-                                                  session_scope=session_scope, record_access=record_access,
-                                                  reuse=not preview)
-        shown = None
-        if preview and done.result is not None:
-            shown = self._preview_of(done.query, require_tenant(api_key_id), done.hits, done.result,
-                                     done.max_tokens, len(done.result.hits))
-        return AugmentReport(request=done.request, query=done.query, block=done.block, skipped=done.skipped,
-                             preview=shown, count=done.count)
-
-    def observe(self, request: Any, response: Any = None, *, api_key_id: str, session_id: str | None = None,
-                headers: Any = None, wait: bool = False) -> builtins.list[Memory]:
-        """Extract facts from a chat turn and store them for ``api_key_id`` (in the background unless
-        ``wait``; with ``wait`` the stored memories are returned)."""
-        return self._conversation.observe(request, response, api_key_id=api_key_id, session_id=session_id,
-                                          headers=headers, wait=wait)
-
-    @overload
-    def extract(self, text: str, *, source: str = ..., api_key_id: None = ..., store: Literal[False] = ...,
-                session_id: None = ...) -> builtins.list[ExtractedFact]: ...
-
-    @overload
-    def extract(self, text: str, *, source: str = ..., api_key_id: str, store: Literal[True],
-                session_id: str | None = ...) -> builtins.list[Memory]: ...
-
-    def extract(self, text: str, *, source: str = "user", api_key_id: str | None = None, store: bool = False,
-                session_id: str | None = None) -> builtins.list[ExtractedFact] | builtins.list[Memory]:
-        """The facts the configured extractors find in ``text`` (``source``: ``user`` or ``assistant``).
-        With ``store=True`` they are also stored for ``api_key_id`` (required then; whatever the memory gate
-        says) and the stored memories are returned; a fact that names an opposite key (``aversion:x`` for
-        ``preference:x``) supersedes that memory."""
-        if not isinstance(text, str):
-            raise ValidationError("text: expected a string", [("text", "type")])
-        if not store:
-            if api_key_id is not None:
-                raise ValidationError("api_key_id: only applies with store=True", [("api_key_id", "unexpected")])
-            return self._conversation.extract(text, source=source)
-        tenant = require_tenant(api_key_id)
-        facts = self._conversation.extract(text, source=source)
-        return self._conversation.store_facts(tenant, facts, session_id=session_id)
-
-    def summarize(self, api_key_id: str, older_than_days: int, *, dry_run: bool = True) -> MaintenanceReport:
-        """Replace one tenant's memories older than ``older_than_days`` with summaries (dry run by default)."""
-        return self._conversation.summarize(require_tenant(api_key_id), older_than_days, dry_run=dry_run)
-
-    def compact(self, api_key_id: str, session_id: str | None = None, max_tokens: int = 4000, *,
-                dry_run: bool = True) -> MaintenanceReport:
-        """Summarize what does not fit ``max_tokens`` of one tenant (dry run by default)."""
-        return self._conversation.compact(require_tenant(api_key_id), session_id, max_tokens, dry_run=dry_run)
-
-    def prune(self, api_key_id: str, *, dry_run: bool = False) -> MaintenanceReport:
-        """Delete one tenant's memories past retention, expired, or decayed (typed decay, when enabled)."""
-        return self._conversation.prune(require_tenant(api_key_id), dry_run=dry_run)
-
-    def prune_all(self, *, dry_run: bool = False) -> MaintenanceReport:
-        """:meth:`prune` for **every** tenant: operator maintenance (``memroute prune --all-tenants``)."""
-        return self._conversation.prune(None, dry_run=dry_run)
 
 
 def state_dir_for(data_dir: Path, primary: MemoryBackend) -> Path:

@@ -1,0 +1,121 @@
+"""The conversation part of :class:`~memroute.service.Memroute`: augment a request with memories, observe a
+turn, extract facts, and the maintenance that summarizes, compacts and prunes (all through
+:mod:`memroute.pipeline.conversation`, built on first use). A mixin: ``Memroute`` inherits these methods, and
+they are documented and called as its own."""
+
+from __future__ import annotations
+
+import builtins
+from typing import TYPE_CHECKING, Any, Literal, cast, overload
+
+from memroute.errors import ValidationError
+from memroute.interfaces import ExtractedFact
+from memroute.models import Memory, require_tenant
+from memroute.reports import AugmentReport, MaintenanceReport
+from memroute.service.base import ServiceBase
+
+if TYPE_CHECKING:
+    from memroute.pipeline.conversation import Conversation
+    from memroute.pipeline.ports import MemoryStore
+    from memroute.pipeline.requests import ApiShape
+
+__all__ = ["ConversationMethods"]
+
+
+class ConversationMethods(ServiceBase):
+    """Augment, observe, extract and maintenance (see :class:`~memroute.service.Memroute`)."""
+
+    # --- conversation pipeline (memroute.pipeline.conversation; docs/pipeline.md) ----------------------
+    @property
+    def _conversation(self) -> Conversation:
+        """The pipeline object (extraction worker, augmentation, maintenance), built on first use."""
+        with self._lock:
+            if self._pipeline is None:
+                from memroute.pipeline.augment_cache import AugmentCache
+                from memroute.pipeline.conversation import Conversation, build_extractors
+
+                self._pipeline = Conversation(
+                    cast("MemoryStore", self), self.settings,
+                    lambda: build_extractors(self.settings, self.plugins, self.data_dir),
+                    cache=AugmentCache(self._manager.data_version, self._manager.get_many),
+                )
+            return self._pipeline
+
+    def augment(self, request: Any, *, api_key_id: str, session_id: str | None = None, provider: str | None = None,
+                headers: Any = None, api: ApiShape | None = None, session_scope: bool = False) -> Any:
+        """``request`` with relevant memories of ``api_key_id`` injected (never mutated; the same object when
+        nothing is injected). ``provider`` picks placement rules, ``api`` the request shape (default:
+        detected), ``session_scope=True`` retrieves only ``session_id``'s memories. Never raises for a
+        retrieval failure (the request goes out without memory). Each injected memory counts as an access
+        (recorded in the background; see :meth:`record_access`). See :meth:`explain_augment`."""
+        return self.explain_augment(request, api_key_id=api_key_id, session_id=session_id, provider=provider,
+                                    headers=headers, api=api, session_scope=session_scope, preview=False).request
+
+    def explain_augment(self, request: Any, *, api_key_id: str, session_id: str | None = None,
+                        provider: str | None = None, headers: Any = None, api: ApiShape | None = None,
+                        session_scope: bool = False, preview: bool = True,
+                        record_access: bool = True) -> AugmentReport:
+        """Like :meth:`augment`, and also what was retrieved for which query (a :class:`RetrievalPreview` of
+        the memories injected, unless ``preview=False``: the proxy's request path needs only the request and the
+        count), and why nothing was injected. ``record_access=False`` counts no access (a preview of the block,
+        like the dashboard's, rather than a request that is sent). Without the preview, the retrieval for a
+        repeated message (an agent's tool loop resends it after every tool call) is reused while the tenant's
+        data is unchanged, in this process or any other (:mod:`memroute.pipeline.augment_cache`); a preview
+        always retrieves afresh."""
+        done = self._conversation.explain_augment(request, api_key_id, session_id, provider, headers, api=api,
+                                                  session_scope=session_scope, record_access=record_access,
+                                                  reuse=not preview)
+        shown = None
+        if preview and done.result is not None:
+            shown = self._preview_of(done.query, require_tenant(api_key_id), done.hits, done.result,
+                                     done.max_tokens, len(done.result.hits))
+        return AugmentReport(request=done.request, query=done.query, block=done.block, skipped=done.skipped,
+                             preview=shown, count=done.count)
+
+    def observe(self, request: Any, response: Any = None, *, api_key_id: str, session_id: str | None = None,
+                headers: Any = None, wait: bool = False) -> builtins.list[Memory]:
+        """Extract facts from a chat turn and store them for ``api_key_id`` (in the background unless
+        ``wait``; with ``wait`` the stored memories are returned)."""
+        return self._conversation.observe(request, response, api_key_id=api_key_id, session_id=session_id,
+                                          headers=headers, wait=wait)
+
+    @overload
+    def extract(self, text: str, *, source: str = ..., api_key_id: None = ..., store: Literal[False] = ...,
+                session_id: None = ...) -> builtins.list[ExtractedFact]: ...
+
+    @overload
+    def extract(self, text: str, *, source: str = ..., api_key_id: str, store: Literal[True],
+                session_id: str | None = ...) -> builtins.list[Memory]: ...
+
+    def extract(self, text: str, *, source: str = "user", api_key_id: str | None = None, store: bool = False,
+                session_id: str | None = None) -> builtins.list[ExtractedFact] | builtins.list[Memory]:
+        """The facts the configured extractors find in ``text`` (``source``: ``user`` or ``assistant``).
+        With ``store=True`` they are also stored for ``api_key_id`` (required then; whatever the memory gate
+        says) and the stored memories are returned; a fact that names an opposite key (``aversion:x`` for
+        ``preference:x``) supersedes that memory."""
+        if not isinstance(text, str):
+            raise ValidationError("text: expected a string", [("text", "type")])
+        if not store:
+            if api_key_id is not None:
+                raise ValidationError("api_key_id: only applies with store=True", [("api_key_id", "unexpected")])
+            return self._conversation.extract(text, source=source)
+        tenant = require_tenant(api_key_id)
+        facts = self._conversation.extract(text, source=source)
+        return self._conversation.store_facts(tenant, facts, session_id=session_id)
+
+    def summarize(self, api_key_id: str, older_than_days: int, *, dry_run: bool = True) -> MaintenanceReport:
+        """Replace one tenant's memories older than ``older_than_days`` with summaries (dry run by default)."""
+        return self._conversation.summarize(require_tenant(api_key_id), older_than_days, dry_run=dry_run)
+
+    def compact(self, api_key_id: str, session_id: str | None = None, max_tokens: int = 4000, *,
+                dry_run: bool = True) -> MaintenanceReport:
+        """Summarize what does not fit ``max_tokens`` of one tenant (dry run by default)."""
+        return self._conversation.compact(require_tenant(api_key_id), session_id, max_tokens, dry_run=dry_run)
+
+    def prune(self, api_key_id: str, *, dry_run: bool = False) -> MaintenanceReport:
+        """Delete one tenant's memories past retention, expired, or decayed (typed decay, when enabled)."""
+        return self._conversation.prune(require_tenant(api_key_id), dry_run=dry_run)
+
+    def prune_all(self, *, dry_run: bool = False) -> MaintenanceReport:
+        """:meth:`prune` for **every** tenant: operator maintenance (``memroute prune --all-tenants``)."""
+        return self._conversation.prune(None, dry_run=dry_run)
