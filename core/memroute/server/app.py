@@ -83,9 +83,11 @@ def create_app(mem: Any, *, settings: ServerSettings | None = None, close_servic
 def _include_rest(app: FastAPI) -> None:
     from memroute.server.api import health, keys, memory, operations, settings, storage
 
-    # operations first: its fixed paths (/api/memory/health, /export, ...) must win over /api/memory/{id}
-    for module in (health, keys, operations, memory, settings, storage):
-        app.include_router(module.router)
+    # A request is matched against the routes in order: the hot memory routes (list, create, search) come first;
+    # operations' fixed paths (/api/memory/health, /export, ...) must come before /api/memory/{id}.
+    for router in (memory.router, health.router, keys.router, operations.router, memory.by_id, settings.router,
+                   storage.router):
+        app.include_router(router)
 
 
 def _include_surfaces(app: FastAPI) -> None:

@@ -22,6 +22,11 @@ from memroute.server.schema import wire_model
 from memroute.service import Memroute
 
 router = ScopedRouter(prefix="/api/memory", tags=["memory"])
+"""The fixed paths (list, create, search): the app includes them first, since they are the hot routes and a
+request is matched against the routes in order."""
+by_id = ScopedRouter(prefix="/api/memory", tags=["memory"])
+"""``/api/memory/{memory_id}``: included after the operations routes, whose fixed paths (``/health``,
+``/export``, ...) must win over an id."""
 
 MemoryModel = wire_model(Memory)
 CreateBody = wire_model(m.MemoryCreate, mode="request")
@@ -137,7 +142,7 @@ def _memory_id(memory_id: str) -> str:
     return memory_id
 
 
-@router.get("/{memory_id}", scope="read", response_model=wire_model(m.MemoryEnvelope),
+@by_id.get("/{memory_id}", scope="read", response_model=wire_model(m.MemoryEnvelope),
             summary="One memory", responses={**ok({"memory": MEMORY_EXAMPLE}), **_NOT_FOUND})
 def get_memory(request: Request, principal: CurrentPrincipal, memory_id: str, api_key_id: TenantQuery = None,
                ) -> m.MemoryEnvelope:
@@ -156,7 +161,7 @@ def _owned_or_404(request: Request, tenant: str, memory_id: str) -> Memory:
     return memory
 
 
-@router.put("/{memory_id}", scope="write", response_model=wire_model(m.MemoryUpdated),
+@by_id.put("/{memory_id}", scope="write", response_model=wire_model(m.MemoryUpdated),
             summary="Change fields of a memory",
             responses={**ok({"success": True, "memory": MEMORY_EXAMPLE}), **_NOT_FOUND,
                        409: {"description": "the new key is another memory's"}})
@@ -176,7 +181,7 @@ def update_memory(request: Request, principal: CurrentPrincipal, memory_id: str,
     return m.MemoryUpdated(success=True, memory=updated)
 
 
-@router.delete("/{memory_id}", scope="write", response_model=wire_model(m.Success), summary="Delete a memory",
+@by_id.delete("/{memory_id}", scope="write", response_model=wire_model(m.Success), summary="Delete a memory",
                responses={**ok({"success": True}), **_NOT_FOUND})
 def delete_memory(request: Request, principal: CurrentPrincipal, memory_id: str,
                   api_key_id: TenantQuery = None) -> m.Success:
