@@ -75,10 +75,14 @@ class _Slot(Generic[I, R]):
         self.outcome = outcome
         if self.future is None:
             self.wake()
-        elif isinstance(outcome, BaseException):
-            self.future.set_exception(outcome)
-        else:
-            self.future.set_result(outcome)
+            return
+        try:  # never cancelled (it is marked running when queued), but one bad future must not strand the rest
+            if isinstance(outcome, BaseException):
+                self.future.set_exception(outcome)
+            else:
+                self.future.set_result(outcome)
+        except concurrent.futures.InvalidStateError:
+            pass
 
 
 class GroupCommit(Generic[I, R]):

@@ -45,8 +45,10 @@ class FaultyBackend(MemoryBackend):
         super().__init__(name or inner.name)
         self.inner = inner
         self.type_name = inner.type_name
-        # A fault injector can hang on command, so it never claims the inner backend's bounded latency.
-        self.capabilities = attrs.evolve(inner.capabilities, bounded_latency=False, reindex_markers=False)
+        # A fault injector can hang on command, so it never claims the inner backend's bounded latency; its faults
+        # strike one create at a time, so it never claims a one-transaction create_many either.
+        self.capabilities = attrs.evolve(inner.capabilities, bounded_latency=False, reindex_markers=False,
+                                         batch_create=False)
         self.hang_timeout_s = hang_timeout_s
         self.calls: Counter[str] = Counter()
         self._lock = threading.Lock()
