@@ -229,6 +229,16 @@ def _take(iterator: Iterator[Memory], count: int) -> builtins.list[Memory]:
 
 
 
+def _open_warm(config: Any, overrides: dict[str, Any]) -> Memroute:
+    service = Memroute.open(config, **overrides)
+    try:
+        service.warm_up()
+    except BaseException:
+        service.close()
+        raise
+    return service
+
+
 class _Opening:
     """What :func:`open_async` returns: awaitable (``mem = await memroute.open_async()``) and an async context
     manager (``async with memroute.open_async() as mem:``)."""
@@ -246,11 +256,13 @@ class _Opening:
         _check_workers(max_workers)
         _check_handoff(gil_handoff)
         # Opening reads config, opens databases and may build an embedder: all of it off the loop, in a thread
-        # of its own (the pool's size may depend on what was opened).
+        # of its own (the pool's size may depend on what was opened). The embedding model is loaded there too
+        # (Memroute.warm_up): loaded lazily, it stalled the loop for ~30 ms on the first add (the indexer
+        # thread loading it holds the GIL) and ~40 ms on the first search.
         opener = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="memroute-aio-open")
         try:
             service = await asyncio.get_running_loop().run_in_executor(
-                opener, functools.partial(Memroute.open, config, **overrides))
+                opener, functools.partial(_open_warm, config, overrides))
         finally:
             opener.shutdown(wait=False)
         try:

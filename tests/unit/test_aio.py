@@ -392,3 +392,35 @@ def test_workers_hand_the_gil_over_between_stages_and_no_other_thread_pauses(tmp
         with pytest.raises(ValidationError, match="gil_handoff"):
             AsyncMemroute(service, gil_handoff=1.0)
     assert pauses == []
+
+
+def test_open_async_loads_the_embedding_model_in_its_opening_thread(tmp_path, monkeypatch):
+    """Loaded lazily, the model was loaded by the first call's thread (the indexer's, or a search's worker)
+    holding the GIL, which stalled the event loop (docs/python-api.md, "The first call")."""
+    from memroute.testing.fakes import HashingEmbeddingSource
+    from memroute_builtins.embedding.static import StaticEmbeddingSource
+
+    loaded_on: list[str] = []
+    real_load = StaticEmbeddingSource._load
+
+    def recorded(self: StaticEmbeddingSource) -> object:
+        loaded_on.append(threading.current_thread().name)
+        return real_load(self)
+
+    monkeypatch.setattr(StaticEmbeddingSource, "_load", recorded)  # instrumentation: the real load still runs
+
+    async def main() -> None:
+        async with _open(tmp_path) as mem:
+            assert loaded_on and loaded_on[0].startswith("memroute-aio-open"), loaded_on
+            await mem.add(api_key_id="a", content="green tea", key="tea")
+            await mem.flush(10)
+            assert (await mem.search("tea", api_key_id="a", strategy="hybrid")).memories
+
+    asyncio.run(main())
+    assert len(loaded_on) == 1, "the model was loaded again by a call"
+    # the sync API stays lazy; warm_up() is there for it, and leaves a source that works elsewhere alone
+    with memroute.open(data_dir=str(tmp_path / "sync")) as service:
+        assert len(loaded_on) == 1
+        assert service.warm_up() is True and len(loaded_on) == 2
+    with memroute.open(data_dir=str(tmp_path / "other"), embedder=HashingEmbeddingSource()) as other:
+        assert other.warm_up() is False
