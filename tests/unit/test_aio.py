@@ -360,6 +360,7 @@ def test_the_pool_is_sized_from_what_the_service_runs(tmp_path):
 
 def test_workers_hand_the_gil_over_between_stages_and_no_other_thread_pauses(tmp_path, monkeypatch):
     from memroute import gil
+    from memroute.aio import HANDOFF_FROM_WORKERS, default_handoff
 
     pauses: list[tuple[str, float]] = []
     real_sleep = gil._sleep
@@ -379,14 +380,20 @@ def test_workers_hand_the_gil_over_between_stages_and_no_other_thread_pauses(tmp
             # the sync API on this thread, while the pool exists: never a pause
             assert mem.sync.search("tea", api_key_id="a", strategy="hybrid").memories
 
-    asyncio.run(main())  # the SQLite stack's pool of two: handing over by default
+    asyncio.run(main(max_workers=HANDOFF_FROM_WORKERS))  # a pool this large hands over by default
     assert pauses, "an async hybrid search made no handoff"
     assert {seconds for _, seconds in pauses} == {gil.DEFAULT_PAUSE}
     assert all(name.startswith("memroute-aio") for name, _ in pauses), pauses
     pauses.clear()
-    asyncio.run(main(gil_handoff=0))
-    asyncio.run(main(max_workers=1))  # one worker: the loop's only rival, no handoff by default
+    asyncio.run(main(max_workers=2, gil_handoff=gil.DEFAULT_PAUSE))  # asked for explicitly
+    assert pauses and all(name.startswith("memroute-aio") for name, _ in pauses), pauses
+    pauses.clear()
+    asyncio.run(main(max_workers=8, gil_handoff=0))
+    asyncio.run(main())  # the SQLite stack's pool of two: no handoff by default
+    asyncio.run(main(max_workers=1))
     assert pauses == []
+    assert [default_handoff(n) for n in (1, 2, HANDOFF_FROM_WORKERS, 8)] == [0.0, 0.0, gil.DEFAULT_PAUSE,
+                                                                             gil.DEFAULT_PAUSE]
     with memroute.open(data_dir=str(tmp_path / "d")) as service:
         service.search("tea", api_key_id="a", strategy="hybrid")
         with pytest.raises(ValidationError, match="gil_handoff"):
