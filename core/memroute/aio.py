@@ -57,9 +57,9 @@ def default_handoff(max_workers: int) -> float:
     from :data:`HANDOFF_FROM_WORKERS` workers up, else ``0`` (no handoff).
 
     Measured with ``memroute bench --async`` (docs/python-api.md, "The event loop and the GIL"): with a pool
-    of eight the handoff cuts the loop's p99 lag by two to three times; with one or two workers the loop
-    has at most two rivals, CPython's forced switch already bounds its wait, and the handoff's sleeps only
-    cost throughput (about 40 % of search throughput with two workers on a quiet machine)."""
+    of eight the handoff lowered the loop's p99 lag in every run (1.25 to 5 times); with two workers on a
+    quiet machine it did not lower the lag and cost 40 % of search throughput (on a crowded host it does
+    lower the p99: pass ``gil_handoff`` explicitly there)."""
     return gil.DEFAULT_PAUSE if max_workers >= HANDOFF_FROM_WORKERS else 0.0
 
 

@@ -215,6 +215,7 @@ def run_async_bench(
         "machine": machine_description(),
         "settings": {"memories": memories, "operations": operations, "concurrency": n,
                      "max_workers": max_workers, "strategy": strategy, "rounds": rounds},
+        "load_average": {"start": _load_average()},
     }
     with tempfile.TemporaryDirectory(prefix="memroute-bench-async-") as tmp:
         mem = open_service(Path(tmp) / "data")
@@ -240,7 +241,16 @@ def run_async_bench(
         if first_call:
             progress("first calls, in a fresh process")
             report["first_call"] = first_call_report(open_service, Path(tmp) / "first", memories, strategy)
+    report["load_average"]["end"] = _load_average()
     return report
+
+
+def _load_average() -> list[float] | None:
+    """The machine's 1, 5 and 15 minute load averages (other processes' share of the CPUs), where known."""
+    try:
+        return [round(value, 2) for value in os.getloadavg()]
+    except OSError:
+        return None
 
 
 def _calls(mem: Any, kind: str, texts: list[str], strategy: str) -> list[Callable[[], Any]]:
@@ -370,7 +380,8 @@ def first_call_report(open_service: Callable[..., Any], data_dir: Path, memories
     never sees: ``await memroute.open_async(...)`` on a store of ``memories`` (seeded here first, in this
     process), then the first add (and its indexing: the probe runs until ``flush`` returns), the first
     search, then ten more of each (steady state, for comparison). Each stage reports :func:`lag_summary`
-    and its wall time (``ms``)."""
+    and its wall time (``ms``); ``gc`` what a full garbage collection costs that process, and after
+    ``gc.freeze()``."""
     mem = open_service(data_dir)
     try:
         mem.import_jsonl(_seed_lines(memories))
@@ -387,6 +398,21 @@ def first_call_report(open_service: Callable[..., Any], data_dir: Path, memories
         return {"error": (done.stderr or done.stdout).strip()[-2000:]}
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
+
+
+def _full_collection_figures() -> dict[str, Any]:
+    """What a full (generation 2) collection costs this fresh process once memroute is open: it holds the GIL
+    for all of it. Then the same after ``gc.freeze()`` (what an application may choose to do after opening;
+    this process ends right after, so freezing here changes no other figure)."""
+    def timed() -> float:
+        started = time.perf_counter()
+        gc.collect()
+        return round((time.perf_counter() - started) * 1000, 2)
+
+    figures: dict[str, Any] = {"tracked_objects": len(gc.get_objects()), "full_collection_ms": timed()}
+    gc.freeze()
+    figures["full_collection_after_freeze_ms"] = timed()
+    return figures
 
 
 def _first_call_main(data_dir: str, strategy: str) -> None:
@@ -425,6 +451,7 @@ def _first_call_main(data_dir: str, strategy: str) -> None:
 
             await stage(report, "next_10_adds", adds)
             await stage(report, "next_10_searches", searches)
+            report["gc"] = _full_collection_figures()
         finally:
             await mem.aclose()
         return report
