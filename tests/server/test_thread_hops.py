@@ -81,8 +81,25 @@ def test_a_key_store_that_waits_elsewhere_is_asked_from_a_thread(memroute_server
     assert hops == ["principal_for_request"]
 
 
-def test_a_sync_route_still_answers_through_the_threadpool(memroute_server, hops):
+def test_the_other_memory_routes_await_the_async_api_too(memroute_server, hops, monkeypatch):
+    """GET one / list, PUT and DELETE: each service call is one hop into the async API's pool (a sync route
+    cost the key check, the route and its response validation: three hops into FastAPI's pool); the key check
+    itself makes none."""
+    ran_in = _pool_calls(monkeypatch)
     with memroute_server.client(memroute_server.tenant_a) as client:
-        assert client.get("/api/memory").status_code == 200
-    print("thread hops of GET /api/memory:", hops)
-    assert len(hops) >= 2  # the route and its response validation (the key check runs on the loop)
+        memory_id = client.post("/api/memory", json={"content": "hops", "key": "hops"}).json()["id"]
+        for method, path, body, calls in [
+            ("GET", f"/api/memory/{memory_id}", None, ["get"]),
+            ("GET", "/api/memory", None, ["list", "stats"]),
+            ("PUT", f"/api/memory/{memory_id}", {"content": "hops, changed"}, ["get", "update"]),
+            ("DELETE", f"/api/memory/{memory_id}", None, ["get", "delete"]),
+            ("GET", f"/api/memory/{memory_id}", None, ["get"]),  # gone now: a 404
+        ]:
+            hops.clear()
+            ran_in.clear()
+            response = client.request(method, path, json=body)
+            assert response.status_code in (200, 404), response.text
+            assert hops == [], (method, path, hops)  # the key check reads the SQLite key store on the loop
+            assert sorted(name for name, _ in ran_in) == sorted(calls), (method, path, ran_in)
+            assert all(thread.startswith("memroute-aio") for _, thread in ran_in)
+        assert response.status_code == 404
