@@ -127,7 +127,7 @@ class SqliteVecSettings:
     hub_neighbours: int = attrs.field(default=10, validator=[attrs.validators.ge(1), attrs.validators.le(100)])
     hub_max_rows: int = attrs.field(default=5000, validator=attrs.validators.ge(0))
     """Tenants with more vectors than this rank without the hub penalty: its exact neighbour term costs
-    ``n^2`` dot products to compute (0.3 s at 5,000 vectors on the reference machine, once per process and
+    ``n^2`` dot products to compute (about 230 ms at 5,000 vectors on the reference machine, once per process and
     tenant, then incrementally)."""
 
 
