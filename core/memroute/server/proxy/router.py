@@ -25,12 +25,14 @@ import httpx
 from fastapi import Request
 from starlette.background import BackgroundTask
 from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from memroute.errors import MemrouteError, ValidationError
 from memroute.models import require_session
 from memroute.netguard import BlockedUrlError
 from memroute.pipeline.gate import SESSION_HEADERS, memory_enabled, opted_out
-from memroute.server.auth import Principal, ScopedRouter, current_principal
+from memroute.server.auth import Principal, ScopedRouter, principal_for_request
 from memroute.server.errors import api_error_response
 from memroute.server.proxy.sse import Api, ReplyCollector, reply_from_events
 from memroute.server.proxy.stream import Outcome, RelayedStream
@@ -195,7 +197,12 @@ class MemoryProxy:
 
     async def _handle(self, request: Request, route: _Route) -> Response:
         self.stats.requests += 1
-        principal = current_principal(request)  # the route's scope dependency authenticated the memroute key
+        # The key check first, before anything else is read: a missing, bad or revoked key (401) or one without
+        # the read scope (403) raises, and the app's error handlers answer in the caller's API format. Inline,
+        # not a FastAPI dependency: it is one indexed read of the shared key store (so a revoked key fails at
+        # once in every process), cheaper than the thread hop FastAPI makes for a sync dependency.
+        principal = principal_for_request(request)
+        principal.check("read")
         upstream = self.upstreams[route.upstream]
         if not upstream.configured:
             return error_response(route.style, 503, f"memroute: the proxy has no upstream for this API; set "
@@ -335,18 +342,42 @@ _STATUS_EXAMPLE: Final = {
 }
 
 
+class _ChatEndpoint:
+    """The plain ASGI endpoint of one chat route (not a FastAPI route): a request that passes through needs
+    none of FastAPI's dependency solving and response wrapping, and no thread hop for the key check, which
+    :meth:`MemoryProxy._handle` does inline. Errors it raises (401, 403, 413) reach the app's handlers, which
+    answer in the caller's API format, as for every other route."""
+
+    def __init__(self, proxy: MemoryProxy, route: _Route) -> None:
+        self.proxy = proxy
+        self.route = route
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = await self.proxy._handle(Request(scope, receive), self.route)
+        await response(scope, receive, send)
+
+
+def _chat_route(path: str, proxy: MemoryProxy, route: _Route) -> Route:
+    chat = Route(path, endpoint=_ChatEndpoint(proxy, route), methods=["POST"], include_in_schema=False)
+    chat.memroute_scope = "read"  # type: ignore[attr-defined]  # declared like every route (a test walks them)
+    return chat
+
+
 def create_proxy_router(mem: Any, *, settings: ProxySettings | None = None,
                         transports: Mapping[str, httpx.AsyncBaseTransport] | None = None) -> ScopedRouter:
     """The proxy's routes for ``mem`` (``settings`` default to ``mem.settings.proxy``). Every chat route needs a
     memroute key with the ``read`` scope (the server's scope dependency authenticates it: a missing or bad key
     is a 401 before anything else happens); ``GET /api/proxy/status`` needs ``admin``. The router's ``proxy``
-    attribute is the :class:`MemoryProxy` (its counters, and ``aclose()`` for the app's shutdown)."""
+    attribute is the :class:`MemoryProxy` (its counters, and ``aclose()`` for the app's shutdown); its
+    ``chat_routes`` (the three chat routes, plain ASGI routes) go at the front of the app's route table."""
     proxy = MemoryProxy(mem, settings or mem.settings.proxy, transports=transports)
     router = ScopedRouter()
     hidden = {"include_in_schema": False}
-    router.add_api_route("/v1/chat/completions", proxy.chat, methods=["POST"], scope="read", **hidden)
-    router.add_api_route("/v1/responses", proxy.responses, methods=["POST"], scope="read", **hidden)
-    router.add_api_route("/v1/messages", proxy.messages, methods=["POST"], scope="read", **hidden)
+    # The chat routes are plain routes the app puts first in its table (``chat_routes``): a request that
+    # passes through is matched at once instead of after every REST route (42 pattern matches, ~0.2 ms).
+    router.chat_routes = [_chat_route(path, proxy, chat_route)  # type: ignore[attr-defined]
+                          for path, chat_route in (("/v1/chat/completions", _CHAT), ("/v1/responses", _RESPONSES),
+                                                   ("/v1/messages", _MESSAGES))]
     router.add_api_route("/v1/models", proxy.models, methods=["GET"], scope="read", **hidden)
     router.add_api_route("/v1/models/{model_id:path}", proxy.models, methods=["GET"], scope="read", **hidden)
     router.add_api_route("/api/proxy/status", proxy.status, methods=["GET"], scope="admin", tags=["proxy"],
