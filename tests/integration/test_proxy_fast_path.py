@@ -21,7 +21,8 @@ REPLY = {"id": "chatcmpl-x", "object": "chat.completion", "created": 0, "model":
 
 @pytest.fixture
 def stack(tmp_path):
-    with proxy_stack(tmp_path) as running:
+    # The embedded default's static embedding: with no vector leg a retrieval is degraded and never reused.
+    with proxy_stack(tmp_path, embedding="static") as running:
         yield running
 
 
@@ -54,12 +55,13 @@ def test_a_cookie_the_upstream_sets_for_one_tenant_never_rides_along_for_another
     assert [r["headers"].get("cookie") for r in stack.upstream.requests] == [None, None, None]
 
 
-def test_the_retrieval_reused_for_a_repeated_message_stays_with_its_tenant(stack):
+def test_the_retrieval_reused_for_a_repeated_message_stays_with_its_tenant(stack, hops):
     """Two tenants send the same message over and over (an agent's tool loop each): each gets its own memories
     every time, the first time and from the reused retrieval, and a write by one tenant shows up in its next
     request without touching the other's."""
     for who, fact in (("alice", "I'll use Postgres for this project."), ("bob", "I'll use MySQL for this project.")):
         stack.mem.observe({"messages": [{"role": "user", "content": fact}]}, api_key_id=stack.tenants[who], wait=True)
+    assert stack.mem.flush(timeout=30)  # vectors indexed: a retrieval while they are pending is degraded
     client = {who: openai.OpenAI(base_url=stack.openai_url, api_key=stack.keys[who], max_retries=0)
               for who in ("alice", "bob")}
     for _ in range(3):
@@ -69,6 +71,7 @@ def test_the_retrieval_reused_for_a_repeated_message_stays_with_its_tenant(stack
             assert raw.headers["x-memroute-memories"] == "1"
             injected = stack.upstream.last["body"]["messages"][0]["content"]
             assert mine in injected and theirs not in injected
+    assert hops.count("_augment") == 2  # one search per tenant; the four repeats reused them
     stack.mem.observe({"messages": [{"role": "user", "content": "I prefer SQLite for this project."}]},
                       api_key_id=stack.tenants["alice"], wait=True)
     client["alice"].chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": QUESTION}])
@@ -125,3 +128,38 @@ def test_a_request_goes_out_in_one_write_before_its_response_is_read():
     inner = asyncio.run(scenario())
     assert inner.writes == [b'POST /v1/chat/completions HTTP/1.1\r\n\r\n{"model": "m"}', b"x" * 70_000]
     assert inner.closed
+
+
+@pytest.fixture
+def hops(monkeypatch):
+    """The functions the server hands to a worker thread (counted, not timed; the real call still runs)."""
+    import anyio.to_thread
+
+    counted: list[str] = []
+    real = anyio.to_thread.run_sync
+
+    async def counting(func, *args, **kwargs):
+        target = getattr(func, "func", func)
+        counted.append(getattr(target, "__name__", repr(target)))
+        return await real(func, *args, **kwargs)
+
+    monkeypatch.setattr(anyio.to_thread, "run_sync", counting)
+    return counted
+
+
+def test_only_a_search_leaves_the_event_loop(stack, hops):
+    """On the embedded default a new message's search runs in a worker thread (bounded by memory_timeout_s); the
+    key check, an opted-out request and a repeated message (its retrieval reused) are answered on the loop."""
+    stack.mem.observe({"messages": [{"role": "user", "content": "I'll use Postgres for this project."}]},
+                      api_key_id=stack.tenants["alice"], wait=True)
+    assert stack.mem.flush(timeout=30)
+    _chat(stack, "alice", "warm up the connection")
+    hops.clear()
+    first = _chat(stack, "alice")
+    assert first.headers["x-memroute-memories"] == "1" and hops == ["_augment"]
+    hops.clear()
+    again = _chat(stack, "alice")
+    assert again.headers["x-memroute-memories"] == "1" and hops == []
+    opted = _chat(stack, "alice", "something new", **{"x-memroute-no-memory": "1"})
+    assert opted.headers["x-memroute-memory-skipped"] == "opted out by header" and hops == []
+    assert stack.upstream.last["body"]["messages"] == [{"role": "user", "content": "something new"}]
