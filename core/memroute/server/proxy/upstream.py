@@ -198,6 +198,7 @@ class Upstream:
         self.settings = settings
         self._transport = transport
         self._client: httpx.AsyncClient | None = None
+        self._urls: dict[str, httpx.URL] = {}
 
     @property
     def configured(self) -> bool:
@@ -234,7 +235,12 @@ class Upstream:
             merged[name] = value
         if json_body:
             merged["content-type"] = "application/json"
-        return self.client.build_request(method, self.url(path), headers=merged, content=content,
+        url = self._urls.get(path)
+        if url is None:
+            url = httpx.URL(self.url(path))
+            if method == "POST":  # the three fixed chat paths, parsed once (never a caller-chosen model id path)
+                self._urls[path] = url
+        return self.client.build_request(method, url, headers=merged, content=content,
                                          params=params or None)
 
     async def aclose(self) -> None:
