@@ -27,7 +27,7 @@ from memroute.errors import BackendUnavailableError, ValidationError
 from memroute.models import Memory
 from memroute.service import Memroute
 
-__all__ = ["AsyncMemroute", "auto_workers", "open_async"]
+__all__ = ["HANDOFF_FROM_WORKERS", "AsyncMemroute", "auto_workers", "default_handoff", "open_async"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -46,6 +46,21 @@ def auto_workers(service: Memroute) -> int:
     """The pool size ``max_workers=None`` picks for ``service``: :data:`IN_PROCESS_WORKERS` when every
     component works in this process (:meth:`Memroute.runs_in_process`), else :data:`DEFAULT_MAX_WORKERS`."""
     return IN_PROCESS_WORKERS if service.runs_in_process() else DEFAULT_MAX_WORKERS
+
+
+HANDOFF_FROM_WORKERS = 4
+"""The smallest pool whose workers hand the GIL over by default (:func:`default_handoff`)."""
+
+
+def default_handoff(max_workers: int) -> float:
+    """The ``gil_handoff`` that ``None`` picks for a pool of ``max_workers``: :data:`memroute.gil.DEFAULT_PAUSE`
+    from :data:`HANDOFF_FROM_WORKERS` workers up, else ``0`` (no handoff).
+
+    Measured with ``memroute bench --async`` (docs/python-api.md, "The event loop and the GIL"): with a pool
+    of eight the handoff lowered the loop's p99 lag in every run (1.25 to 5 times); with two workers on a
+    quiet machine it did not lower the lag and cost 40 % of search throughput (on a crowded host it does
+    lower the p99: pass ``gil_handoff`` explicitly there)."""
+    return gil.DEFAULT_PAUSE if max_workers >= HANDOFF_FROM_WORKERS else 0.0
 
 
 def _check_workers(max_workers: int | None) -> None:
@@ -86,8 +101,8 @@ class AsyncMemroute:
     settles and stops the pool, and the service stays yours to close). ``max_workers=None`` sizes the pool
     from the service (:func:`auto_workers`); :attr:`max_workers` says what it is. ``gil_handoff`` is how long
     (seconds) a worker sleeps at each stage boundary of a call so the event loop can take the GIL
-    (:mod:`memroute.gil`; ``0``: never; ``None``: :data:`memroute.gil.DEFAULT_PAUSE` for a pool of two or
-    more, ``0`` for one; not applied to an ``executor`` you pass in)."""
+    (:mod:`memroute.gil`; ``0``: never; ``None``: chosen from the pool's size by :func:`default_handoff`;
+    not applied to an ``executor`` you pass in)."""
 
     def __init__(self, service: Memroute, *, max_workers: int | None = None,
                  executor: concurrent.futures.ThreadPoolExecutor | None = None, close_service: bool = True,
@@ -97,10 +112,7 @@ class AsyncMemroute:
         if max_workers is None:
             max_workers = auto_workers(service)
         if gil_handoff is None:
-            # One worker is the loop's only rival for the GIL, and CPython's forced switch already bounds the
-            # loop's wait; with more, the loop competes with every worker, and handing over at stage
-            # boundaries roughly halved its p99 lag (docs/python-api.md).
-            gil_handoff = gil.DEFAULT_PAUSE if max_workers > 1 else 0.0
+            gil_handoff = default_handoff(max_workers)
         self._sync = service
         self.gil_handoff = float(gil_handoff)
         self._executor = executor or concurrent.futures.ThreadPoolExecutor(
@@ -229,6 +241,16 @@ def _take(iterator: Iterator[Memory], count: int) -> builtins.list[Memory]:
 
 
 
+def _open_warm(config: Any, overrides: dict[str, Any]) -> Memroute:
+    service = Memroute.open(config, **overrides)
+    try:
+        service.warm_up()
+    except BaseException:
+        service.close()
+        raise
+    return service
+
+
 class _Opening:
     """What :func:`open_async` returns: awaitable (``mem = await memroute.open_async()``) and an async context
     manager (``async with memroute.open_async() as mem:``)."""
@@ -246,11 +268,13 @@ class _Opening:
         _check_workers(max_workers)
         _check_handoff(gil_handoff)
         # Opening reads config, opens databases and may build an embedder: all of it off the loop, in a thread
-        # of its own (the pool's size may depend on what was opened).
+        # of its own (the pool's size may depend on what was opened). The embedding model is loaded there too
+        # (Memroute.warm_up): loaded lazily, it stalled the loop for ~30 ms on the first add (the indexer
+        # thread loading it holds the GIL) and ~40 ms on the first search.
         opener = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="memroute-aio-open")
         try:
             service = await asyncio.get_running_loop().run_in_executor(
-                opener, functools.partial(Memroute.open, config, **overrides))
+                opener, functools.partial(_open_warm, config, overrides))
         finally:
             opener.shutdown(wait=False)
         try:

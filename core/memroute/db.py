@@ -14,7 +14,7 @@ import apsw.bestpractice
 
 from memroute.errors import BackendUnavailableError
 
-__all__ = ["ThreadConnections", "open_connection"]
+__all__ = ["ThreadConnections", "open_connection", "released_gil_transaction"]
 
 PrepareHook = Callable[[apsw.Connection], None]
 
@@ -54,6 +54,32 @@ def open_connection(
     return connection
 
 
+@contextmanager
+def released_gil_transaction(connection: apsw.Connection, begin: str = "BEGIN") -> Iterator[apsw.Connection]:
+    """One transaction with an explicit ``BEGIN`` / ``COMMIT`` (``ROLLBACK`` when the block raises or the
+    commit fails).
+
+    Why not ``with connection:``: apsw's context manager commits in its ``__exit__`` **holding the GIL**, and a
+    commit is where SQLite writes the WAL and, every ~1,000 pages, checkpoints it into the database (an fsync):
+    measured 20-40 ms on the development VM, during which no other Python thread runs — an asyncio loop
+    included (the async API's loop-lag probe saw exactly those stalls while the indexer stored vectors).
+    ``connection.execute("COMMIT")`` releases the GIL around the same work, like every other statement.
+    """
+    connection.execute(begin)
+    try:
+        yield connection
+    except BaseException:
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
+        raise
+    try:
+        connection.execute("COMMIT")
+    except BaseException:
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
+        raise
+
+
 class ThreadConnections:
     """One apsw connection per thread to the same database file, closed together."""
 
@@ -85,9 +111,14 @@ class ThreadConnections:
 
     @contextmanager
     def transaction(self) -> Iterator[apsw.Connection]:
-        """``with pool.transaction() as conn:`` — one transaction on this thread's connection."""
+        """``with pool.transaction() as conn:`` — one transaction on this thread's connection (committed when
+        the block ends, rolled back when it raises); inside another one, a savepoint of it."""
         connection = self.get()
-        with connection:
+        if connection.in_transaction:
+            with connection:  # nested: apsw's savepoint (its release commits nothing, so it is cheap)
+                yield connection
+            return
+        with released_gil_transaction(connection):
             yield connection
 
     def close(self) -> None:

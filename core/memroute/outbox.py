@@ -26,7 +26,7 @@ try:
 except ImportError:  # pragma: no cover - Windows: no cross-process delivery lock (docs/manager.md)
     fcntl = None  # type: ignore[assignment]
 
-from memroute.db import open_connection
+from memroute.db import open_connection, released_gil_transaction
 from memroute.errors import BackendError, BackendUnavailableError
 from memroute.models import Memory
 from memroute.serialization import memory_from_dict, memory_to_dict
@@ -188,7 +188,7 @@ class Outbox:
         with self._lock:
             self._check_open()
             try:
-                with self._connection:
+                with released_gil_transaction(self._connection):
                     for target, op, payload in rows:
                         if op not in (OP_PUT, OP_DELETE):
                             raise ValueError(f"unknown outbox op {op!r}")
@@ -208,7 +208,7 @@ class Outbox:
         """Drop an entry after its successful delivery."""
         with self._lock:
             self._check_open()
-            with self._connection:
+            with released_gil_transaction(self._connection):
                 self._connection.execute("DELETE FROM outbox WHERE id = ?", (entry.id,))
                 removed = self._connection.changes()
             if removed:
@@ -226,7 +226,7 @@ class Outbox:
             row = self._connection.execute("SELECT target FROM outbox WHERE id = ?", (entry_id,)).fetchone()
             if row is None:
                 return False
-            with self._connection:
+            with released_gil_transaction(self._connection):
                 self._connection.execute("DELETE FROM outbox WHERE id = ?", (entry_id,))
             target = str(row[0])
             remaining = self._counts.get(target, 0) - 1
@@ -242,7 +242,7 @@ class Outbox:
         ``memroute.replication.POISON_ATTEMPTS``); nothing is dropped without a trace."""
         with self._lock:
             self._check_open()
-            with self._connection:
+            with released_gil_transaction(self._connection):
                 self._connection.execute(
                     "INSERT OR REPLACE INTO outbox_dead (id, target, op, payload, attempts, last_error, created_at, "
                     "dead_at) SELECT id, target, op, payload, attempts + 1, ?, created_at, ? FROM outbox WHERE id = ?",
@@ -279,7 +279,7 @@ class Outbox:
         """Count a failed delivery; the entry is retried at ``retry_at`` (clock seconds)."""
         with self._lock:
             self._check_open()
-            with self._connection:
+            with released_gil_transaction(self._connection):
                 self._connection.execute(
                     "UPDATE outbox SET attempts = attempts + 1, last_error = ?, next_attempt_at = ? WHERE id = ?",
                     (error[:2000], retry_at, entry.id),

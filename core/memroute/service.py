@@ -206,6 +206,12 @@ class Memroute:
                  self._retrieval.reranker]
         return all(getattr(part, "in_process", None) is True for part in parts if part is not None)
 
+    def warm_up(self) -> bool:
+        """Load what the first write or search would load lazily (an in-process embedding model), now, on
+        the calling thread; True when something was loaded. ``memroute.open_async`` does this in its opening
+        thread, so no first call stalls an event loop on a model load."""
+        return self._retrieval.warm_up()
+
     # --- deployment state: keys, runtime settings (memroute.state; docs/server.md) -------------------
     @property
     def state(self) -> StateStore:

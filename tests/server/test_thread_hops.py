@@ -61,8 +61,24 @@ def test_hot_routes_make_one_pool_hop_besides_the_key_check(memroute_server, hop
     assert len(ran_in) == 1 and ran_in[0][0] == service_method and ran_in[0][1].startswith("memroute-aio")
 
 
-def test_a_sync_route_still_answers_through_the_threadpool(memroute_server, hops):
+def test_the_other_memory_routes_await_the_async_api_too(memroute_server, hops, monkeypatch):
+    """GET one / list, PUT and DELETE: each service call is one hop into the async API's pool (a sync route
+    cost the key check, the route and its response validation: three hops into FastAPI's pool)."""
+    ran_in = _pool_calls(monkeypatch)
     with memroute_server.client(memroute_server.tenant_a) as client:
-        assert client.get("/api/memory").status_code == 200
-    print("thread hops of GET /api/memory:", hops)
-    assert "require_read" in hops and len(hops) >= 2  # the key check, the route (and its response validation)
+        memory_id = client.post("/api/memory", json={"content": "hops", "key": "hops"}).json()["id"]
+        for method, path, body, scope, calls in [
+            ("GET", f"/api/memory/{memory_id}", None, "require_read", ["get"]),
+            ("GET", "/api/memory", None, "require_read", ["list", "stats"]),
+            ("PUT", f"/api/memory/{memory_id}", {"content": "hops, changed"}, "require_write", ["get", "update"]),
+            ("DELETE", f"/api/memory/{memory_id}", None, "require_write", ["get", "delete"]),
+            ("GET", f"/api/memory/{memory_id}", None, "require_read", ["get"]),  # gone now: a 404
+        ]:
+            hops.clear()
+            ran_in.clear()
+            response = client.request(method, path, json=body)
+            assert response.status_code in (200, 404), response.text
+            assert hops == [scope], (method, path, hops)
+            assert sorted(name for name, _ in ran_in) == sorted(calls), (method, path, ran_in)
+            assert all(thread.startswith("memroute-aio") for _, thread in ran_in)
+        assert response.status_code == 404

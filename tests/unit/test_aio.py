@@ -360,6 +360,7 @@ def test_the_pool_is_sized_from_what_the_service_runs(tmp_path):
 
 def test_workers_hand_the_gil_over_between_stages_and_no_other_thread_pauses(tmp_path, monkeypatch):
     from memroute import gil
+    from memroute.aio import HANDOFF_FROM_WORKERS, default_handoff
 
     pauses: list[tuple[str, float]] = []
     real_sleep = gil._sleep
@@ -379,16 +380,54 @@ def test_workers_hand_the_gil_over_between_stages_and_no_other_thread_pauses(tmp
             # the sync API on this thread, while the pool exists: never a pause
             assert mem.sync.search("tea", api_key_id="a", strategy="hybrid").memories
 
-    asyncio.run(main())  # the SQLite stack's pool of two: handing over by default
+    asyncio.run(main(max_workers=HANDOFF_FROM_WORKERS))  # a pool this large hands over by default
     assert pauses, "an async hybrid search made no handoff"
     assert {seconds for _, seconds in pauses} == {gil.DEFAULT_PAUSE}
     assert all(name.startswith("memroute-aio") for name, _ in pauses), pauses
     pauses.clear()
-    asyncio.run(main(gil_handoff=0))
-    asyncio.run(main(max_workers=1))  # one worker: the loop's only rival, no handoff by default
+    asyncio.run(main(max_workers=2, gil_handoff=gil.DEFAULT_PAUSE))  # asked for explicitly
+    assert pauses and all(name.startswith("memroute-aio") for name, _ in pauses), pauses
+    pauses.clear()
+    asyncio.run(main(max_workers=8, gil_handoff=0))
+    asyncio.run(main())  # the SQLite stack's pool of two: no handoff by default
+    asyncio.run(main(max_workers=1))
     assert pauses == []
+    assert [default_handoff(n) for n in (1, 2, HANDOFF_FROM_WORKERS, 8)] == [0.0, 0.0, gil.DEFAULT_PAUSE,
+                                                                             gil.DEFAULT_PAUSE]
     with memroute.open(data_dir=str(tmp_path / "d")) as service:
         service.search("tea", api_key_id="a", strategy="hybrid")
         with pytest.raises(ValidationError, match="gil_handoff"):
             AsyncMemroute(service, gil_handoff=1.0)
     assert pauses == []
+
+
+def test_open_async_loads_the_embedding_model_in_its_opening_thread(tmp_path, monkeypatch):
+    """Loaded lazily, the model was loaded by the first call's thread (the indexer's, or a search's worker)
+    holding the GIL, which stalled the event loop (docs/python-api.md, "The first call")."""
+    from memroute.testing.fakes import HashingEmbeddingSource
+    from memroute_builtins.embedding.static import StaticEmbeddingSource
+
+    loaded_on: list[str] = []
+    real_load = StaticEmbeddingSource._load
+
+    def recorded(self: StaticEmbeddingSource) -> object:
+        loaded_on.append(threading.current_thread().name)
+        return real_load(self)
+
+    monkeypatch.setattr(StaticEmbeddingSource, "_load", recorded)  # instrumentation: the real load still runs
+
+    async def main() -> None:
+        async with _open(tmp_path) as mem:
+            assert loaded_on and loaded_on[0].startswith("memroute-aio-open"), loaded_on
+            await mem.add(api_key_id="a", content="green tea", key="tea")
+            await mem.flush(10)
+            assert (await mem.search("tea", api_key_id="a", strategy="hybrid")).memories
+
+    asyncio.run(main())
+    assert len(loaded_on) == 1, "the model was loaded again by a call"
+    # the sync API stays lazy; warm_up() is there for it, and leaves a source that works elsewhere alone
+    with memroute.open(data_dir=str(tmp_path / "sync")) as service:
+        assert len(loaded_on) == 1
+        assert service.warm_up() is True and len(loaded_on) == 2
+    with memroute.open(data_dir=str(tmp_path / "other"), embedder=HashingEmbeddingSource()) as other:
+        assert other.warm_up() is False

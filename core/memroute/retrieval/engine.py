@@ -17,6 +17,7 @@ from typing import Any
 
 import attrs
 
+from memroute.embedding.cache import uncached
 from memroute.errors import MemrouteError
 from memroute.gil import checkpoint
 from memroute.interfaces import EmbeddingSignature, EmbeddingSource, Reranker, VectorStore
@@ -385,6 +386,21 @@ class RetrievalEngine:
         )
 
     # --- operations ------------------------------------------------------------------------------------
+    def warm_up(self) -> bool:
+        """Load an in-process embedding source now (its model, tokenizer and first-call paths) by embedding
+        one text past the cache, instead of on the first write or search. True when it did. A source that
+        works elsewhere (a remote API) is left alone: warming it would be a network call. Failures are left
+        for the first real call to report."""
+        embedder = self.embedder
+        if embedder is None or getattr(embedder, "in_process", None) is not True:
+            return False
+        try:
+            uncached(embedder).embed_batch(["memroute warm-up"])
+        except Exception as exc:
+            log.warning("memroute: warming up the embedding source failed (%s): the first call will retry", exc)
+            return False
+        return True
+
     def flush(self, timeout: float | None = None) -> bool:
         return True if self.indexer is None else self.indexer.flush(timeout)
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import apsw
 
-from memroute.db import open_connection
+from memroute.db import open_connection, released_gil_transaction
 
 __all__ = ["IndexQueue"]
 
@@ -42,7 +42,7 @@ class IndexQueue:
     def __init__(self, path: str | Path, *, prepare: Callable[[apsw.Connection], None] | None = None) -> None:
         self._conn = open_connection(path, prepare=prepare)
         self._lock = threading.Lock()
-        with self._lock, self._conn:
+        with self._lock, released_gil_transaction(self._conn):
             self._conn.execute(_SCHEMA)
         row = self._conn.execute("SELECT COALESCE(MAX(seq), 0) FROM index_queue").fetchone()
         self._seq = int(row[0]) if row else 0
@@ -50,7 +50,7 @@ class IndexQueue:
     def put(self, entries: Iterable[tuple[str, str, str]]) -> int:
         """Enqueue ``(memory_id, api_key_id, op)`` entries in one transaction."""
         count = 0
-        with self._lock, self._conn:
+        with self._lock, released_gil_transaction(self._conn):
             for memory_id, api_key_id, op in entries:
                 self._seq += 1
                 self._conn.execute(
@@ -79,12 +79,12 @@ class IndexQueue:
 
     def done(self, entries: Sequence[tuple[str, int]]) -> None:
         """Remove entries ``(memory_id, seq)`` — only if not re-enqueued meanwhile (same seq)."""
-        with self._lock, self._conn:
+        with self._lock, released_gil_transaction(self._conn):
             for memory_id, seq in entries:
                 self._conn.execute("DELETE FROM index_queue WHERE memory_id = ? AND seq = ?", (memory_id, seq))
 
     def failed(self, memory_ids: Sequence[str], error: str) -> None:
-        with self._lock, self._conn:
+        with self._lock, released_gil_transaction(self._conn):
             for memory_id in memory_ids:
                 self._conn.execute(
                     "UPDATE index_queue SET attempts = attempts + 1, last_error = ? WHERE memory_id = ?",
@@ -99,7 +99,7 @@ class IndexQueue:
     def dead_letter(self, memory_id: str, api_key_id: str, error: str) -> None:
         """Set a poison item aside: out of the queue (so it blocks nothing), kept in ``index_dead`` and
         reported by ``status``. Enqueueing the id again (a new write) gives it another chance."""
-        with self._lock, self._conn:
+        with self._lock, released_gil_transaction(self._conn):
             self._conn.execute("DELETE FROM index_queue WHERE memory_id = ?", (memory_id,))
             self._conn.execute(
                 "INSERT INTO index_dead(memory_id, api_key_id, error, dead_at) VALUES (?, ?, ?, ?) "
@@ -140,7 +140,7 @@ class IndexQueue:
         return None if row is None else str(row[0])
 
     def set_meta(self, key: str, value: str | None) -> None:
-        with self._lock, self._conn:
+        with self._lock, released_gil_transaction(self._conn):
             if value is None:
                 self._conn.execute("DELETE FROM index_meta WHERE key = ?", (key,))
             else:
@@ -151,7 +151,7 @@ class IndexQueue:
                 )
 
     def clear(self) -> None:
-        with self._lock, self._conn:
+        with self._lock, released_gil_transaction(self._conn):
             self._conn.execute("DELETE FROM index_queue")
 
     def close(self) -> None:

@@ -7,6 +7,7 @@ memory id answers 404 exactly like a missing one, because the service cannot tel
 
 from __future__ import annotations
 
+import asyncio
 import math
 from typing import Annotated, Any, Literal
 
@@ -56,8 +57,7 @@ def asvc(request: Request) -> AsyncMemroute:
     return amem
 
 
-def _stats(mem: Memroute, tenant: str) -> m.ListStats:
-    stats = mem.stats(tenant)
+def _list_stats(stats: Any) -> m.ListStats:
     return m.ListStats(total=stats.total, by_type=dict(stats.by_type), tokens_used=stats.tokens_used,
                        hit_rate=stats.cache.hit_rate,
                        cache_stats=m.CacheCounters(hits=stats.cache.hits, misses=stats.cache.misses))
@@ -68,7 +68,7 @@ def _stats(mem: Memroute, tenant: str) -> m.ListStats:
                           "stats": {"total": 1, "byType": {"factual": 1, "episodic": 0, "procedural": 0,
                                                            "semantic": 0}, "tokensUsed": 9, "hitRate": 0.0,
                                     "cacheStats": {"hits": 0, "misses": 0}}}))
-def list_memories(
+async def list_memories(
     request: Request,
     principal: CurrentPrincipal,
     api_key_id: TenantQuery = None,
@@ -88,14 +88,16 @@ def list_memories(
     """A page of the tenant's memories, newest first, with the tenant's statistics. ``page`` is honoured (the
     reference always served page 1 without ``offset``); ``offset`` wins when both are given."""
     tenant = principal.tenant_for(api_key_id)
-    mem = svc(request)
+    amem = asvc(request)
     start = offset if offset is not None else (page - 1) * limit
-    result = mem.list(api_key_id=tenant, type=type, session_id=session_id or None, query=q or None, limit=limit,
-                      offset=start, order_by=_ORDER_FIELDS.get(order_by, order_by), order_dir=order_dir)
+    result, stats = await asyncio.gather(
+        amem.list(api_key_id=tenant, type=type, session_id=session_id or None, query=q or None, limit=limit,
+                  offset=start, order_by=_ORDER_FIELDS.get(order_by, order_by), order_dir=order_dir),
+        amem.stats(tenant))
     shown_page = start // limit + 1
     return m.MemoryPage(data=result.data, total=result.total, page=shown_page, limit=limit,
                         total_pages=math.ceil(result.total / limit) if result.total else 0,
-                        stats=_stats(mem, tenant))
+                        stats=_list_stats(stats))
 
 
 @router.post("", scope="write", status_code=201, response_model=wire_model(m.MemoryCreated),
@@ -136,15 +138,15 @@ def _memory_id(memory_id: str) -> str:
 
 @router.get("/{memory_id}", scope="read", response_model=wire_model(m.MemoryEnvelope),
             summary="One memory", responses={**ok({"memory": MEMORY_EXAMPLE}), **_NOT_FOUND})
-def get_memory(request: Request, principal: CurrentPrincipal, memory_id: str, api_key_id: TenantQuery = None,
-               ) -> m.MemoryEnvelope:
-    memory = _owned_or_404(request, principal.tenant_for(api_key_id), memory_id)
+async def get_memory(request: Request, principal: CurrentPrincipal, memory_id: str, api_key_id: TenantQuery = None,
+                     ) -> m.MemoryEnvelope:
+    memory = await _owned_or_404(request, principal.tenant_for(api_key_id), memory_id)
     return m.MemoryEnvelope(memory=memory)
 
 
-def _owned_or_404(request: Request, tenant: str, memory_id: str) -> Memory:
+async def _owned_or_404(request: Request, tenant: str, memory_id: str) -> Memory:
     try:
-        memory = svc(request).get(_memory_id(memory_id), api_key_id=tenant)
+        memory = await asvc(request).get(_memory_id(memory_id), api_key_id=tenant)
     except ValidationError:
         memory = None  # a malformed id names no memory: the same 404 as a missing one
     if memory is None:
@@ -157,8 +159,8 @@ def _owned_or_404(request: Request, tenant: str, memory_id: str) -> Memory:
             summary="Change fields of a memory",
             responses={**ok({"success": True, "memory": MEMORY_EXAMPLE}), **_NOT_FOUND,
                        409: {"description": "the new key is another memory's"}})
-def update_memory(request: Request, principal: CurrentPrincipal, memory_id: str,
-                  body: UpdateBody, api_key_id: TenantQuery = None) -> m.MemoryUpdated:  # type: ignore[valid-type]
+async def update_memory(request: Request, principal: CurrentPrincipal, memory_id: str,
+                        body: UpdateBody, api_key_id: TenantQuery = None) -> m.MemoryUpdated:  # type: ignore[valid-type]
     """Only the fields present in the body change; ``metadata`` replaces the stored object."""
     changes = body.model_dump(exclude_unset=True, by_alias=False)  # type: ignore[attr-defined]
     if "session_id" in changes and changes["session_id"] == "":
@@ -166,8 +168,8 @@ def update_memory(request: Request, principal: CurrentPrincipal, memory_id: str,
     if not changes:
         raise ValidationError("update: nothing to change", [("(body)", "empty")])
     tenant = principal.tenant_for(api_key_id)
-    _owned_or_404(request, tenant, memory_id)
-    updated = svc(request).update(memory_id, api_key_id=tenant, **changes)
+    await _owned_or_404(request, tenant, memory_id)
+    updated = await asvc(request).update(memory_id, api_key_id=tenant, **changes)
     if updated is None:
         raise NotFoundError("Memory not found")
     return m.MemoryUpdated(success=True, memory=updated)
@@ -175,10 +177,10 @@ def update_memory(request: Request, principal: CurrentPrincipal, memory_id: str,
 
 @router.delete("/{memory_id}", scope="write", response_model=wire_model(m.Success), summary="Delete a memory",
                responses={**ok({"success": True}), **_NOT_FOUND})
-def delete_memory(request: Request, principal: CurrentPrincipal, memory_id: str,
-                  api_key_id: TenantQuery = None) -> m.Success:
+async def delete_memory(request: Request, principal: CurrentPrincipal, memory_id: str,
+                        api_key_id: TenantQuery = None) -> m.Success:
     tenant = principal.tenant_for(api_key_id)
-    _owned_or_404(request, tenant, memory_id)
-    if not svc(request).delete(memory_id, api_key_id=tenant):
+    await _owned_or_404(request, tenant, memory_id)
+    if not await asvc(request).delete(memory_id, api_key_id=tenant):
         raise NotFoundError("Memory not found")
     return m.Success(success=True)
