@@ -11,7 +11,7 @@ Everything runs through the public service on a fresh data directory: the ``vect
 ``search(strategy="semantic")``, ``hybrid`` is ``search(strategy="hybrid")``, the ``keyword`` leg is the
 same store opened with ``[embedding] source = "none"`` (hybrid then degrades, visibly, to the keyword leg), and
 ``cosine``, the plain-cosine baseline, is the semantic search of the same store opened with its ranking
-refinements off (no centring, the whole question embedded).
+refinements off (no centring, no hub penalty, the whole question embedded).
 Every search passes a ``limit`` and no budget, so what is measured is the plain ranking. R@k: the answer is
 in the top k; MRR@10: mean reciprocal rank of the answer within the top 10.
 """
@@ -40,8 +40,8 @@ __all__ = ["KINDS", "LEGS", "Query", "chat_distractors", "queries", "run_quality
 
 LEGS = ("cosine", "keyword", "vector", "hybrid")
 """``cosine`` is the floor any system should reach: plain cosine over the same stored vectors, the whole
-question embedded (the store opened with ``center = false``, the source with ``query_content_words = false``
-where it has that option)."""
+question embedded (the store opened with ``center = false`` and ``hub_penalty = 0``, the source with
+``query_content_words = false`` where it has that option)."""
 KINDS = ("lexical", "paraphrased", "task", "all")
 _NAMESPACE = uuid.UUID("6f1c7d2e-3b9a-4c55-9a4e-2d8f0b7e1a11")
 
@@ -146,6 +146,8 @@ def evaluate(search: Callable[[str, Query], list[str]], selected: list[Query]) -
 
 PLAIN_OPTIONS: dict[str, dict[str, Any]] = {"static": {"query_content_words": False}}
 """Per embedding source, the options that turn its query refinements off (for the ``cosine`` baseline)."""
+PLAIN_VECTORS: dict[str, Any] = {"center": False, "hub_penalty": 0.0}
+"""The sqlite-vec options that turn its ranking refinements off (for the ``cosine`` baseline)."""
 
 
 def measure(open_service: Callable[..., Any], data_dir: Path, embedding: dict[str, Any], per_tenant: int,
@@ -163,7 +165,7 @@ def measure(open_service: Callable[..., Any], data_dir: Path, embedding: dict[st
         progress(f"loaded {len(lines)} memories in {loaded:.1f} s")
         plain_embedding = {**embedding, **PLAIN_OPTIONS.get(str(embedding.get("source")), {})}
         with open_service(data_dir, {"source": "none"}) as keyword_only, \
-                open_service(data_dir, plain_embedding, {"center": False}) as plain:
+                open_service(data_dir, plain_embedding, PLAIN_VECTORS) as plain:
 
             def search(leg: str, query: Query) -> list[str]:
                 service = {"keyword": keyword_only, "cosine": plain}.get(leg, mem)

@@ -382,7 +382,7 @@ class VectorHit:
     memory_id: str
     score: float
     """The store's similarity in [-1, 1] (higher is better): the cosine, or a store's refinement of it (the
-    sqlite-vec store's centred cosine); the ranking follows it."""
+    sqlite-vec store's centred cosine, less its hub penalty in the large tier); the ranking follows it."""
     cosine: float | None = None
     """The plain cosine when ``score`` is something else (``None``: ``score`` is the cosine). The relevance
     floor compares this one, so a store's ranking refinement never moves the floor."""

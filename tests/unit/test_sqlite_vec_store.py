@@ -33,8 +33,10 @@ def _items(rows: np.ndarray, key: str = "k") -> list[VectorItem]:
 
 
 def _store(tmp_path: Path, **options) -> SqliteVecStore:
-    # These tests check the tiers against plain-cosine brute force; centring has its own (test_vector_centering).
+    # These tests check the tiers against plain-cosine brute force; centring and the hub penalty have their own
+    # (test_vector_centering, test_hub_penalty).
     options.setdefault("center", False)
+    options.setdefault("hub_penalty", 0.0)
     return SqliteVecStore(SqliteVecSettings(**options), ComponentContext(instance_name="v", data_dir=tmp_path))
 
 

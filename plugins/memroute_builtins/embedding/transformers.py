@@ -83,8 +83,9 @@ class TransformersEmbeddingSource(EmbeddingSource):
     in_process = True  # a local model
 
     source = "transformers"
-    fusion_keyword_weight = 0.25
-    """Calibrated on the quality benchmark's dev split (``memroute bench --quality``) for all-MiniLM-L6-v2."""
+    fusion_keyword_weight = 0.5
+    """Calibrated on the quality benchmark's dev split (``memroute bench --quality``) for all-MiniLM-L6-v2, with
+    the sqlite-vec store's hub penalty (0.25 before it)."""
 
     def __init__(self, settings: TransformersSettings | None = None) -> None:
         self.settings = settings or TransformersSettings()

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from memroute_builtins.vectors.common import CENTER_PRIOR, CENTER_REFRESH, center_of, centered_probe
+from memroute_builtins.vectors.hubness import HUB_REFRESH, hub_shrink, neighbourhood
 
 __all__ = [
     "CENTER_PRIOR", "CENTER_REFRESH", "ID_BYTES", "MatrixCache", "TenantMatrix", "TenantRows", "center_of",
@@ -84,6 +85,8 @@ class TenantMatrix:
         self._center: np.ndarray | None = None
         """The tenant's mean vector (shrunk, see :func:`center_of`), or ``None`` until a centred search."""
         self._center_n = 0
+        self._hub_basis: tuple[np.ndarray, int] | None = None
+        """The center and row count the hub terms were last computed for (``None``: not yet)."""
         self._allocate(0)
 
     def _allocate(self, capacity: int) -> None:
@@ -94,14 +97,16 @@ class TenantMatrix:
         self.sessions = np.empty(capacity, dtype=np.int32)
         self.created = np.empty(capacity, dtype=np.int64)
         self.expires = np.empty(capacity, dtype=np.int64)
+        self.hub = np.full(capacity, np.nan, dtype=np.float32)
+        """Each row's hub term (see :func:`memroute_builtins.vectors.hubness.neighbourhood`); NaN until computed."""
 
     def _arrays(self) -> list[np.ndarray]:
-        return [self.vectors, self.rowids, self.memory_ids, self.sessions, self.created, self.expires]
+        return [self.vectors, self.rowids, self.memory_ids, self.sessions, self.created, self.expires, self.hub]
 
     @property
     def nbytes(self) -> int:
         """Bytes held by the arrays (allocated capacity, not just the live rows)."""
-        return self.capacity * (self.dimensions * 4 + 8 + ID_BYTES + 4 + 8 + 8)
+        return self.capacity * (self.dimensions * 4 + 8 + ID_BYTES + 4 + 8 + 8 + 4)
 
     def _codes(self, sessions: Sequence[str]) -> np.ndarray:
         codes = self._session_codes
@@ -123,8 +128,10 @@ class TenantMatrix:
         self.sessions = self._codes(rows.sessions)
         self.created = rows.created
         self.expires = rows.expires
+        self.hub = np.full(self.capacity, np.nan, dtype=np.float32)
         self.generation = generation
         self._center = None
+        self._hub_basis = None
 
     def append(self, rows: TenantRows) -> None:
         """Add rows at the end, growing the arrays by half when full. Caller holds ``lock``."""
@@ -145,6 +152,7 @@ class TenantMatrix:
         self.sessions[start:stop] = self._codes(rows.sessions)
         self.created[start:stop] = rows.created
         self.expires[start:stop] = rows.expires
+        self.hub[start:stop] = np.nan  # an added or re-embedded row: its own term is computed on the next search
         self.n = stop
 
     def remove(self, rowids: Sequence[int]) -> None:
@@ -168,11 +176,35 @@ class TenantMatrix:
             self._center_n = n
         return self._center
 
+    def hub_terms(self, neighbours: int, max_rows: int, center: bool) -> np.ndarray | None:
+        """Every live row's hub term, shrunk for a small tenant (:func:`hub_shrink`), or ``None`` when the
+        tenant has more than ``max_rows`` rows (or too few for ``neighbours``). Caller holds ``lock``.
+
+        Kept up to date incrementally: a row added or re-embedded since the last computation gets its own
+        term on the next search (against every current row, with the center the terms were computed with);
+        a deleted row simply leaves. The other rows' terms are recomputed all at once when the tenant has
+        grown or shrunk by :data:`HUB_REFRESH` since they were computed, or the matrix was reloaded."""
+        n = self.n
+        if n > max_rows or n <= neighbours:
+            return None
+        basis = self._hub_basis
+        if basis is None or abs(n - basis[1]) > HUB_REFRESH * max(basis[1], 1):
+            middle = self._centering() if center else np.zeros(self.dimensions, dtype=np.float32)
+            self.hub[:n] = neighbourhood(self.vectors[:n], np.arange(n), middle, neighbours)
+            self._hub_basis = (middle, n)
+        else:
+            missing = np.flatnonzero(np.isnan(self.hub[:n]))
+            if missing.size:
+                self.hub[missing] = neighbourhood(self.vectors[:n], missing, basis[0], neighbours)
+        return self.hub[:n] * np.float32(hub_shrink(n))
+
     def search(self, probe: np.ndarray, k: int, *, now_us: int, session_id: str | None,
-               created_after_us: int | None, center: bool = False) -> list[tuple[bytes, float, float]]:
+               created_after_us: int | None, center: bool = False, hub_penalty: float = 0.0,
+               hub_neighbours: int = 10, hub_max_rows: int = 0) -> list[tuple[bytes, float, float]]:
         """The ``k`` best admitted rows as ``(memory id bytes, score, cosine)``, best first. Caller holds
         ``lock``. The score is the cosine, or with ``center`` the cosine with the centred query (see
-        :func:`centered_scores`; the center is the whole tenant's, kept with the matrix).
+        :func:`centered_scores`; the center is the whole tenant's, kept with the matrix), minus
+        ``hub_penalty`` times the row's hub term (:meth:`hub_terms`) when that is above 0.
 
         Filters are masks over all live rows before the top-``k``: ``k`` counts only admitted rows.
         """
@@ -183,6 +215,7 @@ class TenantMatrix:
         centred = centered_probe(probe, self._centering()) if center else None
         if centred is not None:
             probe = centred
+        hub = self.hub_terms(hub_neighbours, hub_max_rows, center) if hub_penalty > 0 else None
         mask = self.expires[:n] > now_us
         if session_id is not None:
             mask &= self.sessions[:n] == self._session_codes.get(session_id, _NO_MATCH)
@@ -190,6 +223,8 @@ class TenantMatrix:
             mask &= self.created[:n] >= created_after_us
         if mask.all():
             scores = _scores(self.vectors[:n], probe)
+            if hub is not None:
+                scores = scores - np.float32(hub_penalty) * hub
             positions = None
         else:
             admitted = np.flatnonzero(mask)
@@ -198,6 +233,8 @@ class TenantMatrix:
             # Few admitted rows (a narrow session or window): score only those.
             few = admitted.size * 4 < n
             scores = _scores(self.vectors[admitted], probe) if few else _scores(self.vectors[:n], probe)[admitted]
+            if hub is not None:
+                scores = scores - np.float32(hub_penalty) * hub[admitted]
             positions = admitted
         count = scores.shape[0]
         # argpartition on the scores themselves (no negated copy): the k largest sit at the end.
@@ -205,7 +242,7 @@ class TenantMatrix:
         top = top[np.argsort(-scores[top], kind="stable")]
         rows = top if positions is None else positions[top]
         ids = self.memory_ids[rows]
-        cosines = _scores(self.vectors[rows], original) if centred is not None else scores[top]
+        cosines = _scores(self.vectors[rows], original) if centred is not None or hub is not None else scores[top]
         return [(ids[i].tobytes(), float(scores[t]), float(cosines[i])) for i, t in enumerate(top)]
 
 

@@ -40,6 +40,7 @@ from memroute_builtins.vectors.common import (
     unix_micros,
     uuid_bytes,
 )
+from memroute_builtins.vectors.hubness import calibrated_penalty
 from memroute_builtins.vectors.sqlite_vec.matrix_cache import (
     ID_BYTES,
     MatrixCache,
@@ -115,6 +116,19 @@ class SqliteVecSettings:
     2,000 real chat turns per tenant (docs/retrieval.md). The Qdrant and pgvector stores rank the same way.
     ``false``: plain cosine. Each hit still carries its plain cosine (``VectorHit.cosine``), which the
     relevance floor uses."""
+    hub_penalty: float | None = attrs.field(
+        default=None, validator=attrs.validators.optional([attrs.validators.ge(0.0), attrs.validators.le(2.0)]))
+    """In the large tier (tenants past ``promote_at``), subtract this times each memory's **hub term** (its
+    mean centred cosine to its ``hub_neighbours`` nearest memories, shrunk for small tenants) from its score:
+    memories near many others are near many queries, and among chat turns those are the generic ones
+    (CSLS; :mod:`memroute_builtins.vectors.hubness`). Unset: the value calibrated on the quality benchmark's
+    dev split for the bound embedding model (:func:`~memroute_builtins.vectors.hubness.calibrated_penalty`;
+    docs/retrieval.md). ``0`` turns it off."""
+    hub_neighbours: int = attrs.field(default=10, validator=[attrs.validators.ge(1), attrs.validators.le(100)])
+    hub_max_rows: int = attrs.field(default=5000, validator=attrs.validators.ge(0))
+    """Tenants with more vectors than this rank without the hub penalty: its exact neighbour term costs
+    ``n^2`` dot products to compute (about 230 ms at 5,000 vectors on the reference machine, once per process and
+    tenant, then incrementally)."""
 
 
 # --- extension loading ---------------------------------------------------------------------------------
@@ -218,6 +232,8 @@ class SqliteVecStore(VectorStore):
         self._lock = threading.RLock()
         self._cache = MatrixCache(int(settings.cache_max_mb * 1024 * 1024))
         self._index: _Index | None = None
+        self._hub_penalty = settings.hub_penalty or 0.0
+        """The hub penalty in force: the setting, else the bound model's calibrated value (set by bind)."""
         with self._pool.transaction() as conn:
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS memroute_vec_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
@@ -265,6 +281,8 @@ class SqliteVecStore(VectorStore):
                 f"sqlite-vec stores float32 or int8 vectors, not {quantization!r}; use the qdrant store for binary"
             )
         wanted = str(signature)
+        penalty = self.settings.hub_penalty
+        self._hub_penalty = calibrated_penalty(signature.model) if penalty is None else penalty
         with self._lock, self._pool.transaction() as conn:
             had_meta = conn.execute("SELECT 1 FROM memroute_vec_meta WHERE key = 'signature'").fetchone()
             current = self._read_meta(conn)  # None also for an index of an older schema: rebuilt below
@@ -565,7 +583,9 @@ class SqliteVecStore(VectorStore):
             cutoff = query.created_after
             return matrix.search(unit, k, now_us=unix_micros(query.now), session_id=query.session_id,
                                  created_after_us=None if cutoff is None else unix_micros(cutoff),
-                                 center=self.settings.center)
+                                 center=self.settings.center, hub_penalty=self._hub_penalty,
+                                 hub_neighbours=self.settings.hub_neighbours,
+                                 hub_max_rows=self.settings.hub_max_rows)
 
     # -- reads ------------------------------------------------------------------------------------------
 
