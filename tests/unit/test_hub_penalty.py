@@ -164,12 +164,14 @@ def test_the_penalty_is_the_bound_models_calibrated_value_unless_set(tmp_path: P
     model = next(iter(CALIBRATED))
     store = _store(tmp_path / "a", EmbeddingSignature(source="static", model=model, dimensions=32))
     assert store._hub_penalty == CALIBRATED[model]
+    assert store.describe()["hub_penalty"] == {"weight": CALIBRATED[model], "neighbours": 10, "max_rows": 5000,
+                                               "source": "calibrated"}
     store.close()
     store = _store(tmp_path / "b")
     assert store._hub_penalty == DEFAULT_PENALTY
     store.close()
     store = _store(tmp_path / "c", hub_penalty=0.0)
-    assert store._hub_penalty == 0.0
+    assert store._hub_penalty == 0.0 and store.describe()["hub_penalty"]["source"] == "set"
     store.close()
 
 

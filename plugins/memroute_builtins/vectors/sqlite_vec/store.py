@@ -337,6 +337,10 @@ class SqliteVecStore(VectorStore):
                 "chunk_size": index.chunk_size if index else self.settings.chunk_size,
                 "promote_at": self.settings.promote_at,
                 "int8_scale": index.int8_scale if index else None,
+                "center": self.settings.center,
+                "hub_penalty": {"weight": self._hub_penalty, "neighbours": self.settings.hub_neighbours,
+                                "max_rows": self.settings.hub_max_rows,
+                                "source": "set" if self.settings.hub_penalty is not None else "calibrated"},
                 "large_tier_cache": self._cache.stats()}
 
     def close(self) -> None:
