@@ -132,6 +132,38 @@ def test_tenants_never_share_an_entry_and_one_tenants_write_keeps_the_others(mem
     assert ran == ["alice", "bob", "bob"]
 
 
+def test_a_reused_retrieval_reads_its_memories_again_as_the_tenants_own(mem, monkeypatch):
+    """On a hit the memories are read again by tenant (the key also names it): a memory id that another tenant
+    holds is never read back into this tenant's block."""
+    from memroute.manager import MemoryManager
+
+    first = augmented(mem, "alice")
+    read_as: list[str | None] = []
+    original = MemoryManager.get_many
+
+    def spy(self, memory_ids, *, api_key_id=None):
+        read_as.append(api_key_id)
+        return original(self, memory_ids, api_key_id=api_key_id)
+
+    monkeypatch.setattr(MemoryManager, "get_many", spy)
+    assert augmented(mem, "alice") == first
+    assert read_as == ["alice"]
+
+
+def test_cached_only_answers_a_repeat_and_never_searches(mem, monkeypatch):
+    ran = searches(mem, monkeypatch)
+    quick = mem.explain_augment(body(), api_key_id="alice", preview=False, cached_only=True)
+    assert quick.skipped == "not cached" and quick.request == body() and quick.count == 0 and ran == []
+    assert mem._conversation.cache.stats()["misses"] == 0  # only a search counts the miss it follows
+    searched = mem.explain_augment(body(), api_key_id="alice", preview=False)
+    again = mem.explain_augment(body(), api_key_id="alice", preview=False, cached_only=True)
+    assert again.skipped is None and again.request == searched.request and again.count == searched.count
+    assert ran == ["alice"]
+    assert mem.explain_augment(body(), api_key_id="bob", preview=False, cached_only=True).skipped == "not cached"
+    preview = mem.explain_augment(body(), api_key_id="alice", cached_only=True)  # a preview always searches
+    assert preview.skipped == "not cached" and ran == ["alice"]
+
+
 def test_settings_sessions_previews_and_typed_decay_are_respected(mem, monkeypatch):
     ran = searches(mem, monkeypatch)
     augmented(mem)

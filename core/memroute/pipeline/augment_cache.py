@@ -43,10 +43,12 @@ class _Entry:
 class AugmentCache:
     """A bounded LRU of retrievals (see the module docstring). Thread-safe; one per service."""
 
-    def __init__(self, version: Callable[[str], int | None], fetch: Callable[[Sequence[str]], dict[str, Memory]], *,
-                 size: int = 1024, ttl_s: float = 30.0, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, version: Callable[[str], int | None], fetch: Callable[[Sequence[str], str], dict[str, Memory]],
+                 *, size: int = 1024, ttl_s: float = 30.0, clock: Callable[[], float] = time.monotonic) -> None:
         """``version(tenant)``: the tenant's data version, or ``None`` when there is none to trust;
-        ``fetch(ids)``: the memories with these ids, as they are now."""
+        ``fetch(ids, tenant)``: those of the memories with these ids that belong to ``tenant``, as they are now
+        (the tenant is also in every key, so an entry never serves another tenant; reading by tenant is the
+        second wall, and what lets a backend sharded by tenant read one shard)."""
         self._version = version
         self._fetch = fetch
         self.size = size
@@ -62,9 +64,11 @@ class AugmentCache:
         lands while the search runs."""
         return self._version(tenant)
 
-    def get(self, key: Hashable, version: int | None, scope: SearchQuery) -> SearchResult | None:
+    def get(self, key: Hashable, version: int | None, scope: SearchQuery, *,
+            count_miss: bool = True) -> SearchResult | None:
         """The retrieval stored for ``key`` under ``version``, with its memories read again and each admitted by
-        ``scope`` (the tenant's filters now); ``None`` when there is none or it is stale."""
+        ``scope`` (the tenant's filters now); ``None`` when there is none or it is stale (counted as a miss
+        unless ``count_miss`` is false: a caller that only looks before it searches)."""
         if version is None:
             return None
         with self._lock:
@@ -72,15 +76,17 @@ class AugmentCache:
             if entry is not None:
                 self._entries.move_to_end(key)
         if entry is None or entry.version != version or entry.expires <= self._clock():
-            self._count(hit=False)
+            if count_miss:
+                self._count(hit=False)
             return None
         hits = entry.result.hits
-        current = self._fetch([hit.memory.id for hit in hits]) if hits else {}
+        current = self._fetch([hit.memory.id for hit in hits], scope.api_key_id) if hits else {}
         fresh = []
         for hit in hits:
             memory = current.get(hit.memory.id)
             if memory is None or not scope.admits(memory):
-                self._count(hit=False)
+                if count_miss:
+                    self._count(hit=False)
                 return None
             fresh.append(SearchHit(memory=memory, score=hit.score, tier=hit.tier, ranks=hit.ranks,
                                    leg_scores=hit.leg_scores))

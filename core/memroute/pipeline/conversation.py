@@ -16,7 +16,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
@@ -47,8 +47,10 @@ if TYPE_CHECKING:
     from memroute.plugins import MemroutePluginManager
     from memroute.settings import MemorySettings, MemrouteSettings
 
-__all__ = ["Augmentation", "Conversation", "build_extractors", "run_extractors"]
+__all__ = ["NOT_CACHED", "Augmentation", "Conversation", "build_extractors", "run_extractors"]
 
+NOT_CACHED: Final = "not cached"
+"""``skipped`` of an ``explain_augment(cached_only=True)`` that would have had to search."""
 BUDGET_CANDIDATES = 100
 """How many ranked memories ``augment`` walks to fill its token budget: the reference's retrieval always
 passes 100; ``vec_top_k`` (20) is only a search's default limit and must not cap what fits the budget."""
@@ -333,6 +335,7 @@ class Conversation:
         session_scope: bool = False,
         record_access: bool = True,
         reuse: bool = True,
+        cached_only: bool = False,
     ) -> Augmentation:
         """Like :meth:`augment`, returning what was retrieved and why.
 
@@ -342,7 +345,8 @@ class Conversation:
         memory. The memories injected (only those: not the ones decay hid) count as accessed unless
         ``record_access=False``. With ``reuse`` (and a cache), the retrieval of an earlier call with the same
         message, tenant and settings is reused while the tenant's data is unchanged
-        (:mod:`memroute.pipeline.augment_cache`)."""
+        (:mod:`memroute.pipeline.augment_cache`). With ``cached_only``, a call that would have to search returns
+        at once instead, the request unchanged and ``skipped`` :data:`NOT_CACHED`."""
         api_key_id = require_tenant(api_key_id)
         session_id = require_session(session_id if session_id is not None else session_from_headers(headers))
         settings = self.store.memory_settings()
@@ -354,10 +358,13 @@ class Conversation:
         if not query:
             return Augmentation(request=request, skipped="no user message")
         try:
-            result = self._retrieve(query, api_key_id, session_id if session_scope else None, settings, reuse)
+            result = self._retrieve(query, api_key_id, session_id if session_scope else None, settings, reuse,
+                                    cached_only)
         except Exception:
             log.exception("memroute: retrieval failed; the request goes out without memory")
             return Augmentation(request=request, query=query, skipped="retrieval failed")
+        if result is None:
+            return Augmentation(request=request, query=query, skipped=NOT_CACHED)
         hits = [hit for hit in result.hits if not self._decayed(hit.memory, settings=settings)]
         lines = memory_lines(hits)
         block, count = block_of(lines), len(lines)
@@ -375,7 +382,7 @@ class Conversation:
         return attrs.evolve(done, request=augmented, block=block, count=count)
 
     def _retrieve(self, query: str, api_key_id: str, session_id: str | None, settings: MemorySettings,
-                  reuse: bool) -> SearchResult:
+                  reuse: bool, cached_only: bool = False) -> SearchResult | None:
         # The budget walk runs over a deep candidate list (vec_top_k is a search's default, not a cap on what
         # fits the budget); strategy `recent` injects the newest memories, as the reference's chat path does
         # (it sends no query for it).
@@ -389,13 +396,15 @@ class Conversation:
         cache = self.cache
         # Typed decay reads access telemetry, which moves no data version: nothing is reused with it on.
         if cache is None or not reuse or settings.typed_decay_enabled:
-            return search()
+            return None if cached_only else search()
         version = cache.version(api_key_id)  # before the search: a write landing meanwhile makes the entry stale
         key = (api_key_id, text[:4096], session_id, settings)
         scope = SearchQuery(api_key_id=api_key_id, session_id=session_id, retention_days=settings.retention_days)
-        reused = cache.get(key, version, scope)
+        reused = cache.get(key, version, scope, count_miss=not cached_only)  # the search that follows counts it
         if reused is not None:
             return reused
+        if cached_only:
+            return None
         result = search()
         cache.put(key, version, result)
         return result

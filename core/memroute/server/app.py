@@ -99,6 +99,7 @@ def _include_surfaces(app: FastAPI) -> None:
     mem = app.state.memroute
     proxy = create_proxy_router(mem)
     app.state.proxy = proxy.proxy  # type: ignore[attr-defined]
+    app.router.routes[:0] = proxy.chat_routes  # type: ignore[attr-defined]  # matched first (see the proxy)
     app.include_router(proxy)
     mount_mcp(app, mem, app.state.server_settings, mem.settings.mcp)
 

@@ -105,10 +105,13 @@ class GuardMiddleware:
                     raise PayloadTooLarge(limit)
             return message
 
+        if proxied:  # no time-to-first-byte limit: nothing to race the app against, so no extra task
+            await self.app(scope, limited_receive, guarded_send)
+            return
         task = asyncio.ensure_future(self.app(scope, limited_receive, guarded_send))
         waiter = asyncio.ensure_future(started.wait())
         try:
-            done, _ = await asyncio.wait({task, waiter}, timeout=None if proxied else self.settings.request_timeout_s,
+            done, _ = await asyncio.wait({task, waiter}, timeout=self.settings.request_timeout_s,
                                          return_when=asyncio.FIRST_COMPLETED)
             if not done:  # no response started in time: give up on the request
                 task.cancel()

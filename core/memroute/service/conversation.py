@@ -37,7 +37,8 @@ class ConversationMethods(ServiceBase):
                 self._pipeline = Conversation(
                     cast("MemoryStore", self), self.settings,
                     lambda: build_extractors(self.settings, self.plugins, self.data_dir),
-                    cache=AugmentCache(self._manager.data_version, self._manager.get_many),
+                    cache=AugmentCache(self._manager.data_version,
+                                       lambda ids, tenant: self._manager.get_many(ids, api_key_id=tenant)),
                 )
             return self._pipeline
 
@@ -54,17 +55,19 @@ class ConversationMethods(ServiceBase):
     def explain_augment(self, request: Any, *, api_key_id: str, session_id: str | None = None,
                         provider: str | None = None, headers: Any = None, api: ApiShape | None = None,
                         session_scope: bool = False, preview: bool = True,
-                        record_access: bool = True) -> AugmentReport:
+                        record_access: bool = True, cached_only: bool = False) -> AugmentReport:
         """Like :meth:`augment`, and also what was retrieved for which query (a :class:`RetrievalPreview` of
         the memories injected, unless ``preview=False``: the proxy's request path needs only the request and the
         count), and why nothing was injected. ``record_access=False`` counts no access (a preview of the block,
         like the dashboard's, rather than a request that is sent). Without the preview, the retrieval for a
         repeated message (an agent's tool loop resends it after every tool call) is reused while the tenant's
         data is unchanged, in this process or any other (:mod:`memroute.pipeline.augment_cache`); a preview
-        always retrieves afresh."""
+        always retrieves afresh. ``cached_only=True`` never searches (so with a preview it never injects): a
+        call that would have to returns at once, the request unchanged and ``skipped == "not cached"`` (the
+        proxy answers what needs no search on its event loop and runs only a search in a worker thread)."""
         done = self._conversation.explain_augment(request, api_key_id, session_id, provider, headers, api=api,
                                                   session_scope=session_scope, record_access=record_access,
-                                                  reuse=not preview)
+                                                  reuse=not preview, cached_only=cached_only)
         shown = None
         if preview and done.result is not None:
             shown = self._preview_of(done.query, require_tenant(api_key_id), done.hits, done.result,

@@ -14,6 +14,11 @@ Three processes on loopback, so no two of them share a GIL:
   the upstream (the baseline), through memroute with memories injected (a new message: a fresh retrieval), the
   same body through memroute again (``repeated``: what an agent's tool loop sends after a tool call, served by
   the reused retrieval) and through memroute opted out (``x-memroute-no-memory: 1``: the proxy's own cost).
+  Streamed requests carry messages of their own, so a streamed new message is a fresh retrieval too.
+
+Each tenant size gets a freshly started server; its first ``warmup`` rounds (every kind, streamed and not) are
+sent but not measured (``warmup_rounds_excluded``): they load the embedding model, open the connections and fill
+the per-process memos (parsed rows, rendered lines) that a long-running server has warm.
 
 Reported for non-streamed requests (whole response) and streamed ones (time to the first body byte): p50 / p95 ms
 of each, what memroute adds (p50 and p95 of the through-memroute samples minus those of the direct ones) and the
@@ -211,9 +216,10 @@ def _measure(proxy_url: str, upstream_url: str, secret: str, rounds: int, warmup
     injected: list[int] = []
     with httpx.Client(timeout=30) as client:
         for number in range(-warmup, rounds):
-            # A new question every time: never a cached query embedding.
-            query = f"{_QUERIES[number % len(_QUERIES)]} (request {number})"
             for stream in (False, True):
+                # A new question every time, streamed or not: never a reused retrieval or a cached query embedding
+                # (only "repeated" resends the body the "memory" case just sent).
+                query = f"{_QUERIES[number % len(_QUERIES)]} (request {number}{', streamed' if stream else ''})"
                 body = {"model": "gpt-4o", "stream": stream, "messages": [
                     {"role": "system", "content": "You are a helpful assistant."}, {"role": "user", "content": query}]}
                 measured = {"direct": _timed(client, upstream_url + "/v1/chat/completions", body, {},
@@ -229,7 +235,8 @@ def _measure(proxy_url: str, upstream_url: str, secret: str, rounds: int, warmup
         cpu = {case: _server_cpu(client, proxy_url, headers, pid, rounds, repeat=case == "repeated") if pid else None
                for case, headers in cases.items()}
     request = _summary(samples, "request")
-    return {"memories_injected_per_request": {"mean": round(statistics.mean(injected), 1),
+    return {"warmup_rounds_excluded": warmup,
+            "memories_injected_per_request": {"mean": round(statistics.mean(injected), 1),
                                               "min": min(injected), "max": max(injected)},
             "request": request, "ttfb": _summary(samples, "ttfb"),
             "server_cpu_ms_per_request": cpu,
