@@ -27,10 +27,12 @@ import time
 from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import requests
+
+from tests.servers.loopback import LoopbackHTTPServer
 
 __all__ = ["FakeAnthropicClient", "FakeLLMServer", "FakeOpenAIClient", "fake_llm_server"]
 
@@ -40,8 +42,7 @@ ANTHROPIC_MODELS = {"data": [{"type": "model", "id": "claude-fake", "display_nam
                     "has_more": False, "first_id": "claude-fake", "last_id": "claude-fake"}
 
 
-class FakeLLMServer(ThreadingHTTPServer):
-    daemon_threads = True
+class FakeLLMServer(LoopbackHTTPServer):
     request_queue_size = 128
 
     def __init__(self) -> None:

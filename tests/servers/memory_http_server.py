@@ -19,7 +19,7 @@ import urllib.parse
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import attrs
@@ -36,6 +36,7 @@ from memroute.models import (
 )
 from memroute.serialization import memory_to_dict
 from memroute.testing.memory import InMemoryBackend
+from tests.servers.loopback import LoopbackHTTPServer
 
 __all__ = ["MemoryHttpServer", "Recorded", "running_server"]
 
@@ -87,8 +88,7 @@ class MemoryHttpServer:
         self.knobs = Knobs()
         self.requests: list[Recorded] = []
         self._requests_lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
-        self._httpd.daemon_threads = True
+        self._httpd = LoopbackHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._thread: threading.Thread | None = None
 
     @property

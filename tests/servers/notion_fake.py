@@ -35,11 +35,13 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import attrs
+
+from tests.servers.loopback import LoopbackHTTPServer
 
 __all__ = ["NotionFake", "RecordedRequest", "running_notion_fake", "utf16_len"]
 
@@ -180,7 +182,7 @@ class NotionFake:
         self._lock = threading.RLock()
         self._request = threading.local()  # the Notion-Version of the request a handler thread is serving
         self._clock = itertools.count()
-        self._server: ThreadingHTTPServer | None = None
+        self._server: LoopbackHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
     # --- lifecycle --------------------------------------------------------------------------------------
@@ -198,8 +200,7 @@ class NotionFake:
         class Handler(_Handler):
             owner = fake
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
+        self._server = LoopbackHTTPServer(("127.0.0.1", 0), Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02},
                                         name="notion-fake", daemon=True)
         self._thread.start()

@@ -56,11 +56,13 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from tests.servers.loopback import LoopbackHTTPServer
 
 __all__ = ["NOTE_JSON", "JSONLOGIC", "ObsidianFake", "make_self_signed_cert"]
 
@@ -264,7 +266,7 @@ class ObsidianFake:
         # The metadata cache: path -> the content Obsidian last indexed (None: not indexed yet).
         self._indexed: dict[str, str | None] = {}
         self._pending: dict[str, tuple[str | None, float, int]] = {}
-        self._server: ThreadingHTTPServer | None = None
+        self._server: LoopbackHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._port = 0
         self._connections: set[Any] = set()
@@ -287,7 +289,7 @@ class ObsidianFake:
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             context.load_cert_chain(str(self.tls_cert[0]), str(self.tls_cert[1]))
 
-        class Server(ThreadingHTTPServer):
+        class Server(LoopbackHTTPServer):
             daemon_threads = True
             allow_reuse_address = True
 

@@ -13,10 +13,12 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import numpy as np
+
+from tests.servers.loopback import LoopbackHTTPServer
 
 Embed = Callable[[Sequence[str]], np.ndarray]
 
@@ -57,7 +59,7 @@ class EmbeddingsServer:
 
 
 class _Handler(BaseHTTPRequestHandler):
-    server: Any  # ThreadingHTTPServer with .state
+    server: Any  # LoopbackHTTPServer with .state
 
     def log_message(self, *args: Any) -> None:
         pass
@@ -149,15 +151,8 @@ class _Handler(BaseHTTPRequestHandler):
                          "usage": {"prompt_tokens": 0, "total_tokens": 0}})
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # A client that gave up (a timeout test) leaves a broken pipe behind: not worth a traceback.
-        import sys
-
-        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
-            super().handle_error(request, client_address)
+class _Server(LoopbackHTTPServer):
+    pass
 
 
 @contextmanager

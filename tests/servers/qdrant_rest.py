@@ -20,11 +20,13 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from qdrant_client import QdrantClient
 from qdrant_client.http import models as m
+
+from tests.servers.loopback import LoopbackHTTPServer
 
 _COLLECTION = re.compile(r"^/collections/([^/]+)(/.*)?$")
 
@@ -36,7 +38,7 @@ class QdrantRestServer:
         self.lock = threading.Lock()
         self.requests: list[tuple[str, str]] = []
         self.quantization: dict[str, Any] = {}
-        self._server: ThreadingHTTPServer | None = None
+        self._server: LoopbackHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
     @property
@@ -50,8 +52,7 @@ class QdrantRestServer:
 
     def start(self) -> QdrantRestServer:
         handler = type("Handler", (_Handler,), {"qdrant": self})
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._server.daemon_threads = True
+        self._server = LoopbackHTTPServer(("127.0.0.1", 0), handler)
         self._thread = threading.Thread(target=self._server.serve_forever, name="qdrant-rest", daemon=True)
         self._thread.start()
         return self

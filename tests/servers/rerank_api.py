@@ -16,8 +16,10 @@ import time
 from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.servers.loopback import LoopbackHTTPServer
 
 _WORD = re.compile(r"\w+")
 
@@ -104,7 +106,7 @@ class _Handler(BaseHTTPRequestHandler):
 @contextmanager
 def rerank_server(**kwargs: Any) -> Iterator[RerankServer]:
     state = RerankServer(**kwargs)
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    httpd = LoopbackHTTPServer(("127.0.0.1", 0), _Handler)
     httpd.state = state  # type: ignore[attr-defined]
     state.port = httpd.server_address[1]
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
