@@ -18,7 +18,8 @@ from memroute.models import utcnow
 from memroute.reports import RetrievalPreview
 from memroute.serialization import memory_to_dict
 from memroute.server.api import models as m
-from memroute.server.api.memory import MEMORY_EXAMPLE, TenantQuery, ok, svc
+from memroute.server.api.lean import LeanRoute
+from memroute.server.api.memory import MEMORY_EXAMPLE, TenantQuery, asvc, ok, svc
 from memroute.server.auth import CurrentPrincipal, ScopedRouter
 from memroute.server.schema import wire_model
 from memroute.server.wire import jsonable
@@ -72,17 +73,20 @@ _PREVIEW_EXAMPLE: dict[str, Any] = {
 
 
 @router.post("/retrieve-preview", scope="read", response_model=wire_model(RetrievalPreview),
-             summary="What retrieval would inject for a query (the Playground)", responses=ok(_PREVIEW_EXAMPLE))
-def retrieve_preview(request: Request, principal: CurrentPrincipal, body: PreviewBody) -> RetrievalPreview:  # type: ignore[valid-type]
+             summary="What retrieval would inject for a query (the Playground)", responses=ok(_PREVIEW_EXAMPLE),
+             route_class_override=LeanRoute)
+async def retrieve_preview(request: Request, principal: CurrentPrincipal, body: PreviewBody) -> RetrievalPreview:  # type: ignore[valid-type]
     """The service's ``preview()``: each memory with its tier, per-leg ranks and scores and tokens, how the
     query was served (embedding, vector store, strategy, fallback and why) and the tokens used against the
     budget. Always one tenant, with the expiry, retention and session filters of retrieval (the reference's
     preview searched every key when ``apiKeyId`` was missing and ignored retention). ``strategy`` and
     ``maxTokens`` default to the memory settings in effect."""
     tenant = principal.tenant_for(body.api_key_id)  # type: ignore[attr-defined]
-    return svc(request).preview(body.query, api_key_id=tenant, strategy=body.strategy,  # type: ignore[attr-defined]
-                                max_tokens=body.max_tokens, limit=body.limit,  # type: ignore[attr-defined]
-                                session_id=body.session_id or None)  # type: ignore[attr-defined]
+    preview: RetrievalPreview = await asvc(request).preview(
+        body.query, api_key_id=tenant, strategy=body.strategy,  # type: ignore[attr-defined]
+        max_tokens=body.max_tokens, limit=body.limit,  # type: ignore[attr-defined]
+        session_id=body.session_id or None)  # type: ignore[attr-defined]
+    return preview
 
 
 @router.get("/engine-status", scope="read", summary="Keyword tier, embedding, vector store, maintenance",
