@@ -37,6 +37,7 @@ def _items(rows: np.ndarray, key: str = "k") -> list[VectorItem]:
 
 def _store(tmp_path: Path, signature: EmbeddingSignature = SIG, **options) -> SqliteVecStore:
     options.setdefault("promote_at", 8)
+    options.setdefault("hub_min_rows", 0)  # the penalty on small fixtures (the default spares tenants up to 512)
     store = SqliteVecStore(SqliteVecSettings(**options), ComponentContext(instance_name="v", data_dir=tmp_path))
     store.bind(signature)
     return store
@@ -147,7 +148,9 @@ def test_a_reload_recomputes_from_the_stored_rows(tmp_path: Path) -> None:
     again.close()
 
 
-@pytest.mark.parametrize("options", [{"hub_max_rows": 50}, {"promote_at": 512}], ids=["past max rows", "small tier"])
+@pytest.mark.parametrize("options", [{"hub_max_rows": 50}, {"promote_at": 512}, {"hub_min_rows": 100},
+                                     {"hub_min_rows": 512}],
+                         ids=["past max rows", "small tier", "at min rows", "default min rows"])
 def test_large_tenants_and_the_small_tier_rank_without_it(tmp_path: Path, options: dict) -> None:
     rows = _cone(100, seed=13)
     items = _items(rows)
@@ -164,7 +167,8 @@ def test_the_penalty_is_the_bound_models_calibrated_value_unless_set(tmp_path: P
     model = next(iter(CALIBRATED))
     store = _store(tmp_path / "a", EmbeddingSignature(source="static", model=model, dimensions=32))
     assert store._hub_penalty == CALIBRATED[model]
-    assert store.describe()["hub_penalty"] == {"weight": CALIBRATED[model], "neighbours": 10, "max_rows": 5000,
+    assert store.describe()["hub_penalty"] == {"weight": CALIBRATED[model], "neighbours": 10, "min_rows": 0,
+                                               "max_rows": 5000,
                                                "source": "calibrated"}
     store.close()
     store = _store(tmp_path / "b")
@@ -176,7 +180,7 @@ def test_the_penalty_is_the_bound_models_calibrated_value_unless_set(tmp_path: P
 
 
 @pytest.mark.parametrize("options", [{"hub_penalty": -0.1}, {"hub_penalty": 3}, {"hub_neighbours": 0},
-                                     {"hub_max_rows": -1}])
+                                     {"hub_max_rows": -1}, {"hub_min_rows": -1}])
 def test_bad_hub_options_are_config_errors(tmp_path: Path, options: dict) -> None:
     with pytest.raises(ConfigError):
         memroute.open({}, data_dir=str(tmp_path), embedding={"source": "static"},

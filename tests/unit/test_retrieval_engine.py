@@ -377,13 +377,13 @@ def test_a_budgeted_search_sizes_its_candidates_to_the_budget_and_looks_deeper_f
     assert eng.budget_depth(100, 100) == MIN_CANDIDATES and eng.budget_depth(100, 4000) == 100
     assert eng.budget_depth(10, 4000) == eng.candidate_depth(10)
     depths = []
-    ranked = eng._ranked
+    fetch = eng._fetch
 
     def spy(query, depth, max_tokens):
         depths.append(depth)
-        return ranked(query, depth, max_tokens)
+        return fetch(query, depth, max_tokens)
 
-    eng._ranked = spy
+    eng._fetch = spy
     # 120 tiny memories (2 tokens each): 63 candidates hold 126 of the 1000 tokens, so it looks deeper and the
     # budget walk gets the full 100.
     for index in range(120):

@@ -375,6 +375,25 @@ def test_cache_is_bounded_lru_and_evicted_tenants_reload(tmp_path: Path) -> None
     store.close()
 
 
+def test_the_caches_running_total_follows_growth_eviction_and_discard(tmp_path: Path) -> None:
+    store = _store(tmp_path, promote_at=8, cache_max_mb=0.3)
+    store.bind(SIG)
+    data = {}
+    for s, key in enumerate(("a", "b", "c", "d")):
+        rows = _rows(100 + 50 * s, seed=s)
+        data[key] = (rows, _items(rows, key))
+        store.upsert(data[key][1])
+        store.query(rows[0], SearchQuery(api_key_id=key, now=NOW), 1)  # load: accounted
+    more = _rows(120, seed=9)
+    store.upsert(_items(more, "d"))  # write-through growth of a cached tenant: accounted again
+    cache = store._cache
+    assert cache._total == sum(m.nbytes for m in cache._entries.values()) <= cache.max_bytes
+    assert set(cache._accounted) == set(cache._entries)
+    cache.discard(next(iter(cache._entries)))
+    assert cache._total == sum(m.nbytes for m in cache._entries.values())
+    store.close()
+
+
 def test_a_tenant_larger_than_the_cache_is_searched_without_being_kept(tmp_path: Path) -> None:
     store = _store(tmp_path, promote_at=8, cache_max_mb=0.01)
     store.bind(SIG)

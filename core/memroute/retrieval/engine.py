@@ -20,7 +20,7 @@ import attrs
 from memroute.embedding.cache import uncached
 from memroute.errors import MemrouteError
 from memroute.gil import checkpoint
-from memroute.interfaces import EmbeddingSignature, EmbeddingSource, Reranker, VectorStore
+from memroute.interfaces import EmbeddingSignature, EmbeddingSource, Reranker, VectorHit, VectorStore
 from memroute.manager import ManagedSearch, MemoryManager
 from memroute.models import Memory, Provenance, SearchHit, SearchQuery, SearchResult
 from memroute.retrieval.budget import fit_budget
@@ -42,6 +42,28 @@ BUDGET_TOKENS_PER_MEMORY = 16
 :meth:`RetrievalEngine.budget_depth`): a one-sentence fact, ``ceil(len / 4)`` of about 64 characters."""
 RECENT_MATCH_DEPTH = 200
 """Keyword matches the ``exact`` strategy puts in recency order (at least; ten times the limit when larger)."""
+DEEPER_AT = 0.5
+"""A tenant whose budgeted searches went to the full depth at least this often (running average) has its
+candidates fetched at the full depth at once (see :meth:`RetrievalEngine.search`)."""
+DEEPER_WEIGHT = 0.25
+"""The weight of the latest budgeted search in that running average."""
+DEEPER_TENANTS = 10_000
+"""Tenants whose average is kept (the least recently searched ones are forgotten first)."""
+
+
+@attrs.define
+class _Legs:
+    """One fetch of both legs' candidates, ranked at any depth up to ``depth`` (:meth:`RetrievalEngine._rank`)."""
+
+    depth: int
+    keyword: ManagedSearch | None = None
+    vector: list[VectorHit] | None = None
+    """The vector store's candidates, best first (``None``: the vector tier could not serve; see ``reasons``)."""
+    reasons: list[str] = attrs.Factory(list)
+    read: dict[str, Memory] = attrs.Factory(dict)
+    """Memories of vector candidates read so far (a deeper ranking reads only the ones it adds)."""
+    unread: set[str] = attrs.Factory(set)
+    """Vector candidates that were asked for and are gone (deleted since they were indexed)."""
 
 
 class RetrievalEngine:
@@ -81,6 +103,9 @@ class RetrievalEngine:
         self._index_path, self._prepare, self._background = index_path, prepare, background
         self._quantization = quantization
         self._swap_lock = threading.Lock()
+        self._deeper: dict[str, float] = {}
+        """Per tenant, how often its budgeted searches went to the full depth (see :meth:`search`)."""
+        self._deeper_lock = threading.Lock()
         if embedder is None:
             self.vector_reason = str(self.resolution.get("reason") or "no embedding source configured")
         elif vector_store is None:
@@ -192,73 +217,111 @@ class RetrievalEngine:
         search with only a limit returns the plain ranking, so the floor never costs recall against it.
         A budgeted search also sizes its candidate lists to the budget (:meth:`budget_depth`); when a leg
         came back full and the budget still has room for another memory of the size of those chosen, it
-        searches again at the full depth, so small memories still fill the budget."""
+        ranks again at the full depth, so small memories still fill the budget.
+
+        Which depth answers is decided on the ranking at the budget's depth, always; what is learned per
+        tenant is only how the candidates are fetched. A tenant whose recent budgeted searches mostly went
+        to the full depth (:data:`DEEPER_AT` of an average over :data:`DEEPER_WEIGHT`) has both legs fetched
+        at the full depth at once, and the budget-depth ranking is the top of those lists (a leg's best ``d``
+        of ``n`` are its ``d`` best), so the same memories are chosen with one search instead of two."""
         if not query.text.strip():
             return self._recency(query, max_tokens)
         if query.strategy == "exact":
             return self._recent_matching(query, max_tokens)
         full = self.candidate_depth(query.limit)
         depth = full if max_tokens is None else self.budget_depth(query.limit, max_tokens)
-        hits, provenance, saturated = self._ranked(query, depth, max_tokens)
+        walk = max_tokens is not None and depth < full
+        ahead = walk and self.reranker is None and self._deeper.get(query.api_key_id, 0.0) >= DEEPER_AT
+        legs = self._fetch(query, full if ahead else depth, max_tokens)
+        hits, provenance, saturated = self._rank(query, legs, depth, max_tokens)
         chosen = fit_budget(hits, max_tokens, query.limit)
-        if depth < full and saturated and max_tokens is not None and len(chosen) < query.limit:
+        if walk and saturated and max_tokens is not None and len(chosen) < query.limit:
             sizes = sorted(hit.tokens for hit in chosen)
-            if max_tokens - sum(sizes) >= (sizes[len(sizes) // 2] if sizes else 1):
-                hits, provenance, _ = self._ranked(query, full, max_tokens)
+            deeper = max_tokens - sum(sizes) >= (sizes[len(sizes) // 2] if sizes else 1)
+            if deeper:
+                if not ahead:
+                    legs = self._fetch(query, full, max_tokens)
+                hits, provenance, _ = self._rank(query, legs, full, max_tokens)
                 chosen = fit_budget(hits, max_tokens, query.limit)
+            self._learn(query.api_key_id, deeper)
+        elif walk:
+            self._learn(query.api_key_id, False)
         return SearchResult(hits=tuple(chosen), provenance=provenance)
 
-    def _ranked(self, query: SearchQuery, depth: int,
-                max_tokens: int | None) -> tuple[list[SearchHit], Provenance, bool]:
-        """The fused (or single-leg) ranking from ``depth`` candidates per leg, how it was served, and whether
-        a leg returned all ``depth`` it was asked for (so there may be more)."""
-        reasons: list[str] = []
+    def _learn(self, tenant: str, deeper: bool) -> None:
+        """Fold whether a budgeted search of ``tenant`` went to the full depth into its running average."""
+        with self._deeper_lock:
+            seen = self._deeper.pop(tenant, None)
+            self._deeper[tenant] = float(deeper) if seen is None else (
+                seen + DEEPER_WEIGHT * (float(deeper) - seen))
+            if len(self._deeper) > DEEPER_TENANTS:
+                del self._deeper[next(iter(self._deeper))]
+
+    def _vector_depth(self, query: SearchQuery, depth: int, max_tokens: int | None) -> int:
+        rerank = self.rerank_candidates if self.reranker is not None else 0
+        # Semantic search returns the vector ranking itself: no fusion needs the deeper candidate list.
+        vector_depth = depth if query.strategy == "hybrid" else max(query.limit, self.settings.vec_top_k, rerank)
+        return vector_depth if max_tokens is None else min(vector_depth, max(depth, rerank))
+
+    def _fetch(self, query: SearchQuery, depth: int, max_tokens: int | None) -> _Legs:
+        """Both legs' candidates at ``depth`` (the vector leg's memories are read by :meth:`_rank`, only those
+        a ranking uses)."""
         # The legs run one after the other: measured, running the keyword leg on a second thread made hybrid
         # slower (8.1 ms against 6.6 ms at 10k memories), the two legs contending for the GIL. The keyword leg
         # runs first so the vector leg reads only the memories it did not already return (reading and
         # building memory rows is most of a hybrid search's cost).
-        keyword_served: ManagedSearch | None = None
-        keyword_hits: list[tuple[Memory, float]] = []
+        legs = _Legs(depth=depth)
         if query.strategy == "hybrid":
-            keyword_served, keyword_hits = self._keyword_leg(query, depth)
+            legs.keyword = self._keyword_leg(query, depth)
             checkpoint()  # stage boundaries: where the async API's workers let the event loop in (memroute.gil)
-        # Semantic search returns the vector ranking itself: no fusion needs the deeper candidate list.
-        vector_depth = depth if query.strategy == "hybrid" else max(
-            query.limit, self.settings.vec_top_k, self.rerank_candidates if self.reranker is not None else 0)
-        if max_tokens is not None:
-            vector_depth = min(vector_depth, max(depth, self.rerank_candidates if self.reranker is not None else 0))
-        found: list[int] = []
-        vector_hits = self._vector_leg(query, vector_depth, reasons, floor=max_tokens is not None,
-                                       known={memory.id: memory for memory, _ in keyword_hits}, found=found)
+        legs.vector = self._vector_candidates(query, self._vector_depth(query, depth, max_tokens), legs.reasons)
         checkpoint()
-        if vector_hits is None and keyword_served is None:
-            keyword_served, keyword_hits = self._keyword_leg(query, depth)
-        saturated = (keyword_served is not None and len(keyword_served.hits) >= depth) or bool(
-            found and found[0] >= vector_depth)
+        if legs.vector is None and legs.keyword is None:
+            legs.keyword = self._keyword_leg(query, depth)
+        return legs
+
+    def _rank(self, query: SearchQuery, legs: _Legs, depth: int,
+              max_tokens: int | None) -> tuple[list[SearchHit], Provenance, bool]:
+        """The fused (or single-leg) ranking from the best ``depth`` candidates of each leg (at most what
+        ``legs`` fetched), how it was served, and whether a leg returned all ``depth`` it was asked for (so
+        there may be more)."""
+        reasons = list(legs.reasons)
+        served = legs.keyword
+        keyword_hits: list[tuple[Memory, float]] = []
+        if served is not None:
+            keyword_hits = order_pairs((h.memory, h.score) for h in served.hits[:depth] if query.admits(h.memory))
+        vector_depth = self._vector_depth(query, depth, max_tokens)
+        vector_hits = None
+        if legs.vector is not None:
+            known = {} if served is None else {h.memory.id: h.memory for h in served.hits}
+            vector_hits = self._vector_hits(query, legs, legs.vector[:vector_depth], floor=max_tokens is not None,
+                                            known=known)
+        saturated = (served is not None and len(served.hits) >= depth) or (
+            legs.vector is not None and len(legs.vector) >= vector_depth)
         if vector_hits is None:
             hits = fuse(keyword_hits, [], k=self.settings.rrf_k)
-            legs: tuple[str, ...] = ("keyword",)
+            legs_used: tuple[str, ...] = ("keyword",)
             used = "keyword"
         elif query.strategy == "semantic":
             hits = fuse([], vector_hits, k=self.settings.rrf_k)
             hits = order_hits(attrs.evolve(h, score=h.leg_scores["vector"]) for h in hits)
-            legs, used = ("vector",), "semantic"
+            legs_used, used = ("vector",), "semantic"
         elif self.settings.fusion == "rrf":
             hits = fuse(keyword_hits, vector_hits, k=self.settings.rrf_k, query=query.text)
-            legs, used = ("keyword", "vector"), "hybrid"
+            legs_used, used = ("keyword", "vector"), "hybrid"
         else:
             hits = fuse_scores(keyword_hits, vector_hits, keyword_weight=self.keyword_weight)
-            legs, used = ("keyword", "vector"), "hybrid"
+            legs_used, used = ("keyword", "vector"), "hybrid"
         reranked = rerank_error = None
         if self.reranker is not None and vector_hits is not None and hits:
             hits, reranked, rerank_error = self._rerank(query.text, hits)
             if rerank_error is not None:
                 reasons.append(f"rerank failed ({rerank_error}): fused order kept")
-        backend, fallback = self._served_by(keyword_served)
-        if fallback and keyword_served is not None:
-            reasons.append(f"primary unavailable ({keyword_served.error}); served by fallback {backend}")
+        backend, fallback = self._served_by(served)
+        if fallback and served is not None:
+            reasons.append(f"primary unavailable ({served.error}); served by fallback {backend}")
         provenance = Provenance(
-            backend=backend, strategy_requested=query.strategy, strategy_used=used, legs=legs,
+            backend=backend, strategy_requested=query.strategy, strategy_used=used, legs=legs_used,
             degraded=bool(reasons), reason="; ".join(reasons) or None, fallback=fallback,
             vector_store=getattr(self.vector_store, "store_name", None) if vector_hits is not None else None,
             rerank=reranked, rerank_error=rerank_error,
@@ -291,10 +354,11 @@ class RetrievalEngine:
         name = f"{self.reranker.name}:{self.reranker.model}" if self.reranker.model else self.reranker.name
         return ordered + tail, name, None
 
-    def _keyword_leg(self, query: SearchQuery, depth: int) -> tuple[ManagedSearch, list[tuple[Memory, float]]]:
-        served = self.manager.search(attrs.evolve(query, text=keyword_query(query.text), strategy="hybrid",
-                                                  limit=depth))
-        return served, order_pairs((h.memory, h.score) for h in served.hits if query.admits(h.memory))
+    def _keyword_leg(self, query: SearchQuery, depth: int) -> ManagedSearch:
+        """The keyword leg's ``depth`` best matches, best first (the backend's order: its best ``d`` of
+        these are what a search at depth ``d`` returns)."""
+        return self.manager.search(attrs.evolve(query, text=keyword_query(query.text), strategy="hybrid",
+                                                limit=depth))
 
     def _served_by(self, served: ManagedSearch | None) -> tuple[str, bool]:
         if served is None:
@@ -345,13 +409,9 @@ class RetrievalEngine:
             reason="; ".join(reasons) or None, fallback=served.fallback,
         )
 
-    def _vector_leg(self, query: SearchQuery, k: int, reasons: list[str], *, floor: bool = False,
-                    known: dict[str, Memory] | None = None,
-                    found: list[int] | None = None) -> list[tuple[Memory, float]] | None:
-        """The vector ranking, or ``None`` (with a reason) when the vector tier cannot serve this query.
-        With ``floor``, candidates below the relevance floor are dropped (see :meth:`search`); memories in
-        ``known`` (already read by the keyword leg) are not read again. ``found`` gets the number of
-        candidates the store returned (before the floor)."""
+    def _vector_candidates(self, query: SearchQuery, k: int, reasons: list[str]) -> list[VectorHit] | None:
+        """The vector store's ``k`` best candidates, best first, or ``None`` (with a reason) when the vector
+        tier cannot serve this query."""
         indexer, store, embedder = self.indexer, self.vector_store, self.embedder  # one view across a switch
         if indexer is None or embedder is None or store is None:
             reasons.append(f"{self.vector_reason}: degraded to keyword")
@@ -364,22 +424,30 @@ class RetrievalEngine:
             text = keyword_query(query.text) if embedder.query_content_words else query.text
             vector = embedder.embed(text)
             checkpoint()
-            candidates = store.query(vector, query, k)
+            return list(store.query(vector, query, k))
         except Exception as exc:
             reasons.append(f"vector leg failed ({type(exc).__name__}: {exc}): degraded to keyword")
             return None
-        if found is not None:
-            found.append(len(candidates))
+
+    def _vector_hits(self, query: SearchQuery, legs: _Legs, candidates: list[VectorHit], *, floor: bool,
+                     known: dict[str, Memory]) -> list[tuple[Memory, float]]:
+        """The vector ranking from ``candidates``. With ``floor``, candidates below the relevance floor are
+        dropped (see :meth:`search`); memories in ``known`` (the keyword leg's) or read before for ``legs``
+        are not read again (``query.admits`` is applied to every memory, whoever read it)."""
         if candidates and floor:
             # The floor is about absolute cosines (a store may rank by a refinement of them: VectorHit.cosine).
             cosines = [hit.score if hit.cosine is None else hit.cosine for hit in candidates]
             cutoff = max(self.settings.min_similarity, max(cosines) - self.settings.similarity_window)
             candidates = [hit for hit, cosine in zip(candidates, cosines, strict=True) if cosine >= cutoff]
-        memories = dict(known or {})
-        missing = [hit.memory_id for hit in candidates if hit.memory_id not in memories]
+        memories = {**legs.read, **known}
+        missing = [hit.memory_id for hit in candidates if hit.memory_id not in memories
+                   and hit.memory_id not in legs.unread]
         if missing:
             checkpoint()
-            memories.update(self.manager.get_many(missing, api_key_id=query.api_key_id))
+            found = self.manager.get_many(missing, api_key_id=query.api_key_id)
+            legs.read.update(found)
+            legs.unread.update(m for m in missing if m not in found)
+            memories.update(found)
         return order_pairs(
             (memories[hit.memory_id], hit.score) for hit in candidates
             if hit.memory_id in memories and query.admits(memories[hit.memory_id])

@@ -176,16 +176,17 @@ class TenantMatrix:
             self._center_n = n
         return self._center
 
-    def hub_terms(self, neighbours: int, max_rows: int, center: bool) -> np.ndarray | None:
+    def hub_terms(self, neighbours: int, max_rows: int, center: bool, min_rows: int = 0) -> np.ndarray | None:
         """Every live row's hub term, shrunk for a small tenant (:func:`hub_shrink`), or ``None`` when the
-        tenant has more than ``max_rows`` rows (or too few for ``neighbours``). Caller holds ``lock``.
+        tenant has more than ``max_rows`` rows or at most ``min_rows`` (or too few for ``neighbours``).
+        Caller holds ``lock``.
 
         Kept up to date incrementally: a row added or re-embedded since the last computation gets its own
         term on the next search (against every current row, with the center the terms were computed with);
         a deleted row simply leaves. The other rows' terms are recomputed all at once when the tenant has
         grown or shrunk by :data:`HUB_REFRESH` since they were computed, or the matrix was reloaded."""
         n = self.n
-        if n > max_rows or n <= neighbours:
+        if n > max_rows or n <= max(neighbours, min_rows):
             return None
         basis = self._hub_basis
         if basis is None or abs(n - basis[1]) > HUB_REFRESH * max(basis[1], 1):
@@ -200,11 +201,13 @@ class TenantMatrix:
 
     def search(self, probe: np.ndarray, k: int, *, now_us: int, session_id: str | None,
                created_after_us: int | None, center: bool = False, hub_penalty: float = 0.0,
-               hub_neighbours: int = 10, hub_max_rows: int = 0) -> list[tuple[bytes, float, float]]:
+               hub_neighbours: int = 10, hub_min_rows: int = 0,
+               hub_max_rows: int = 0) -> list[tuple[bytes, float, float]]:
         """The ``k`` best admitted rows as ``(memory id bytes, score, cosine)``, best first. Caller holds
         ``lock``. The score is the cosine, or with ``center`` the cosine with the centred query (see
         :func:`centered_scores`; the center is the whole tenant's, kept with the matrix), minus
-        ``hub_penalty`` times the row's hub term (:meth:`hub_terms`) when that is above 0.
+        ``hub_penalty`` times the row's hub term (:meth:`hub_terms`, for tenants of ``hub_min_rows`` to
+        ``hub_max_rows`` rows) when that is above 0.
 
         Filters are masks over all live rows before the top-``k``: ``k`` counts only admitted rows.
         """
@@ -215,7 +218,7 @@ class TenantMatrix:
         centred = centered_probe(probe, self._centering()) if center else None
         if centred is not None:
             probe = centred
-        hub = self.hub_terms(hub_neighbours, hub_max_rows, center) if hub_penalty > 0 else None
+        hub = self.hub_terms(hub_neighbours, hub_max_rows, center, hub_min_rows) if hub_penalty > 0 else None
         mask = self.expires[:n] > now_us
         if session_id is not None:
             mask &= self.sessions[:n] == self._session_codes.get(session_id, _NO_MATCH)
@@ -247,20 +250,30 @@ class TenantMatrix:
 
 
 class MatrixCache:
-    """An LRU of :class:`TenantMatrix` by tenant, bounded by the arrays' bytes."""
+    """An LRU of :class:`TenantMatrix` by tenant, bounded by the arrays' bytes. The total is kept as a running
+    sum of each matrix's bytes when it was last accounted (a matrix grows only before :meth:`account`), so a
+    write or a load costs the same with thousands of small tenants cached as with one."""
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
         self._entries: OrderedDict[str, TenantMatrix] = OrderedDict()
+        self._accounted: dict[str, int] = {}
+        self._total = 0
         self.loads = 0
         self.evictions = 0
+
+    def _drop(self, api_key_id: str) -> None:
+        """Forget a tenant's matrix (caller holds ``_lock``)."""
+        self._entries.pop(api_key_id, None)
+        self._total -= self._accounted.pop(api_key_id, 0)
 
     def entry(self, api_key_id: str, dimensions: int) -> TenantMatrix:
         """The tenant's matrix (created empty and unloaded if absent), marked most recently used."""
         with self._lock:
             found = self._entries.get(api_key_id)
             if found is None or found.dimensions != dimensions:
+                self._drop(api_key_id)
                 found = self._entries[api_key_id] = TenantMatrix(dimensions)
             self._entries.move_to_end(api_key_id)
             return found
@@ -276,28 +289,32 @@ class MatrixCache:
         with self._lock:
             if matrix.nbytes > self.max_bytes:
                 if self._entries.get(api_key_id) is matrix:
-                    del self._entries[api_key_id]
+                    self._drop(api_key_id)
                 return False
-            total = sum(m.nbytes for m in self._entries.values())
-            while total > self.max_bytes and self._entries:
+            if self._entries.get(api_key_id) is matrix:
+                size = matrix.nbytes
+                self._total += size - self._accounted.get(api_key_id, 0)
+                self._accounted[api_key_id] = size
+            while self._total > self.max_bytes and self._entries:
                 victim_key = next(iter(self._entries))
                 if victim_key == api_key_id:
                     self._entries.move_to_end(victim_key)
                     if next(iter(self._entries)) == api_key_id:
                         break
                     continue
-                victim = self._entries.pop(victim_key)
-                total -= victim.nbytes
+                self._drop(victim_key)
                 self.evictions += 1
             return True
 
     def discard(self, api_key_id: str) -> None:
         with self._lock:
-            self._entries.pop(api_key_id, None)
+            self._drop(api_key_id)
 
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
+            self._accounted.clear()
+            self._total = 0
 
     def stats(self) -> dict[str, int]:
         with self._lock:
