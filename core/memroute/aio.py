@@ -189,6 +189,7 @@ class AsyncMemroute:
     delete = _forward(Memroute.delete)
     list = _forward(Memroute.list)
     search = _forward(Memroute.search)
+    preview = _forward(Memroute.preview)
     record_access = _forward(Memroute.record_access)
     clear = _forward(Memroute.clear)
     stats = _forward(Memroute.stats)

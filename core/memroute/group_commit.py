@@ -109,6 +109,18 @@ class GroupCommit(Generic[I, R]):
         self.batches = 0
         """Batches written so far (tests and the benchmark: ``items / batches`` is the mean batch size)."""
         self.items = 0
+        self.last_batch = 0
+        """Items in the batch written last."""
+        self.largest_batch = 0
+
+    def counters(self) -> dict[str, int | float]:
+        """Batches and items written since this object was made, the mean / last / largest batch, the batch
+        limit and what is queued now: ``status()`` shows them (``group_commit``)."""
+        with self._lock:
+            return {"batches": self.batches, "items": self.items,
+                    "mean_batch": round(self.items / self.batches, 2) if self.batches else 0.0,
+                    "last_batch": self.last_batch, "largest_batch": self.largest_batch,
+                    "max_batch": self.max_batch, "waiting": len(self._queue)}
 
     @property
     def waiting(self) -> int:
@@ -188,6 +200,8 @@ class GroupCommit(Generic[I, R]):
         with self._lock:
             self.batches += 1
             self.items += len(batch)
+            self.last_batch = len(batch)
+            self.largest_batch = max(self.largest_batch, len(batch))
             following = self._queue[0] if self._queue else None
             self._writing = following is not None
             if following is not None and following.future is not None:

@@ -217,6 +217,11 @@ class StatusReport:
     fusion: dict[str, Any] = attrs.field(factory=dict)
     rerank: dict[str, Any] = attrs.field(factory=dict)
     health: HealthReport | None = None
+    group_commit: dict[str, Any] = attrs.field(factory=dict)
+    """How this process's adds were batched since the service opened (:mod:`memroute.group_commit`):
+    ``batches`` and ``items`` written, ``mean_batch`` / ``last_batch`` / ``largest_batch`` (items), the
+    ``max_batch`` limit and the adds ``waiting`` now. Per process: a server's ``engine-status`` shows the
+    server's."""
 
 
 @attrs.frozen(kw_only=True)

@@ -86,3 +86,26 @@ def test_bench_indexing_refuses_a_bad_count(capsys):
     except SystemExit as exc:
         assert exc.code == 2
     assert "--sizes" in capsys.readouterr().err
+
+
+def test_bench_http_measures_the_sizes_it_is_given(tmp_path, capsys):
+    """``--http --sizes N`` runs the HTTP bench on a tenant of N memories (it used to measure 5,000 whatever
+    ``--sizes`` said); ``--single-adds`` bounds its add runs. Tiny: 60 memories, 16 adds."""
+    try:
+        main(["bench", "--http", "--sizes", "60", "--single-adds", "16", "--tenants", "2", "--per-tenant", "2",
+              "--queries", "5"])
+    except SystemExit as exc:
+        assert not exc.code
+    report = json.loads(capsys.readouterr().out)
+    assert "60" in report["results"]
+    http = report["http"]
+    assert http["memories"] == 60 and http["search"]["http"]["p50_ms"] > 0
+    assert http["search"]["raw_client"]["cpu_ms"]["server"] > 0
+
+
+def test_bench_http_refuses_bad_sizes_before_measuring(capsys):
+    try:
+        main(["bench", "--http", "--sizes", "0"])
+    except SystemExit as exc:
+        assert exc.code == 2
+    assert "--sizes" in capsys.readouterr().err

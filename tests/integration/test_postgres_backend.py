@@ -175,3 +175,69 @@ def test_a_missing_driver_names_the_extra_to_install(monkeypatch: pytest.MonkeyP
     with pytest.raises(BackendUnavailableError, match=r"pip install 'memroute\[postgres\]'"):
         memroute.open({"backends": {"primary": "main", "main": {"type": "postgres", "dsn": "postgresql://x/y"}},
                        "embedding": {"source": "none"}})
+
+
+def test_create_many_fails_an_item_alone_and_the_database_whole(postgres_server: PostgresServer, schema: str) -> None:
+    """The group commit's batch insert: each item's upsert runs in a savepoint of the batch's one transaction,
+    so an item's own error (its id held by another memory of the tenant) comes back in its place and the rest
+    commit, tenants mixed (row-level security set per item); a failure of the database (here a statement
+    timeout behind a row another transaction holds) rolls the whole batch back and raises."""
+    from memroute.errors import ConflictError
+
+    backend = _backend(postgres_server, schema, statement_timeout_ms=500)
+    try:
+        taken = backend.create(NewMemory(api_key_id="alice", key="taken", content="already here"))
+        outcomes = backend.create_many([
+            NewMemory(api_key_id="alice", key="first", content="stored"),
+            NewMemory(api_key_id="alice", key="clash", content="reuses an id", id=taken.id),
+            NewMemory(api_key_id="bob", key="first", content="bob's, in the same batch"),
+            NewMemory(api_key_id="alice", key="first", content="stored, then updated by the same batch"),
+        ])
+        assert isinstance(outcomes[1], ConflictError)
+        alice_first, bob_first, again = outcomes[0], outcomes[2], outcomes[3]
+        assert again.id == alice_first.id and again.content.startswith("stored, then")  # type: ignore[union-attr]
+        assert bob_first.api_key_id == "bob" and bob_first.id != alice_first.id  # type: ignore[union-attr]
+        assert backend.get_by_key("alice", "clash") is None
+        assert backend.get_by_key("alice", "taken").content == "already here"  # type: ignore[union-attr]
+        assert backend.get_by_key("bob", "first").content == "bob's, in the same batch"  # type: ignore[union-attr]
+
+        held = backend.create(NewMemory(api_key_id="alice", key="held", content="v1"))
+        with backend.db.transaction("hold a row", tenant="alice") as conn:
+            conn.execute(f'SELECT 1 FROM "{schema}".memories WHERE api_key_id = %s AND id = %s FOR UPDATE',
+                         ("alice", held.id))
+            with pytest.raises(BackendUnavailableError, match="statement_timeout"):
+                backend.create_many([NewMemory(api_key_id="alice", key="before", content="rolled back"),
+                                     NewMemory(api_key_id="alice", key="held", content="v2"),
+                                     NewMemory(api_key_id="bob", key="after", content="never written")])
+        assert backend.get_by_key("alice", "before") is None and backend.get_by_key("bob", "after") is None
+        assert backend.get_by_key("alice", "held").content == "v1"  # type: ignore[union-attr]
+    finally:
+        backend.close()
+
+
+def test_concurrent_adds_on_postgres_are_group_committed(postgres_server: PostgresServer, schema: str) -> None:
+    """Through ``memroute.open``: adds from eight threads are written in batches by the group commit
+    (``batch_create``), each caller gets its own memory in its own tenant, and ``status()`` counts the batches."""
+    config = {"backends": {"primary": "main", "main": {"type": "postgres", "dsn": postgres_server.dsn(),
+                                                       "schema": schema}},
+              "embedding": {"source": "none"}}
+    with memroute.open(config) as mem:
+        results: dict[tuple[int, int], object] = {}
+
+        def write(worker: int) -> None:
+            for i in range(6):
+                tenant = "alice" if worker % 2 else "bob"
+                results[(worker, i)] = mem.add(api_key_id=tenant, content=f"note {worker}/{i}", key=f"n:{worker}:{i}")
+
+        threads = [threading.Thread(target=write, args=(worker,)) for worker in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert len(results) == 48
+        for (worker, i), memory in results.items():
+            assert memory.api_key_id == ("alice" if worker % 2 else "bob")  # type: ignore[attr-defined]
+            assert memory.content == f"note {worker}/{i}"  # type: ignore[attr-defined]
+        assert mem.list(api_key_id="alice", limit=100).total == 24 == mem.list(api_key_id="bob", limit=100).total
+        batching = mem.status().group_commit
+        assert batching["items"] == 48 and 1 <= batching["batches"] <= 48

@@ -89,7 +89,12 @@ def test_the_http_bench_runs_end_to_end(tmp_path):
 
     report = run_http_bench(memories=40, searches=5, adds=16, clients=4, data_dir=tmp_path / "bench")
     assert report["search"]["http"]["p50_ms"] > 0 and report["search"]["in_process"]["p50_ms"] > 0
-    assert {"ratio_p50", "budget_ms", "target_met"} <= set(report["search"])
+    assert {"ratio_p50", "budget_ms", "target_met", "target_met_by"} <= set(report["search"])
+    for client in ("http", "raw_client"):  # httpx and the raw socket client, each with CPU per search
+        measured = report["search"][client]
+        assert measured["p95_ms"] >= measured["p50_ms"] > 0
+        assert measured["cpu_ms"]["server"] > 0 and measured["cpu_ms"]["client"] >= 0
+    assert report["search"]["in_process"]["cpu_ms"] > 0
     assert report["add"]["http_4_clients"]["per_s"] > 0 and "ratio_concurrent_vs_one" in report["add"]
 
 

@@ -34,6 +34,8 @@ def test_every_method_through_the_async_api(tmp_path):
             assert page.total == 1 and page.data[0].id == added.id
             result = await mem.search("where do I live?", api_key_id="a", strategy="exact")
             assert [hit.memory.id for hit in result] == [added.id]
+            shown = await mem.preview("where do I live?", api_key_id="a", strategy="exact")
+            assert [m.id for m in shown.memories] == [added.id]
             stats = await mem.stats("a")
             assert stats.total == 1 and stats.by_type["factual"] == 1
             report = await mem.clear("a", dry_run=True)

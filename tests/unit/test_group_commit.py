@@ -80,6 +80,8 @@ def test_calls_that_arrive_while_a_batch_is_written_go_in_the_next_one():
     assert recorder.batches[0] == ["item0"]
     assert sorted(recorder.batches[1]) == sorted(items[1:])  # one batch for the seven that queued
     assert (commit.batches, commit.items) == (2, 8)
+    assert commit.counters() == {"batches": 2, "items": 8, "mean_batch": 4.0, "last_batch": 7, "largest_batch": 7,
+                                 "max_batch": 64, "waiting": 0}
 
 
 def test_each_caller_gets_its_own_error_and_the_others_their_results():
@@ -116,6 +118,9 @@ def test_max_batch_caps_a_batch():
     results = _run_threads(commit, [f"i{n}" for n in range(6)])
     assert len(results) == 6 and all(v == k.upper() for k, v in results.items())
     assert [len(b) for b in recorder.batches] == [1, 2, 2, 1]
+    assert commit.counters() == {"batches": 4, "items": 6, "mean_batch": 1.5, "last_batch": 1, "largest_batch": 2,
+                                 "max_batch": 2, "waiting": 0}
+    assert GroupCommit(recorder).counters()["mean_batch"] == 0.0  # nothing written yet
 
 
 def test_submit_resolves_futures_from_the_writer_thread_without_blocking_the_loop():

@@ -56,7 +56,8 @@ def reindex(ctx: click.Context, force: bool, as_json: bool) -> None:
 @click.option("--distractors", type=int, default=2000, show_default=True,
               help="With --quality: real chat turns per tenant.")
 @click.option("--http", "http", is_flag=True,
-              help="Also benchmark memroute serve: search and add over HTTP vs in-process, 1 vs 8 writers.")
+              help="Also benchmark memroute serve: search and add over HTTP vs in-process, 1 vs 8 writers, for a "
+                   "tenant of each --sizes (default: 5,000 memories; 1,000 with --quick).")
 @click.option("--naive", is_flag=True,
               help="Compare hybrid search with a naive FTS5 + numpy + RRF recipe and indexing with the embedding "
                    "source's own batch rate, on real chat turns (--sizes; needs memroute[bench]).")
@@ -121,12 +122,12 @@ def bench(ctx: click.Context, sizes: str, single_adds: int, tenants: int, per_te
     state = ctx.find_object(CliState)
     assert state is not None
     base = load_settings(state.config_path)
+    # --http measures the tenant sizes --sizes names (--quick or not); without --sizes, 1,000 / 5,000 memories
+    explicit_sizes = ctx.get_parameter_source("sizes") is not click.core.ParameterSource.DEFAULT
+    http_sizes = _sizes(sizes) if explicit_sizes else ((1000,) if quick else (5000,))
     if quick:
         sizes, single_adds, tenants, queries = "1000", 300, 100, 20
-    try:
-        size_list = tuple(int(part) for part in sizes.split(",") if part.strip())
-    except ValueError:
-        raise click.BadParameter("expected comma-separated integers", param_hint="--sizes") from None
+    size_list = _sizes(sizes)
 
     def open_fresh(path: Path, **overrides: Any) -> Any:
         return Memroute.open(base, data_dir=str(path), backends={
@@ -151,11 +152,24 @@ def bench(ctx: click.Context, sizes: str, single_adds: int, tenants: int, per_te
             max_workers=async_workers, rounds=1 if quick else 2,
             progress=lambda m: click.echo(f"... async: {m}", err=True))
     if http:
-        click.echo("... http server", err=True)
-        report["http"] = _http_bench(memories=1000 if quick else 5000, searches=queries)
+        runs = []  # one report for one size, a list of them for several
+        for size in http_sizes:
+            click.echo(f"... http server ({size} memories)", err=True)
+            runs.append(_http_bench(memories=size, searches=queries, adds=min(single_adds, 200)))
+        report["http"] = runs[0] if len(runs) == 1 else runs
     echo_json(report)
     if output:
         Path(output).write_text(json.dumps(report, indent=2, default=str), encoding="utf-8")
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    try:
+        sizes = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise click.BadParameter("expected comma-separated integers", param_hint="--sizes") from None
+    if not sizes or min(sizes) < 1:
+        raise click.BadParameter("expected tenant sizes of 1 memory or more", param_hint="--sizes")
+    return sizes
 
 
 def _compare_postgres(base: Any, dsn: str, open_sqlite: Any, **sizes: Any) -> Any:
@@ -187,14 +201,14 @@ def _compare_postgres(base: Any, dsn: str, open_sqlite: Any, **sizes: Any) -> An
         drop_postgres_schemas(dsn, schemas)
 
 
-def _http_bench(*, memories: int, searches: int) -> Any:
+def _http_bench(*, memories: int, searches: int, adds: int) -> Any:
     """The server bench runs in its own interpreter: the CLI does not import the server package (a sibling
     surface), and the server under test gets a process of its own."""
     import subprocess
 
     run = subprocess.run([sys.executable, "-m", "memroute.server.bench", "--memories", str(memories),
-                          "--searches", str(max(searches, 20)), "--json"], capture_output=True, text=True,
-                         check=False)
+                          "--searches", str(max(searches, 20)), "--adds", str(max(adds, 8)), "--json"],
+                         capture_output=True, text=True, check=False)
     if run.returncode != 0:
         raise click.ClickException(f"the HTTP bench failed: {run.stderr.strip()[-500:]}")
     return json.loads(run.stdout)

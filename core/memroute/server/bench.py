@@ -4,7 +4,10 @@ runs this module; ``python -m memroute.server.bench --json`` too).
 Measures, on a fresh SQLite deployment in a temporary directory with ``N`` memories for one tenant:
 
 - search p50 / p95 in-process (``mem.search``) and over HTTP (``POST /api/memory/search``, keep-alive), and
-  the ratio; target: HTTP p50 ≤ 1.5 x in-process p50 + 1 ms;
+  the ratio; target: HTTP p50 ≤ 1.5 x in-process p50 + 1 ms, measured with ``httpx`` (``search.http``, the
+  target) and with the ``raw`` client below (``search.raw_client``); each with the CPU milliseconds per search
+  in the server process and in the client, and in-process the CPU per search of this process
+  (``search.in_process.cpu_ms``): wall times are noisy on a shared machine, CPU per search much less;
 - single adds in-process and over HTTP with 1 and 8 concurrent clients (``POST /api/memory``), and the
   8-vs-1 throughput ratio; target: ≥ 3x;
 - where an add's time goes: CPU milliseconds per add in the server process (every thread) and in the client
@@ -249,6 +252,24 @@ def _timed(call: Callable[[], Any], repeat: int) -> list[float]:
     return samples
 
 
+def _search_run(kind: str, url: str, headers: dict[str, str], pid: int, queries: list[str]) -> dict[str, Any]:
+    """``POST /api/memory/search`` for every query with ``kind``'s client (one keep-alive connection, warmed
+    first): p50 / p95, and CPU milliseconds per search in the server process (every thread: the search itself
+    and the HTTP handling around it) and in this client process."""
+    client = _CLIENTS[kind](url, headers)
+    try:
+        for query in _QUERIES:  # warm the connection, the route and the embedding cache
+            client.post("/api/memory/search", {"query": query})
+        position = iter(range(10**9))
+        with _CpuMeter(pid) as meter:
+            samples = _timed(lambda: client.post("/api/memory/search",
+                                                 {"query": queries[next(position) % len(queries)]}), len(queries))
+            meter.operations = len(queries)
+    finally:
+        client.close()
+    return {**_p(samples), "cpu_ms": {"server": meter.server_ms, "client": meter.client_ms}}
+
+
 class _Server:
     """``memroute serve`` in its own process (a server sharing the client's process and GIL would measure
     thread hand-offs, not HTTP), on the bench's deployment."""
@@ -287,8 +308,6 @@ class _Server:
 def run_http_bench(*, memories: int = 1000, searches: int = 60, adds: int = 200, clients: int = 8,
                    data_dir: Path | None = None, workers: int = 1) -> dict[str, Any]:
     """The report (a JSON-able dict); ``workers`` server processes (``memroute serve --workers``)."""
-    import httpx
-
     import memroute
     from memroute.bench import synthetic_contents
 
@@ -308,37 +327,37 @@ def run_http_bench(*, memories: int = 1000, searches: int = 60, adds: int = 200,
             server = _Server(config, root / "serve.log", workers)
             headers = {"Authorization": f"Bearer {secret}"}
             queries = [_QUERIES[i % len(_QUERIES)] for i in range(searches)]
-            with httpx.Client(base_url=server.url, headers=headers, timeout=30) as client:
-                for query in _QUERIES:  # warm both paths (embedding cache, connection)
-                    mem.search(query, api_key_id="bench")
-                    client.post("/api/memory/search", json={"query": query}).raise_for_status()
-                position = iter(range(10**9))
-                local = _timed(lambda: mem.search(queries[next(position) % searches], api_key_id="bench"), searches)
-                position = iter(range(10**9))
-                remote = _timed(lambda: client.post("/api/memory/search",
-                                                    json={"query": queries[next(position) % searches]})
-                                .raise_for_status(), searches)
-                counter = iter(range(10**9))
-                local_add = _timed(lambda: mem.add(api_key_id="bench", content=f"in-process add {next(counter)}"),
-                                   adds)
-                mem.flush(timeout=60)  # the in-process indexer must not run on the client's CPU during the HTTP runs
+            for query in _QUERIES:  # warm the in-process path (embedding cache)
+                mem.search(query, api_key_id="bench")
+            position = iter(range(10**9))
+            cpu_started = time.process_time()
+            local = _timed(lambda: mem.search(queries[next(position) % searches], api_key_id="bench"), searches)
+            local_cpu_ms = round((time.process_time() - cpu_started) * 1000 / searches, 3)
+            remote = {kind: _search_run(kind, server.url, headers, server.process.pid, queries)
+                      for kind in ("httpx", "raw")}
+            counter = iter(range(10**9))
+            local_add = _timed(lambda: mem.add(api_key_id="bench", content=f"in-process add {next(counter)}"), adds)
+            mem.flush(timeout=60)  # the in-process indexer must not run on the client's CPU during the HTTP runs
             runs = {kind: _add_runs(kind, server.url, headers, server.process.pid, adds=adds, clients=clients,
                                     workers=workers) for kind in ("httpx", "raw")}
         finally:
             if server is not None:
                 server.stop()
             mem.close()
-    search_local, search_http = _p(local), _p(remote)
+    search_local = {**_p(local), "cpu_ms": local_cpu_ms}
     budget = 1.5 * search_local["p50_ms"] + 1.0
+    search_http = remote["httpx"]
     local_rate = len(local_add) / sum(local_add)
     heavy, light = runs["httpx"], runs["raw"]
     return {
         "memories": memories,
         "workers": workers,
-        "search": {"in_process": search_local, "http": search_http,
+        # the httpx figures stay under "http" (the report's earlier shape); "raw_client" is the lighter client
+        "search": {"in_process": search_local, "http": search_http, "raw_client": remote["raw"],
                    "ratio_p50": round(search_http["p50_ms"] / search_local["p50_ms"], 3),
                    "target": "http p50 <= 1.5 x in-process p50 + 1 ms", "budget_ms": round(budget, 3),
-                   "target_met": search_http["p50_ms"] <= budget},
+                   "target_met": search_http["p50_ms"] <= budget,
+                   "target_met_by": [kind for kind, run in remote.items() if run["p50_ms"] <= budget]},
         "add": {"in_process": {**_p(local_add), "per_s": round(local_rate, 1)},
                 # the httpx figures stay at the top level (the report's earlier shape); raw is the lighter client
                 **{k: v for k, v in heavy.items() if k != "target_met"},

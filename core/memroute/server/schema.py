@@ -148,3 +148,62 @@ def wire_model(cls: type, *, mode: str = "response", name: str | None = None,
     model = pydantic.create_model(model_name, __config__=config, **fields)
     _CACHE[cache_key] = model
     return model
+
+
+# --- serialising a response without validating it ---------------------------------------------------------
+
+_Dump = typing.Callable[[Any], Any]
+_DUMPERS: dict[type[pydantic.BaseModel], _Dump] = {}
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+def _dumper_for(annotation: Any) -> _Dump | None:
+    """How to turn a value of ``annotation`` into JSON-able data (``None``: as it is, which pydantic's JSON
+    encoder then writes as the model would: datetimes, enums, tuples, sets)."""
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if isinstance(annotation, type) and issubclass(annotation, pydantic.BaseModel):
+        return wire_dumper(annotation)
+    if origin is list and args:
+        item = _dumper_for(args[0])
+        return None if item is None else (lambda value: [item(v) for v in value])
+    if origin is dict and len(args) == 2:
+        inner = _dumper_for(args[1])
+        return None if inner is None else (lambda value: {k: inner(v) for k, v in value.items()})
+    if origin in (Union, types.UnionType):
+        options = [_dumper_for(arg) for arg in args if arg is not type(None)]
+        converting = [option for option in options if option is not None]
+        if not converting:
+            return None
+        if len(converting) == 1 and len(options) == 1:
+            only = converting[0]
+            return lambda value: None if value is None else only(value)
+        raise TypeError(f"wire_dumper: no dumper for the union {annotation!r} (several models)")
+    return None
+
+
+def wire_dumper(model: type[pydantic.BaseModel]) -> _Dump:
+    """A function turning a typed report into the JSON-able data ``model`` would serialise it as, without
+    validating it first: ``to_json(wire_dumper(M)(report))`` is ``M.model_validate(report).model_dump_json()``
+    (a test holds them equal). It reads the same attributes under the same aliases; what it skips is the
+    validation of a report the service built (~0.3 ms of a 10-hit search's response). For the hot routes
+    (:mod:`memroute.server.api.lean`); cached per model."""
+    if model in _DUMPERS:
+        return _DUMPERS[model]
+    plan = tuple((name, field.alias or name, _dumper_for(field.annotation))
+                 for name, field in model.model_fields.items())
+    plain = tuple((name, alias) for name, alias, convert in plan if convert is None)
+    nested = tuple((name, alias, convert) for name, alias, convert in plan if convert is not None)
+    order = tuple(alias for _, alias, _ in plan)
+
+    def dump(value: Any) -> dict[str, Any]:
+        out = {alias: getattr(value, name) for name, alias in plain}
+        for name, alias, convert in nested:
+            out[alias] = convert(getattr(value, name))
+        return out if not nested else {alias: out[alias] for alias in order}
+
+    _DUMPERS[model] = dump
+    return dump

@@ -61,7 +61,8 @@ class BatchCreateTests:
             pytest.skip(f"{type(backend).__name__} declares capability batch_create=False")
         taken = backend.create(NewMemory(api_key_id=_A, key="taken", content="already here"))
         before = NewMemory(api_key_id=_A, key="before", content="stored")
-        clash = NewMemory(api_key_id=_B, key="other", content="reuses an id", id=taken.id)
+        # the same tenant: some backends keep ids unique per tenant only (PostgreSQL's key is (api_key_id, id))
+        clash = NewMemory(api_key_id=_A, key="other", content="reuses an id", id=taken.id)
         after = NewMemory(api_key_id=_B, key="after", content="stored too")
         outcomes = backend.create_many([before, clash, after])
         assert isinstance(outcomes[1], ConflictError), (

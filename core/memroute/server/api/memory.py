@@ -17,6 +17,7 @@ from memroute.aio import AsyncMemroute
 from memroute.errors import NotFoundError, ValidationError
 from memroute.models import Memory, MemoryType
 from memroute.server.api import models as m
+from memroute.server.api.lean import LeanRoute
 from memroute.server.auth import CurrentPrincipal, ScopedRouter
 from memroute.server.schema import wire_model
 from memroute.service import Memroute
@@ -121,7 +122,7 @@ async def create_memory(request: Request, principal: CurrentPrincipal, body: Cre
 
 
 @router.post("/search", scope="read", response_model=wire_model(m.SearchResponse, name="SearchResult"),
-             summary="Ranked memories for a query (keyword, vector or hybrid)",
+             summary="Ranked memories for a query (keyword, vector or hybrid)", route_class_override=LeanRoute,
              responses=ok({"hits": [{"memory": MEMORY_EXAMPLE, "score": 0.0328, "tier": "hybrid",
                                      "ranks": {"keyword": 1, "vector": 1},
                                      "legScores": {"keyword": 1.2, "vector": 0.71}, "tokens": 9}],

@@ -18,7 +18,8 @@ from memroute.models import utcnow
 from memroute.reports import RetrievalPreview
 from memroute.serialization import memory_to_dict
 from memroute.server.api import models as m
-from memroute.server.api.memory import MEMORY_EXAMPLE, TenantQuery, ok, svc
+from memroute.server.api.lean import LeanRoute
+from memroute.server.api.memory import MEMORY_EXAMPLE, TenantQuery, asvc, ok, svc
 from memroute.server.auth import CurrentPrincipal, ScopedRouter
 from memroute.server.schema import wire_model
 from memroute.server.wire import jsonable
@@ -72,17 +73,20 @@ _PREVIEW_EXAMPLE: dict[str, Any] = {
 
 
 @router.post("/retrieve-preview", scope="read", response_model=wire_model(RetrievalPreview),
-             summary="What retrieval would inject for a query (the Playground)", responses=ok(_PREVIEW_EXAMPLE))
-def retrieve_preview(request: Request, principal: CurrentPrincipal, body: PreviewBody) -> RetrievalPreview:  # type: ignore[valid-type]
+             summary="What retrieval would inject for a query (the Playground)", responses=ok(_PREVIEW_EXAMPLE),
+             route_class_override=LeanRoute)
+async def retrieve_preview(request: Request, principal: CurrentPrincipal, body: PreviewBody) -> RetrievalPreview:  # type: ignore[valid-type]
     """The service's ``preview()``: each memory with its tier, per-leg ranks and scores and tokens, how the
     query was served (embedding, vector store, strategy, fallback and why) and the tokens used against the
     budget. Always one tenant, with the expiry, retention and session filters of retrieval (the reference's
     preview searched every key when ``apiKeyId`` was missing and ignored retention). ``strategy`` and
     ``maxTokens`` default to the memory settings in effect."""
     tenant = principal.tenant_for(body.api_key_id)  # type: ignore[attr-defined]
-    return svc(request).preview(body.query, api_key_id=tenant, strategy=body.strategy,  # type: ignore[attr-defined]
-                                max_tokens=body.max_tokens, limit=body.limit,  # type: ignore[attr-defined]
-                                session_id=body.session_id or None)  # type: ignore[attr-defined]
+    preview: RetrievalPreview = await asvc(request).preview(
+        body.query, api_key_id=tenant, strategy=body.strategy,  # type: ignore[attr-defined]
+        max_tokens=body.max_tokens, limit=body.limit,  # type: ignore[attr-defined]
+        session_id=body.session_id or None)  # type: ignore[attr-defined]
+    return preview
 
 
 @router.get("/engine-status", scope="read", summary="Keyword tier, embedding, vector store, maintenance",
@@ -90,9 +94,13 @@ def retrieve_preview(request: Request, principal: CurrentPrincipal, body: Previe
                           "embedding": {"source": "static", "model": "minishlab/potion-base-8M", "dimensions": 256,
                                         "available": True},
                           "vector_store": {"backend": "sqlite-vec", "available": True, "rows": 12},
+                          "group_commit": {"batches": 891, "items": 3079, "mean_batch": 3.46, "last_batch": 2,
+                                           "largest_batch": 8, "max_batch": 64, "waiting": 0},
                           "maintenance": {"prune": {"ran_at": "2026-01-01T12:00:00Z", "ok": True}}}))
 def engine_status(request: Request) -> dict[str, Any]:
-    """The service's status report plus the last scheduled maintenance runs (from the shared state store)."""
+    """The service's status report plus the last scheduled maintenance runs (from the shared state store).
+    ``group_commit`` shows how this server process batched its adds (batches, items, mean / last / largest
+    batch)."""
     mem = request.app.state.memroute
     status = dict(jsonable(mem.status()))
     status.pop("data_dir", None)  # server paths are an operator's business, not a client's

@@ -31,7 +31,7 @@ from typing import Any, Final
 import attrs
 
 import memroute
-from memroute.errors import BackendUnavailableError, ConflictError, MemrouteError
+from memroute.errors import BackendUnavailableError, ConflictError, MemrouteError, ValidationError
 from memroute.interfaces import BackendCapabilities, ComponentContext, MemoryAccess, MemoryBackend
 from memroute.models import (
     BackendHit,
@@ -96,7 +96,8 @@ class PostgresBackend(MemoryBackend):
 
     in_process = False  # a PostgreSQL server (its own processes)
 
-    capabilities = BackendCapabilities(reindex_markers=True, access_tracking=True, tenant_routing=True)
+    capabilities = BackendCapabilities(reindex_markers=True, access_tracking=True, tenant_routing=True,
+                                       batch_create=True)
     type_name = "postgres"
 
     def __init__(self, name: str, settings: PostgresSettings) -> None:
@@ -182,6 +183,52 @@ class PostgresBackend(MemoryBackend):
         with self.db.transaction("create a memory", tenant=new.api_key_id) as conn:
             row = conn.execute(self.sql.upsert, self._values(memory)).fetchone()
         return to_memory(row)
+
+    def create_many(self, news: Sequence[NewMemory]) -> builtins.list[Memory | MemrouteError]:
+        """``create`` each of ``news`` in one transaction, in order (a later item with an earlier one's key
+        upserts into it, as one after another would; the tenant is set for each item's statement, so a batch
+        may mix tenants). Each item's upsert runs in a savepoint: an item's own error — its id taken by another
+        memory of the tenant (:class:`ConflictError`), text PostgreSQL cannot store (:class:`ValidationError`)
+        — rolls back that item alone and is returned in its place; the others are committed. Any other failure
+        (the connection, the server) rolls the whole batch back and raises. The service's group commit writes
+        concurrent adds through this (``batch_create``)."""
+        if not news:
+            return []
+        outcomes: builtins.list[Memory | MemrouteError] = []
+        tenant = news[0].api_key_id
+        with self.db.transaction("create memories", tenant=tenant) as conn:
+            for new in news:
+                if new.api_key_id != tenant:
+                    tenant = new.api_key_id
+                    self.db.set_tenant(conn, tenant)
+                try:
+                    with conn.transaction():  # a savepoint inside the batch's transaction
+                        row = conn.execute(self.sql.upsert, self._values(new.as_memory())).fetchone()
+                except Exception as exc:
+                    outcome = self._item_error(exc)
+                    if outcome is None:
+                        raise  # not this item's fault: the whole batch rolls back
+                    outcomes.append(outcome)
+                    continue
+                outcomes.append(to_memory(row))
+        return outcomes
+
+    def _item_error(self, exc: Exception) -> MemrouteError | None:
+        """The error that belongs to one item of a batch (its data: SQLSTATE classes 22 and 23, or text the
+        driver cannot encode), or ``None`` for a failure of the database itself."""
+        import psycopg
+
+        if isinstance(exc, (UnicodeError, RecursionError)):
+            return ValidationError(f"create: backend {self.name!r} cannot take this input ({type(exc).__name__}: "
+                                   f"{exc})", [("(input)", "invalid")])
+        if isinstance(exc, ValidationError):
+            return exc
+        if not isinstance(exc, (psycopg.DataError, psycopg.IntegrityError)):
+            return None
+        translated = self.db.translate(exc, "create a memory")
+        if isinstance(translated, (ConflictError, ValidationError)):
+            return translated
+        return ValidationError(str(translated), [("(input)", "invalid")])
 
     def put(self, memory: Memory) -> None:
         self.put_many([memory])
