@@ -262,7 +262,7 @@ class MemoryProxy:
         if streamed:
             self.stats.streamed += 1
         try:
-            answer = await upstream.client.send(outgoing, stream=streamed)
+            answer = await upstream.send(outgoing, stream=streamed)
         except (httpx.HTTPError, MemrouteError, OSError) as exc:
             return self._unreachable(route, upstream, exc, memory_headers)
         headers_out = {**response_headers(answer.headers), **memory_headers}
@@ -335,7 +335,7 @@ class MemoryProxy:
         path = ("/v1/models" if anthropic else "/models") + (f"/{model_id}" if model_id else "")
         outgoing = upstream.build("GET", path, headers=request.headers.items(), params=dict(request.query_params))
         try:
-            answer = await upstream.client.send(outgoing)
+            answer = await upstream.send(outgoing)
         except (httpx.HTTPError, MemrouteError, OSError) as exc:
             return self._unreachable(route, upstream, exc, {})
         if answer.status_code >= 300:
