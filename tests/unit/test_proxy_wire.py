@@ -136,6 +136,26 @@ def test_a_connection_the_upstream_closed_while_idle_is_not_reused():
     _run(handler, scenario)
 
 
+def test_a_connection_with_unasked_bytes_waiting_is_not_reused():
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            try:
+                await _read_request(reader)
+            except asyncio.IncompleteReadError:
+                return
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\n")  # and a stray head
+            await writer.drain()
+
+    async def scenario(url: str, transport: LeanTransport) -> None:
+        for _ in range(2):
+            response = await transport.handle_async_request(_request(url))
+            assert await response.aread() == b"ok"
+            await response.aclose()
+        assert transport.opened == 2
+
+    _run(handler, scenario)
+
+
 def test_a_response_closed_before_its_end_closes_the_connection():
     closed = []
 

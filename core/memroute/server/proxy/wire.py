@@ -67,7 +67,10 @@ class _Connection:
         self.idle_since = 0.0
 
     def usable(self, now: float) -> bool:
-        return (not self.reader.at_eof() and not self.writer.is_closing()
+        """Whether an idle connection can carry the next request: open, recent, and nothing arrived on it since
+        its last response (a peer that wrote and closed, or sent something unasked)."""
+        reader = self.reader
+        return (not reader.at_eof() and not getattr(reader, "_buffer", b"") and not self.writer.is_closing()
                 and now - self.idle_since < KEEPALIVE_S)
 
     def close(self) -> None:
