@@ -34,7 +34,11 @@ def test_fetching_ahead_chooses_exactly_what_the_two_pass_walk_chooses(tmp_path:
             return fetch(query, depth, max_tokens)
 
         engine._fetch = counted
-        went_deeper = stopped = 0
+        ranks: list[int] = []
+        rank = engine._rank
+        engine._rank = lambda query, legs, depth, max_tokens: ranks.append(depth) or rank(query, legs, depth,
+                                                                                          max_tokens)
+        went_deeper = stopped = decided_from_the_set = 0
         for number, question in enumerate(QUESTIONS * 2):
             max_tokens = (400, 1000, 1500)[number % 3]
             query = SearchQuery(api_key_id="t", text=f"{question} ({number})", strategy="hybrid", limit=100)
@@ -44,14 +48,17 @@ def test_fetching_ahead_chooses_exactly_what_the_two_pass_walk_chooses(tmp_path:
             passes = list(fetches)
             engine._deeper["t"] = 1.0  # fetch ahead at the full depth, once
             fetches.clear()
+            ranks.clear()
             ahead = engine.search(query, max_tokens=max_tokens)
             assert fetches == [engine.candidate_depth(100)]
+            decided_from_the_set += ranks == [engine.candidate_depth(100)]  # no ranking at the budget's depth
             assert [(h.memory.id, h.score, h.tier) for h in ahead.hits] == [
                 (h.memory.id, h.score, h.tier) for h in walked.hits]
             assert ahead.provenance == walked.provenance
             went_deeper += len(passes) == 2
             stopped += len(passes) == 1
         assert went_deeper and stopped, "the fixture exercises both outcomes of the walk"
+        assert decided_from_the_set, "and the decision taken from the kept set alone"
 
 
 def test_the_walk_learns_per_tenant_to_fetch_ahead(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ is degraded.
 from __future__ import annotations
 
 import logging
+import statistics
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -23,6 +24,7 @@ from memroute.gil import checkpoint
 from memroute.interfaces import EmbeddingSignature, EmbeddingSource, Reranker, VectorHit, VectorStore
 from memroute.manager import ManagedSearch, MemoryManager
 from memroute.models import Memory, Provenance, SearchHit, SearchQuery, SearchResult
+from memroute.retrieval import fusion
 from memroute.retrieval.budget import fit_budget
 from memroute.retrieval.fusion import DEFAULT_KEYWORD_WEIGHT, fuse, fuse_scores, keyword_query
 from memroute.retrieval.indexer import Indexer, IndexQueue, store_identity
@@ -233,6 +235,10 @@ class RetrievalEngine:
         walk = max_tokens is not None and depth < full
         ahead = walk and self.reranker is None and self._deeper.get(query.api_key_id, 0.0) >= DEEPER_AT
         legs = self._fetch(query, full if ahead else depth, max_tokens)
+        if ahead and max_tokens is not None and self._goes_deeper(query, legs, depth, max_tokens):
+            hits, provenance, _ = self._rank(query, legs, full, max_tokens)
+            self._learn(query.api_key_id, True)
+            return SearchResult(hits=tuple(fit_budget(hits, max_tokens, query.limit)), provenance=provenance)
         hits, provenance, saturated = self._rank(query, legs, depth, max_tokens)
         chosen = fit_budget(hits, max_tokens, query.limit)
         if walk and saturated and max_tokens is not None and len(chosen) < query.limit:
@@ -247,6 +253,33 @@ class RetrievalEngine:
         elif walk:
             self._learn(query.api_key_id, False)
         return SearchResult(hits=tuple(chosen), provenance=provenance)
+
+    def _goes_deeper(self, query: SearchQuery, legs: _Legs, depth: int, max_tokens: int) -> bool:
+        """True when the ranking at ``depth`` certainly makes the walk go deeper, decided from the set of memories
+        score fusion keeps: when they all fit the budget together, the walk takes every one in any order, so
+        neither fused scores nor ranks are needed (hybrid, score fusion, no reranker). False: not certain."""
+        served, candidates = legs.keyword, legs.vector
+        if (served is None or candidates is None or query.strategy != "hybrid" or self.reranker is not None
+                or self.settings.fusion == "rrf"):
+            return False
+        vector_depth = self._vector_depth(query, depth, max_tokens)
+        if not (len(served.hits) >= depth or len(candidates) >= vector_depth):
+            return False  # not saturated: the walk stops here
+        kept = {memory.id: memory for memory, _ in self._vector_hits(
+            query, legs, candidates[:vector_depth], floor=True, known={h.memory.id: h.memory for h in served.hits},
+            read_ahead=candidates)}
+        keyword = [(h.memory, h.score) for h in served.hits[:depth] if query.admits(h.memory)]
+        if keyword:  # the keyword hits fuse_scores keeps: those the vector leg has, and those that stand out
+            reference = statistics.median(score for _, score in keyword)
+            for memory, score in keyword:
+                if memory.id not in kept and reference > 0 and min(
+                        fusion.KEYWORD_CAP, max(0.0, (score / reference - 1.0) / fusion.KEYWORD_STAND_OUT)) > 0.0:
+                    kept[memory.id] = memory
+        if len(kept) >= query.limit:
+            return False
+        sizes = sorted(memory.tokens for memory in kept.values())
+        used = sum(sizes)
+        return used <= max_tokens and max_tokens - used >= (sizes[len(sizes) // 2] if sizes else 1)
 
     def _learn(self, tenant: str, deeper: bool) -> None:
         """Fold whether a budgeted search of ``tenant`` went to the full depth into its running average."""
