@@ -256,6 +256,10 @@ class ServerSettings:
     """Seconds a request may take before its response starts (504 after); streams then run to the end."""
     maintenance_interval_s: float = attrs.field(default=3600.0, validator=_range(0, 365 * 86_400))
     """Seconds between scheduled retention prunes (one process of the deployment at a time); 0 disables."""
+    inline_search_ms: float = attrs.field(default=4.0, validator=_range(0, 1000))
+    """``POST /api/memory/search`` runs on the event loop, without a thread hop, for a tenant whose recent
+    searches took at most this many milliseconds (on average), when every component works in this process;
+    longer ones, and any deployment that waits on a server, go to a worker thread. 0: always a thread."""
     ssl_certfile: str | None = None
     """TLS certificate (PEM) for uvicorn; with ``ssl_keyfile`` the server speaks HTTPS."""
     ssl_keyfile: str | None = None

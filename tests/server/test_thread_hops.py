@@ -44,8 +44,17 @@ def _pool_calls(monkeypatch):
     return seen
 
 
+def _inline_budget(server, max_ms: float, *, in_process: bool = True):
+    from memroute.server.api.lean import InlineBudget
+
+    budget = InlineBudget(max_ms, in_process=in_process)
+    server.app.state.inline_search = budget  # the server's own object, replaced for the test's setting
+    return budget
+
+
 def test_search_makes_one_pool_hop_and_the_key_check_none(memroute_server, hops, monkeypatch):
     ran_in = _pool_calls(monkeypatch)
+    _inline_budget(memroute_server, 0)  # [server] inline_search_ms = 0: every search in a worker thread
     with memroute_server.client(memroute_server.tenant_a) as client:
         client.post("/api/memory/search", json={"query": "warm up"})  # connections and models, not counted
         hops.clear()
@@ -70,6 +79,55 @@ def test_add_makes_no_thread_hop_of_its_own(memroute_server, hops, monkeypatch):
     # validated on the loop, queued for the group commit's writer thread (memroute.group_commit): no pool hop
     assert hops == [] and ran_in == []
     assert commit.items == before + 1
+
+
+def test_short_searches_run_on_the_loop_per_tenant_and_only_in_process(memroute_server, hops, monkeypatch):
+    """``inline_search_ms``: a tenant's first search goes to a thread; once its searches average at most the
+    limit they run on the event loop (no hop at all); a tenant whose searches take longer, or a deployment
+    that waits on a server (``in_process=False``), keeps the thread."""
+    assert memroute_server.mem.runs_in_process()  # the default deployment: SQLite, sqlite-vec, a local model
+    ran_in = _pool_calls(monkeypatch)
+    budget = _inline_budget(memroute_server, 1000)
+    a, b = memroute_server.client(memroute_server.tenant_a), memroute_server.client(memroute_server.tenant_b)
+    try:
+        assert a.post("/api/memory/search", json={"query": "warm up"}).status_code == 200
+        assert [name for name, _ in ran_in] == ["search"]  # never seen: a thread
+        ran_in.clear()
+        hops.clear()
+        for query in ("tea", "coffee", "lisbon"):
+            response = a.post("/api/memory/search", json={"query": query})
+            assert response.status_code == 200 and response.json()["hits"] == []
+        assert ran_in == [] and hops == [] and budget.inline == 3
+        assert b.post("/api/memory/search", json={"query": "tea"}).status_code == 200
+        assert [name for name, _ in ran_in] == ["search"]  # another tenant: its own history
+        budget.max_s = 0.0  # as if tenant A's searches had grown longer than the limit
+        ran_in.clear()
+        assert a.post("/api/memory/search", json={"query": "tea"}).status_code == 200
+        assert [name for name, _ in ran_in] == ["search"]
+        waits = _inline_budget(memroute_server, 1000, in_process=False)
+        ran_in.clear()
+        for _ in range(3):
+            assert a.post("/api/memory/search", json={"query": "tea"}).status_code == 200
+        assert [name for name, _ in ran_in] == ["search"] * 3 and waits.inline == 0
+    finally:
+        a.close()
+        b.close()
+
+
+def test_the_inline_budget_averages_and_forgets_the_oldest_tenant():
+    from memroute.server.api.lean import InlineBudget
+
+    budget = InlineBudget(2.0, in_process=True, tenants=2)
+    assert not budget.allows("a")
+    budget.record("a", 0.010)  # 10 ms: too long
+    assert not budget.allows("a")
+    for _ in range(12):
+        budget.record("a", 0.001)
+    assert budget.allows("a")  # the average came down below 2 ms
+    budget.record("b", 0.001)
+    budget.record("c", 0.001)  # a third tenant: "a" (the oldest) is forgotten
+    assert not budget.allows("a") and budget.allows("b") and budget.allows("c")
+    assert not InlineBudget(2.0, in_process=False).allows("b")
 
 
 def test_a_key_store_that_waits_elsewhere_is_asked_from_a_thread(memroute_server, hops, monkeypatch):

@@ -159,6 +159,7 @@ class MemrouteServer:
 
         self.mem = memroute.open(str(self.config_path))
         app = create_app(self.mem, settings=self.mem.settings.server, close_service=True)
+        self.app = app  # in a thread only: tests may look at (or replace) its state
         # proto=IPPROTO_TCP: asyncio sets TCP_NODELAY only on sockets that say so; with proto 0 every response
         # whose headers and body go out in two writes waits ~40 ms for a delayed ACK (Nagle).
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)

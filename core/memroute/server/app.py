@@ -68,6 +68,10 @@ def create_app(mem: Any, *, settings: ServerSettings | None = None, close_servic
     # from the components (docs/python-api.md): a change for the server's own benchmarks to decide.
     app.state.memroute_async = AsyncMemroute(mem, close_service=False, max_workers=DEFAULT_MAX_WORKERS, gil_handoff=0)
     app.state.server_settings = settings
+    from memroute.server.api.lean import InlineBudget
+
+    # Searches short enough run on the loop (no thread hop); only where nothing on the loop can wait on a server.
+    app.state.inline_search = InlineBudget(settings.inline_search_ms, in_process=mem.runs_in_process())
     install_error_handlers(app)
     install_openapi(app)
     _include_rest(app)

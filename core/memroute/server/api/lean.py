@@ -35,7 +35,7 @@ from fastapi import Request, Response
 from memroute.server.auth import SCOPE_KEY, require
 from memroute.server.schema import wire_dumper
 
-__all__ = ["LeanRoute"]
+__all__ = ["InlineBudget", "LeanRoute"]
 
 Handler = Callable[[Request], Coroutine[Any, Any, Response]]
 
@@ -136,3 +136,39 @@ async def _valid_body(request: Request, model: type[pydantic.BaseModel]) -> pyda
         return model.model_validate(json.loads(raw))
     except (ValueError, pydantic.ValidationError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         return None
+
+
+class InlineBudget:
+    """Whether a call may run on the event loop instead of a worker thread: a thread hop costs two wake-ups
+    (~0.3-0.5 ms of a search's round trip here, docs/performance.md), but a call on the loop holds up every
+    other request for as long as it runs. So a tenant's call runs inline only while that tenant's recent calls
+    took at most ``max_ms`` (an exponentially weighted average, updated by every call, inline or not), and
+    only when ``in_process`` (every component of the service works in this process: nothing on the loop can
+    wait on a server). A tenant not seen yet goes to a thread; so does everything with ``max_ms == 0``.
+    Remembers at most ``tenants`` tenants (the oldest is forgotten first). Used on the event loop only."""
+
+    weight = 0.2
+    """How much the newest duration counts in the average."""
+
+    def __init__(self, max_ms: float, *, in_process: bool, tenants: int = 4096) -> None:
+        self.max_s = max_ms / 1000 if in_process else 0.0
+        self.tenants = tenants
+        self._average: dict[str, float] = {}
+        self.inline = 0
+        """Calls that ran on the loop (tests and the benchmark)."""
+        self.threaded = 0
+
+    def allows(self, tenant: str) -> bool:
+        average = self._average.get(tenant)
+        allowed = average is not None and average <= self.max_s
+        if allowed:
+            self.inline += 1
+        else:
+            self.threaded += 1
+        return allowed
+
+    def record(self, tenant: str, seconds: float) -> None:
+        previous = self._average.pop(tenant, None)
+        if previous is None and len(self._average) >= self.tenants:
+            del self._average[next(iter(self._average))]
+        self._average[tenant] = seconds if previous is None else previous + self.weight * (seconds - previous)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
 from typing import Annotated, Any, Literal
 
 from fastapi import Query, Request
@@ -17,7 +18,7 @@ from memroute.aio import AsyncMemroute
 from memroute.errors import NotFoundError, ValidationError
 from memroute.models import Memory, MemoryType
 from memroute.server.api import models as m
-from memroute.server.api.lean import LeanRoute
+from memroute.server.api.lean import InlineBudget, LeanRoute
 from memroute.server.auth import CurrentPrincipal, ScopedRouter
 from memroute.server.schema import wire_model
 from memroute.service import Memroute
@@ -131,11 +132,20 @@ async def create_memory(request: Request, principal: CurrentPrincipal, body: Cre
                                           "degraded": False, "reason": None, "fallback": False,
                                           "vectorStore": "sqlite-vec"}}))
 async def search_memories(request: Request, principal: CurrentPrincipal, body: SearchBody) -> Any:  # type: ignore[valid-type]
-    """The same retrieval ``augment`` uses: expiry, retention and session scope applied on every leg."""
+    """The same retrieval ``augment`` uses: expiry, retention and session scope applied on every leg. A tenant
+    whose searches are short runs them on the event loop (``[server] inline_search_ms``), others in the async
+    API's pool."""
     tenant = principal.tenant_for(body.api_key_id)  # type: ignore[attr-defined]
-    return await asvc(request).search(body.query, api_key_id=tenant, strategy=body.strategy,  # type: ignore[attr-defined]
-                                      limit=body.limit, max_tokens=body.max_tokens,  # type: ignore[attr-defined]
-                                      session_id=body.session_id or None)  # type: ignore[attr-defined]
+    options = {"api_key_id": tenant, "strategy": body.strategy, "limit": body.limit,  # type: ignore[attr-defined]
+               "max_tokens": body.max_tokens, "session_id": body.session_id or None}  # type: ignore[attr-defined]
+    budget: InlineBudget = request.app.state.inline_search
+    started = time.perf_counter()
+    try:
+        if budget.allows(tenant):
+            return svc(request).search(body.query, **options)  # type: ignore[attr-defined]
+        return await asvc(request).search(body.query, **options)  # type: ignore[attr-defined]
+    finally:
+        budget.record(tenant, time.perf_counter() - started)
 
 
 def _memory_id(memory_id: str) -> str:
