@@ -126,11 +126,11 @@ async def create_memory(request: Request, principal: CurrentPrincipal, body: Cre
              summary="Ranked memories for a query (keyword, vector or hybrid)", route_class_override=LeanRoute,
              responses=ok({"hits": [{"memory": MEMORY_EXAMPLE, "score": 0.0328, "tier": "hybrid",
                                      "ranks": {"keyword": 1, "vector": 1},
-                                     "legScores": {"keyword": 1.2, "vector": 0.71}, "tokens": 9}],
+                                     "legScores": {"keyword": 1.2, "vector": 0.71}}],
                            "provenance": {"backend": "main", "strategyRequested": "hybrid",
                                           "strategyUsed": "hybrid", "legs": ["keyword", "vector"],
                                           "degraded": False, "reason": None, "fallback": False,
-                                          "vectorStore": "sqlite-vec"}}))
+                                          "vectorStore": "sqlite-vec", "rerank": None, "rerankError": None}}))
 async def search_memories(request: Request, principal: CurrentPrincipal, body: SearchBody) -> Any:  # type: ignore[valid-type]
     """The same retrieval ``augment`` uses: expiry, retention and session scope applied on every leg. A tenant
     whose searches are short runs them on the event loop (``[server] inline_search_ms``), others in the async
