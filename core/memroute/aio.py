@@ -133,6 +133,12 @@ class AsyncMemroute:
     def settings(self) -> Any:
         return self._sync.settings
 
+    async def run(self, fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> R:
+        """``fn(*args, **kwargs)`` in this object's pool, awaited like the forwarded methods (counted by
+        :meth:`settle` and :meth:`aclose`): for a caller that wraps a service call, e.g. to time it in its
+        thread (the server's search does)."""
+        return await self._run(fn, *args, **kwargs)
+
     async def _run(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         if self._closing:
             raise BackendUnavailableError("this AsyncMemroute is closed")

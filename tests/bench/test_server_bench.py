@@ -12,7 +12,7 @@ pytestmark = pytest.mark.bench
 
 
 def test_http_search_and_add_against_in_process():
-    report = run_http_bench(memories=2000, searches=60, adds=200)
+    report = run_http_bench(memories=2000, searches=300, adds=200)
     print(json.dumps(report, indent=2))
     search, add = report["search"], report["add"]
     assert search["target_met"], (

@@ -5,6 +5,9 @@ models (no FastAPI default error schema left), every operation with an example a
 
 from __future__ import annotations
 
+import copy
+
+import jsonschema
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
@@ -76,3 +79,49 @@ def test_the_schema_is_generated_and_complete(fuzz_server):
     assert not missing_scope and not missing_examples, (missing_scope, missing_examples)
     with fuzz_server.client() as anonymous:
         assert anonymous.get("/docs").status_code == 200
+
+
+def _examples(media: dict) -> list:
+    if "example" in media:
+        return [media["example"]]
+    return [example["value"] for example in media.get("examples", {}).values() if "value" in example]
+
+
+def _closed(schema):
+    """The schema with every object that lists its properties closed to others: an example must not show a
+    field the server never sends (the JSON Schema default would let any extra name through)."""
+    if isinstance(schema, dict):
+        if "properties" in schema and "additionalProperties" not in schema:
+            schema["additionalProperties"] = False
+        for value in schema.values():
+            _closed(value)
+    elif isinstance(schema, list):
+        for value in schema:
+            _closed(value)
+    return schema
+
+
+def test_every_documented_example_conforms_to_its_schema(fuzz_server):
+    """An example a client copies from /docs must be something the server accepts (requests) or can send
+    (responses): each one is validated against the schema it illustrates."""
+    with fuzz_server.client() as anonymous:
+        document = anonymous.get("/openapi.json").json()
+    components = _closed(copy.deepcopy(document["components"]))
+    wrong, checked = [], 0
+    for path, item in document["paths"].items():
+        for method, operation in item.items():
+            bodies = [("request", operation.get("requestBody", {}).get("content", {}))]
+            bodies += [(status, response.get("content", {})) for status, response in operation["responses"].items()]
+            for where, content in bodies:
+                for media_type, media in content.items():
+                    if "schema" not in media:
+                        continue
+                    validator = jsonschema.Draft202012Validator({**media["schema"], "components": components})
+                    for example in _examples(media):
+                        checked += 1
+                        errors = [f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}"
+                                  for e in validator.iter_errors(example)]
+                        if errors:
+                            wrong.append(f"{method.upper()} {path} {where} {media_type}: {errors}")
+    assert checked >= 25
+    assert not wrong, "\n".join(wrong)

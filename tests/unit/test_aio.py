@@ -36,6 +36,8 @@ def test_every_method_through_the_async_api(tmp_path):
             assert [hit.memory.id for hit in result] == [added.id]
             shown = await mem.preview("where do I live?", api_key_id="a", strategy="exact")
             assert [m.id for m in shown.memories] == [added.id]
+            ran = await mem.run(lambda x, y=0: (threading.current_thread().name, x + y), 2, y=3)
+            assert ran[0].startswith("memroute-aio") and ran[1] == 5  # in the pool, like the methods
             stats = await mem.stats("a")
             assert stats.total == 1 and stats.by_type["factual"] == 1
             report = await mem.clear("a", dry_run=True)

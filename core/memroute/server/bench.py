@@ -305,7 +305,7 @@ class _Server:
         self.log.close()
 
 
-def run_http_bench(*, memories: int = 1000, searches: int = 60, adds: int = 200, clients: int = 8,
+def run_http_bench(*, memories: int = 1000, searches: int = 300, adds: int = 200, clients: int = 8,
                    data_dir: Path | None = None, workers: int = 1) -> dict[str, Any]:
     """The report (a JSON-able dict); ``workers`` server processes (``memroute serve --workers``)."""
     import memroute
@@ -374,7 +374,7 @@ def run_http_bench(*, memories: int = 1000, searches: int = 60, adds: int = 200,
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--memories", type=int, default=1000)
-    parser.add_argument("--searches", type=int, default=60)
+    parser.add_argument("--searches", type=int, default=300)
     parser.add_argument("--adds", type=int, default=200)
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--json", action="store_true")

@@ -4,13 +4,16 @@ answer them. The models themselves come from :mod:`memroute.server.schema`."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import attrs
 from fastapi import FastAPI
+from fastapi.encoders import jsonable_encoder
 from fastapi.openapi.utils import get_openapi
+from fastapi.routing import APIRoute
 
-from memroute.server.auth import PUBLIC, SCOPE_KEY
+from memroute.server.auth import PUBLIC, SCOPE_KEY, iter_routes
 from memroute.server.schema import wire_model
 
 __all__ = ["ErrorBody", "install_openapi"]
@@ -46,6 +49,27 @@ _EXAMPLE_422 = {"error": {"message": "invalid request: limit",
                           "details": [{"field": "limit", "message": "Input should be less than or equal to 200"}]}}
 
 
+def _restore_examples(schema: dict[str, Any], app: FastAPI) -> None:
+    """Put the routes' response examples back as written. FastAPI encodes the document with
+    ``exclude_none``, which also drops every ``null`` inside an example (``"sessionId": null``), so an example
+    would lack fields the server always sends and no longer conform to its own schema."""
+    paths = schema.get("paths", {})
+    for path, route in iter_routes(app.routes):
+        if not isinstance(route, APIRoute) or not route.include_in_schema:
+            continue
+        for method in route.methods:
+            operation = paths.get(re.sub(r"\{(\w+):[^}]*\}", r"{\1}", path), {}).get(method.lower())
+            if operation is None:
+                continue
+            for status, response in route.responses.items():
+                for media_type, media in response.get("content", {}).items():
+                    if "example" not in media:
+                        continue
+                    documented = operation["responses"].get(str(status), {}).get("content", {}).get(media_type)
+                    if documented is not None:
+                        documented["example"] = jsonable_encoder(media["example"])
+
+
 def install_openapi(app: FastAPI) -> None:
     error_model = wire_model(ErrorBody)
 
@@ -53,6 +77,7 @@ def install_openapi(app: FastAPI) -> None:
         if app.openapi_schema:
             return app.openapi_schema
         schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+        _restore_examples(schema, app)
         components = schema.setdefault("components", {}).setdefault("schemas", {})
         for name, definition in error_model.model_json_schema(ref_template="#/components/schemas/{model}").get(
                 "$defs", {}).items():

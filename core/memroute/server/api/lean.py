@@ -24,6 +24,7 @@ their defaults. A route of another shape is refused when it is declared.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -145,7 +146,9 @@ class InlineBudget:
     took at most ``max_ms`` (an exponentially weighted average, updated by every call, inline or not), and
     only when ``in_process`` (every component of the service works in this process: nothing on the loop can
     wait on a server). A tenant not seen yet goes to a thread; so does everything with ``max_ms == 0``.
-    Remembers at most ``tenants`` tenants (the oldest is forgotten first). Used on the event loop only."""
+    Remembers at most ``tenants`` tenants (the oldest is forgotten first). The duration recorded is the call's
+    own, timed in the thread that ran it (a thread hop's wake-ups would otherwise keep a tenant off the loop).
+    Thread-safe."""
 
     weight = 0.2
     """How much the newest duration counts in the average."""
@@ -154,21 +157,24 @@ class InlineBudget:
         self.max_s = max_ms / 1000 if in_process else 0.0
         self.tenants = tenants
         self._average: dict[str, float] = {}
+        self._lock = threading.Lock()
         self.inline = 0
         """Calls that ran on the loop (tests and the benchmark)."""
         self.threaded = 0
 
     def allows(self, tenant: str) -> bool:
-        average = self._average.get(tenant)
-        allowed = average is not None and average <= self.max_s
-        if allowed:
-            self.inline += 1
-        else:
-            self.threaded += 1
-        return allowed
+        with self._lock:
+            average = self._average.get(tenant)
+            allowed = average is not None and average <= self.max_s
+            if allowed:
+                self.inline += 1
+            else:
+                self.threaded += 1
+            return allowed
 
     def record(self, tenant: str, seconds: float) -> None:
-        previous = self._average.pop(tenant, None)
-        if previous is None and len(self._average) >= self.tenants:
-            del self._average[next(iter(self._average))]
-        self._average[tenant] = seconds if previous is None else previous + self.weight * (seconds - previous)
+        with self._lock:
+            previous = self._average.pop(tenant, None)
+            if previous is None and len(self._average) >= self.tenants:
+                del self._average[next(iter(self._average))]
+            self._average[tenant] = seconds if previous is None else previous + self.weight * (seconds - previous)
