@@ -57,7 +57,7 @@ def _restore_examples(schema: dict[str, Any], app: FastAPI) -> None:
     for path, route in iter_routes(app.routes):
         if not isinstance(route, APIRoute) or not route.include_in_schema:
             continue
-        for method in route.methods:
+        for method in route.methods or ():
             operation = paths.get(re.sub(r"\{(\w+):[^}]*\}", r"{\1}", path), {}).get(method.lower())
             if operation is None:
                 continue
