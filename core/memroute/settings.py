@@ -310,6 +310,9 @@ class ProxySettings:
     """Largest request body the proxy routes accept (413 beyond it): chat requests carry images and long contexts."""
     memory_timeout_s: float = attrs.field(default=5.0, validator=_range(0.01, 3600))
     """Longest a request waits for its memories (retrieval + injection); then it goes out without them."""
+    inline_search_ms: float = attrs.field(default=10.0, validator=_range(0, 1000))
+    """Search on the event loop (no thread hop, not bounded by ``memory_timeout_s``) for a tenant whose recent
+    augments averaged at most this, when every component works in this process; 0: always a worker thread."""
 
 
 @attrs.frozen(kw_only=True)

@@ -71,7 +71,7 @@ def test_the_retrieval_reused_for_a_repeated_message_stays_with_its_tenant(stack
             assert raw.headers["x-memroute-memories"] == "1"
             injected = stack.upstream.last["body"]["messages"][0]["content"]
             assert mine in injected and theirs not in injected
-    assert hops.count("_augment") == 2  # one search per tenant; the four repeats reused them
+    assert hops.count("augment") == 2  # one search per tenant; the four repeats reused them
     stack.mem.observe({"messages": [{"role": "user", "content": "I prefer SQLite for this project."}]},
                       api_key_id=stack.tenants["alice"], wait=True)
     client["alice"].chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": QUESTION}])
@@ -147,19 +147,40 @@ def hops(monkeypatch):
     return counted
 
 
-def test_only_a_search_leaves_the_event_loop(stack, hops):
-    """On the embedded default a new message's search runs in a worker thread (bounded by memory_timeout_s); the
-    key check, an opted-out request and a repeated message (its retrieval reused) are answered on the loop."""
+def test_only_a_search_leaves_the_event_loop(tmp_path, hops):
+    """With ``[proxy] inline_search_ms = 0`` a new message's search runs in a worker thread (bounded by
+    memory_timeout_s); the key check, an opted-out request and a repeated message (its retrieval reused) are
+    answered on the loop."""
+    with proxy_stack(tmp_path, embedding="static", proxy={"inline_search_ms": 0}) as stack:
+        stack.mem.observe({"messages": [{"role": "user", "content": "I'll use Postgres for this project."}]},
+                          api_key_id=stack.tenants["alice"], wait=True)
+        assert stack.mem.flush(timeout=30)
+        _chat(stack, "alice", "warm up the connection")
+        hops.clear()
+        first = _chat(stack, "alice")
+        assert first.headers["x-memroute-memories"] == "1" and hops == ["augment"]
+        hops.clear()
+        again = _chat(stack, "alice")
+        assert again.headers["x-memroute-memories"] == "1" and hops == []
+        opted = _chat(stack, "alice", "something new", **{"x-memroute-no-memory": "1"})
+        assert opted.headers["x-memroute-memory-skipped"] == "opted out by header" and hops == []
+        assert stack.upstream.last["body"]["messages"] == [{"role": "user", "content": "something new"}]
+
+
+def test_a_tenant_with_short_searches_searches_on_the_event_loop(stack, hops):
+    """On the embedded default (every component in this process) a tenant's first search goes to a worker thread;
+    once its augments are known to be short (``[proxy] inline_search_ms``), a new message searches on the loop,
+    with the same memories injected. Another tenant, not seen yet, still starts in the thread."""
     stack.mem.observe({"messages": [{"role": "user", "content": "I'll use Postgres for this project."}]},
                       api_key_id=stack.tenants["alice"], wait=True)
     assert stack.mem.flush(timeout=30)
     _chat(stack, "alice", "warm up the connection")
+    assert hops == ["augment"]
     hops.clear()
     first = _chat(stack, "alice")
-    assert first.headers["x-memroute-memories"] == "1" and hops == ["_augment"]
-    hops.clear()
-    again = _chat(stack, "alice")
-    assert again.headers["x-memroute-memories"] == "1" and hops == []
-    opted = _chat(stack, "alice", "something new", **{"x-memroute-no-memory": "1"})
-    assert opted.headers["x-memroute-memory-skipped"] == "opted out by header" and hops == []
-    assert stack.upstream.last["body"]["messages"] == [{"role": "user", "content": "something new"}]
+    assert first.headers["x-memroute-memories"] == "1" and hops == []
+    injected = stack.upstream.last["body"]["messages"]
+    assert "Postgres" in str(injected)
+    assert stack.proxy.inline.inline >= 1
+    _chat(stack, "bob", "a question of bob's")
+    assert hops == ["augment"]

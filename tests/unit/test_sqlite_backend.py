@@ -490,6 +490,27 @@ def test_keyword_search_reads_only_the_tenants_postings(backend: SqliteBackend, 
     assert len(reads) == 1, f"keyword search by one tenant ran {len(reads)} statements"
 
 
+def test_keyword_search_with_fewer_matches_than_the_limit_is_one_statement(backend: SqliteBackend,
+                                                                           monkeypatch) -> None:
+    """Fewer matches than ``limit``: the shortlist held every match (it was shorter than its depth), so the
+    search neither counts the matches nor looks deeper; the results are every live match, best first."""
+    live = [add(backend, f"k{i}", "kayak " * (i + 1) + "trip") for i in range(3)]
+    backend.create(NewMemory(api_key_id="a", key="old", content="kayak kayak kayak kayak kayak",
+                             expires_at=utcnow() - timedelta(minutes=1)))
+    reads: list[str] = []
+    original = backend._read
+
+    def counting(sql: str, *args: object, **kwargs: object) -> list[tuple[object, ...]]:
+        reads.append(sql)
+        return original(sql, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(backend, "_read", counting)
+    hits = backend.keyword(SearchQuery(api_key_id="a", text="kayak", limit=10))
+    assert [h.memory.id for h in hits] == [m.id for m in reversed(live)]
+    assert all(h.score > 0 for h in hits) and hits[0].score >= hits[-1].score
+    assert len(reads) == 1, reads
+
+
 # --- the row memo ----------------------------------------------------------------------------------------
 
 def test_search_reuses_a_memory_while_its_row_is_unchanged_and_rebuilds_it_after_any_change(db_path: Path) -> None:

@@ -97,11 +97,15 @@ def _include_rest(app: FastAPI) -> None:
 def _include_surfaces(app: FastAPI) -> None:
     """MCP (``memroute.server.mcp``), the proxy (``memroute.server.proxy``) and the dashboard
     (``memroute.server.dashboard``) include their routers here."""
+    from memroute.server.api.lean import InlineBudget
     from memroute.server.mcp.http import mount_mcp
     from memroute.server.proxy import create_proxy_router
 
     mem = app.state.memroute
-    proxy = create_proxy_router(mem)
+    # The proxy's searches follow the REST search's rule, with a budget and averages of their own ([proxy]
+    # inline_search_ms): an augment also renders what it found, and a chat request is slow anyway.
+    inline = InlineBudget(mem.settings.proxy.inline_search_ms, in_process=mem.runs_in_process())
+    proxy = create_proxy_router(mem, inline=inline)
     app.state.proxy = proxy.proxy  # type: ignore[attr-defined]
     app.router.routes[:0] = proxy.chat_routes  # type: ignore[attr-defined]  # matched first (see the proxy)
     app.include_router(proxy)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any, Final, Literal
@@ -33,6 +34,7 @@ from memroute.models import require_session
 from memroute.netguard import BlockedUrlError
 from memroute.pipeline.conversation import NOT_CACHED
 from memroute.pipeline.gate import SESSION_HEADERS, memory_enabled, opted_out
+from memroute.server.api.lean import InlineBudget
 from memroute.server.auth import Principal, ScopedRouter, principal_for_request
 from memroute.server.errors import api_error_response
 from memroute.server.proxy.sse import Api, ReplyCollector, reply_from_events
@@ -128,9 +130,12 @@ class MemoryProxy:
     """The proxy's state: the two upstreams and the counters. One per app."""
 
     def __init__(self, mem: Any, settings: ProxySettings, *,
-                 transports: Mapping[str, httpx.AsyncBaseTransport] | None = None) -> None:
+                 transports: Mapping[str, httpx.AsyncBaseTransport] | None = None,
+                 inline: InlineBudget | None = None) -> None:
         self.mem = mem
         self.settings = settings
+        self.inline = inline or InlineBudget(0, in_process=False)
+        """Which tenants' searches run on the event loop (``[proxy] inline_search_ms``); none without one."""
         transports = transports or {}
         self.upstreams = {
             "openai": Upstream("openai", settings.openai, transport=transports.get("openai")),
@@ -169,17 +174,34 @@ class MemoryProxy:
         message, and — when every component works in this process (the embedded default: SQLite reads that
         never wait for a writer) — a repeated message whose retrieval is reused. A store that waits elsewhere
         (PostgreSQL, an HTTP backend) could block the loop even for that, so there only a search-free answer
-        skips the thread."""
+        skips the thread.
+
+        On such an in-process stack a search runs on the loop too while the tenant's recent augments averaged at
+        most ``[proxy] inline_search_ms`` (:class:`~memroute.server.api.lean.InlineBudget`, the rule of the REST
+        search route): then ``memory_timeout_s`` does not bound it, but nothing in it can wait on a server; it is
+        CPU work of a few milliseconds, which in a worker thread would hold the GIL (and so the loop) for most of
+        its time anyway, and a tenant whose augments grow slower goes back to the thread and its timeout.
+        Out-of-process stores always search in the thread."""
         if self.mem.runs_in_process():
             quick = self._augment(body, api, tenant, headers, provider, cached_only=True)
             if quick.skipped != NOT_CACHED:
                 return quick
         elif not memory_enabled(self.mem.memory_settings()) or opted_out(headers):
             return self._augment(body, api, tenant, headers, provider)
+        budget = self.inline
+
+        def augment() -> _Augmented:  # timed where it runs: the augment's own time, not a thread hop's wake-ups
+            started = time.perf_counter()
+            try:
+                return self._augment(body, api, tenant, headers, provider)
+            finally:
+                budget.record(tenant, time.perf_counter() - started)
+
+        if budget.allows(tenant):
+            return augment()
         limit = self.settings.memory_timeout_s
         with anyio.move_on_after(limit):
-            return await anyio.to_thread.run_sync(partial(self._augment, body, api, tenant, headers, provider),
-                                                  abandon_on_cancel=True)
+            return await anyio.to_thread.run_sync(augment, abandon_on_cancel=True)
         log.warning("memroute proxy: memories took longer than %gs ([proxy] memory_timeout_s); the request goes "
                     "out without them", limit)
         return _Augmented(body, skipped="memory timed out", failed=True)
@@ -385,13 +407,15 @@ def _chat_route(path: str, proxy: MemoryProxy, route: _Route) -> Route:
 
 
 def create_proxy_router(mem: Any, *, settings: ProxySettings | None = None,
-                        transports: Mapping[str, httpx.AsyncBaseTransport] | None = None) -> ScopedRouter:
+                        transports: Mapping[str, httpx.AsyncBaseTransport] | None = None,
+                        inline: InlineBudget | None = None) -> ScopedRouter:
     """The proxy's routes for ``mem`` (``settings`` default to ``mem.settings.proxy``). Every chat route needs a
     memroute key with the ``read`` scope (the server's scope dependency authenticates it: a missing or bad key
     is a 401 before anything else happens); ``GET /api/proxy/status`` needs ``admin``. The router's ``proxy``
-    attribute is the :class:`MemoryProxy` (its counters, and ``aclose()`` for the app's shutdown); its
+    attribute is the :class:`MemoryProxy` (its counters, and ``aclose()`` for the app's shutdown); ``inline``
+    decides which tenants' searches run on the event loop (none without it); its
     ``chat_routes`` (the three chat routes, plain ASGI routes) go at the front of the app's route table."""
-    proxy = MemoryProxy(mem, settings or mem.settings.proxy, transports=transports)
+    proxy = MemoryProxy(mem, settings or mem.settings.proxy, transports=transports, inline=inline)
     router = ScopedRouter()
     hidden = {"include_in_schema": False}
     # The chat routes are plain routes the app puts first in its table (``chat_routes``): a request that
