@@ -67,6 +67,11 @@ async def _within(awaitable: Awaitable[_T], seconds: float | None) -> _T:
     return await asyncio.wait_for(awaitable, seconds)  # pragma: no cover - Python 3.10
 
 
+def _expire(waiter: asyncio.Future[Any]) -> None:
+    if not waiter.done():
+        waiter.set_exception(asyncio.TimeoutError())
+
+
 class _Connection:
     __slots__ = ("counted", "idle_since", "reader", "writer")
 
@@ -260,16 +265,18 @@ class LeanTransport(httpx.AsyncBaseTransport):
         self.waited += 1
         waiter: asyncio.Future[_Connection | None] = pool.loop.create_future()
         pool.waiters.append(waiter)
+        # The time limit fails the future itself rather than cancelling the task (asyncio.timeout / wait_for): a
+        # future is either handed a connection or timed out, never both, and Python 3.10's wait_for would swallow
+        # the caller's cancellation when the hand-over and the cancel meet.
+        expiry = None if timeout is None else pool.loop.call_later(timeout, _expire, waiter)
         try:
-            return await _within(waiter, timeout)
+            return await waiter
         except asyncio.TimeoutError:
-            if waiter.done() and not waiter.cancelled():
-                return waiter.result()  # handed over just as the time ran out: take it
             self._forget(pool, waiter)
             raise httpx.PoolTimeout(f"no connection to the upstream came free in time ({self.max_connections} "
                                     f"open, the cap)", request=request) from None
         except BaseException:  # the caller's task was cancelled: what it was handed goes to the next in line
-            if waiter.done() and not waiter.cancelled():
+            if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
                 handed = waiter.result()
                 if handed is None:
                     self._free(pool)
@@ -278,6 +285,9 @@ class LeanTransport(httpx.AsyncBaseTransport):
             else:
                 self._forget(pool, waiter)
             raise
+        finally:
+            if expiry is not None:
+                expiry.cancel()
 
     @staticmethod
     def _forget(pool: _Pool, waiter: asyncio.Future[_Connection | None]) -> None:
