@@ -29,6 +29,16 @@ def wait_until(predicate, timeout=10.0):
         time.sleep(0.01)
 
 
+def chat(stack):
+    with openai.OpenAI(base_url=stack.openai_url, api_key=stack.keys["alice"], max_retries=0) as client:
+        return client.chat.completions.create(**CHAT)
+
+
+def message(stack):
+    with anthropic.Anthropic(base_url=stack.url, api_key=stack.keys["alice"], max_retries=0) as client:
+        return client.messages.create(**MESSAGE)
+
+
 def connections(stack, upstream="openai"):
     status = httpx.get(stack.url + "/api/proxy/status", headers={"authorization": f"Bearer {stack.keys['admin']}"})
     assert status.status_code == 200, status.text
@@ -54,9 +64,7 @@ def test_at_the_cap_a_request_waits_for_the_held_connection_and_then_goes_throug
         with httpx.Client() as client:
             stream, _response, chunks = open_stream(client, stack)
             answers = []
-            waiting = threading.Thread(target=lambda: answers.append(
-                openai.OpenAI(base_url=stack.openai_url, api_key=stack.keys["alice"], max_retries=0)
-                .chat.completions.create(**CHAT)))
+            waiting = threading.Thread(target=lambda: answers.append(chat(stack)))
             waiting.start()
             wait_until(lambda: connections(stack)["waiting"] == 1)
             assert answers == [] and connections(stack)["open"] == 1
@@ -76,14 +84,12 @@ def test_past_connect_timeout_at_the_cap_it_is_a_504_in_each_apis_format(tmp_pat
             held = [open_stream(client, stack),
                     open_stream(client, stack, "/messages", MESSAGE)]  # each upstream table has its own cap
             with pytest.raises(openai.InternalServerError) as raised:
-                openai.OpenAI(base_url=stack.openai_url, api_key=stack.keys["alice"], max_retries=0) \
-                    .chat.completions.create(**CHAT)
+                chat(stack)
             assert raised.value.status_code == 504
             error = raised.value.body
             assert error["type"] == "timeout_error" and "[proxy.openai] max_connections = 1" in error["message"]
             with pytest.raises(anthropic.InternalServerError) as caught:
-                anthropic.Anthropic(base_url=stack.url, api_key=stack.keys["alice"], max_retries=0) \
-                    .messages.create(**MESSAGE)
+                message(stack)
             assert caught.value.status_code == 504
             assert caught.value.body["error"]["type"] == "timeout_error"
             assert "[proxy.anthropic] max_connections = 1" in caught.value.body["error"]["message"]
@@ -93,8 +99,7 @@ def test_past_connect_timeout_at_the_cap_it_is_a_504_in_each_apis_format(tmp_pat
                 stream.__exit__(None, None, None)
         assert stack.proxy.stats.pool_timeouts == 2 and stack.proxy.stats.upstream_timeouts == 0
         # the connections are back: the next requests go straight through
-        reply = openai.OpenAI(base_url=stack.openai_url, api_key=stack.keys["alice"], max_retries=0) \
-            .chat.completions.create(**CHAT)
+        reply = chat(stack)
         assert reply.choices[0].message.content == "OK."
         assert connections(stack)["waited"] == 1
 
@@ -109,8 +114,7 @@ def test_clients_that_leave_mid_stream_free_the_connection(tmp_path):
             wait_until(lambda left=left: stack.upstream.disconnects == left)
             wait_until(lambda: connections(stack)["open"] == 0)
         stack.upstream.release()
-        reply = openai.OpenAI(base_url=stack.openai_url, api_key=stack.keys["alice"], max_retries=0) \
-            .chat.completions.create(**CHAT)
+        reply = chat(stack)
         assert reply.choices[0].message.content == "OK."
         assert connections(stack)["waited"] == 0 and stack.proxy.stats.client_disconnects == 3
 
@@ -124,7 +128,6 @@ def test_an_upstream_that_stops_mid_stream_frees_the_connection(tmp_path):
                 assert b'"type": "timeout_error"' in b"".join(chunks)  # the error event, then the end
                 stream.__exit__(None, None, None)
         stack.upstream.release()
-        reply = openai.OpenAI(base_url=stack.openai_url, api_key=stack.keys["alice"], max_retries=0) \
-            .chat.completions.create(**CHAT)
+        reply = chat(stack)
         assert reply.choices[0].message.content == "OK."
         assert connections(stack)["waited"] == 0 and stack.proxy.stats.stream_failures == 2
