@@ -291,7 +291,11 @@ class UpstreamSettings:
     timeout: float = attrs.field(default=600.0, validator=_range(0.1, 86_400))
     """Seconds to wait for the upstream's next bytes (the whole reply, when not streamed): then 504."""
     connect_timeout: float = attrs.field(default=10.0, validator=_range(0.1, 3600))
-    """Seconds to wait for a connection to the upstream."""
+    """Seconds to wait for a connection to the upstream; also the longest a request waits for one of
+    ``max_connections`` to come free (then 504)."""
+    max_connections: int = attrs.field(default=100, validator=_range(1, 10_000))
+    """Connections open to the upstream at most (idle and in use; per address it resolves to): more requests
+    wait for one to come free."""
     allow_private: bool = False
     """Allow loopback / private / CGNAT upstream addresses (a local Ollama, a vLLM on the LAN)."""
     provider: str | None = None

@@ -15,9 +15,13 @@ def test_http_search_and_add_against_in_process():
     report = run_http_bench(memories=2000, searches=300, adds=200)
     print(json.dumps(report, indent=2))
     search, add = report["search"], report["add"]
+    # Judged on the interleaved run (in-process, httpx, raw in turn: the same calls under one machine state);
+    # the back-to-back loops are reported beside it (docs/performance.md, "Why the searches are interleaved").
+    paced = search["interleaved"]
     assert search["target_met"], (
-        f"HTTP search p50 {search['http']['p50_ms']} ms (httpx) > budget {search['budget_ms']} ms; raw client "
-        f"{search['raw_client']['p50_ms']} ms; met by {search['target_met_by']}")
+        f"HTTP search p50 {paced['http']['p50_ms']} ms (httpx) > budget {paced['budget_ms']} ms "
+        f"(in-process {paced['in_process']['p50_ms']} ms); raw client {paced['raw_client']['p50_ms']} ms; "
+        f"back to back: {search['http']['p50_ms']} ms against {search['budget_ms']} ms")
     # The writers run twice, with httpx and with a raw keep-alive socket client (docs/performance.md). 3x needs
     # the machine to allow it: from CPU per add in the server and the client, the run computes the highest ratio
     # any concurrency could reach (ceiling); where that is below 3x, the httpx writers must come within 75 % of

@@ -95,6 +95,14 @@ def test_the_http_bench_runs_end_to_end(tmp_path):
         assert measured["p95_ms"] >= measured["p50_ms"] > 0
         assert measured["cpu_ms"]["server"] > 0 and measured["cpu_ms"]["client"] >= 0
     assert report["search"]["in_process"]["cpu_ms"] > 0
+    interleaved = report["search"]["interleaved"]  # the same searches in turn: in-process, httpx, raw
+    assert {"in_process", "http", "raw_client", "budget_ms", "ratio_p50"} <= set(interleaved)
+    assert all(interleaved[kind]["p95_ms"] >= interleaved[kind]["p50_ms"] > 0
+               for kind in ("in_process", "http", "raw_client"))
+    assert report["search"]["target_met"] == (interleaved["http"]["p50_ms"] <= interleaved["budget_ms"])
+    assert isinstance(report["search"]["target_met_back_to_back"], bool)
+    cold = report["search"]["cold_call_factor"]
+    assert cold["after_pause_us"] > 0 and cold["back_to_back_us"] > 0 and cold["factor"] > 0
     assert report["add"]["http_4_clients"]["per_s"] > 0 and "ratio_concurrent_vs_one" in report["add"]
 
 

@@ -29,10 +29,21 @@ def test_upstream_settings_expand_the_environment_and_hide_the_key():
     ({"timeout": 0}, "timeout"),
     ({"allow_private": "yes please"}, "allow_private"),
     ({"bogus": 1}, "bogus"),
+    ({"max_connections": 0}, r"max_connections: must be in \[1, 10000\], got 0"),
+    ({"max_connections": 10_001}, r"max_connections: must be in \[1, 10000\]"),
+    ({"max_connections": -5}, r"max_connections: must be in"),
+    ({"max_connections": 2.5}, "max_connections: expected an integer"),
+    ({"max_connections": True}, "max_connections: expected an integer"),
+    ({"max_connections": "many"}, "max_connections"),
 ])
 def test_bad_upstream_settings_are_config_errors_naming_the_field(options, field):
     with pytest.raises(ConfigError, match=field):
         load_settings({"proxy": {"openai": options}}, environ={})
+
+
+def test_max_connections_is_per_upstream_with_httpxs_default():
+    settings = load_settings({"proxy": {"anthropic": {"max_connections": 8}}}, environ={}).proxy
+    assert settings.openai.max_connections == 100 and settings.anthropic.max_connections == 8
 
 
 def test_the_callers_credentials_and_control_headers_stay_home():

@@ -171,7 +171,7 @@ def test_a_response_closed_before_its_end_closes_the_connection():
             break
         await response.aclose()
         await asyncio.sleep(0.05)
-        assert transport._idle.get(("http", "127.0.0.1", int(url.rsplit(":", 1)[1]), "127.0.0.1"), []) == []
+        assert transport.pool_state() == {"open": 0, "idle": 0, "waiting": 0}
 
     _run(handler, scenario)
     assert closed == [True]
@@ -198,7 +198,7 @@ def test_timeouts_and_broken_answers_are_httpx_errors(answer, error):
         with pytest.raises(error):
             response = await transport.handle_async_request(_request(url, timeout=0.2))
             await response.aread()
-        assert not transport._idle or not any(transport._idle.values())
+        assert transport.pool_state() == {"open": 0, "idle": 0, "waiting": 0}
 
     _run(handler, scenario)
 

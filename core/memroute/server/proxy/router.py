@@ -8,7 +8,8 @@ when the upstream answered 2xx. This module decides nothing about memory itself:
 
 Memory never breaks a request: any failure while augmenting sends the body as it came, is logged, and counted
 in :class:`ProxyStats`. Upstream errors reach the client with their status, headers (``Retry-After``) and body;
-an upstream that cannot be reached is a 502, one that does not answer in time a 504.
+an upstream that cannot be reached is a 502, one that does not answer in time a 504, and so is a request that
+found every one of the upstream's ``max_connections`` busy for ``connect_timeout``.
 """
 
 from __future__ import annotations
@@ -76,6 +77,8 @@ class ProxyStats:
     """Upstream answers with a non-2xx status (passed through)."""
     upstream_unreachable: int = 0
     upstream_timeouts: int = 0
+    pool_timeouts: int = 0
+    """Requests that found every connection to their upstream busy (``max_connections``) until the wait ran out."""
     stream_failures: int = 0
     """Streams the upstream broke off after it had started answering (the client got an error event)."""
     client_disconnects: int = 0
@@ -324,6 +327,12 @@ class MemoryProxy:
 
     def _unreachable(self, route: _Route, upstream: Upstream, exc: Exception,
                      memory_headers: Mapping[str, str]) -> Response:
+        if isinstance(exc, httpx.PoolTimeout):
+            self.stats.pool_timeouts += 1
+            settings = upstream.settings
+            return error_response(route.style, 504, f"memroute: every connection to the upstream stayed busy for "
+                                  f"{settings.connect_timeout:g} s ([proxy.{upstream.name}] max_connections = "
+                                  f"{settings.max_connections}, connect_timeout)", "timeout_error", memory_headers)
         if isinstance(exc, httpx.TimeoutException):
             self.stats.upstream_timeouts += 1
             kind = "connect" if isinstance(exc, httpx.ConnectTimeout) else "read"
@@ -340,7 +349,8 @@ class MemoryProxy:
     def status(self) -> dict[str, Any]:
         """The counters since the server started, and which upstreams are configured (never their keys)."""
         upstreams = {name: {"base_url": u.settings.base_url, "configured": u.configured,
-                            "credential": bool(u.settings.api_key), "allow_private": u.settings.allow_private}
+                            "credential": bool(u.settings.api_key), "allow_private": u.settings.allow_private,
+                            "connections": u.connections()}
                      for name, u in self.upstreams.items()}
         return {"counters": self.stats.to_dict(), "upstreams": upstreams}
 
@@ -380,8 +390,10 @@ def _header_text(text: str) -> str:
 _STATUS_EXAMPLE: Final = {
     "counters": {**ProxyStats(requests=12, streamed=5, injected=9, memories_injected=31, observed=11).to_dict()},
     "upstreams": {"openai": {"base_url": "https://api.openai.com/v1", "configured": True, "credential": True,
-                             "allow_private": False},
-                  "anthropic": {"base_url": None, "configured": False, "credential": False, "allow_private": False}},
+                             "allow_private": False,
+                             "connections": {"open": 3, "idle": 2, "waiting": 0, "waited": 0, "max": 100}},
+                  "anthropic": {"base_url": None, "configured": False, "credential": False, "allow_private": False,
+                                "connections": None}},
 }
 
 

@@ -213,10 +213,14 @@ class Upstream:
         """The pooled client, created on first use (inside the server's event loop)."""
         if self._client is None:
             settings = self.settings
-            self._guarded = self._transport or GuardedTransport(allow_private=settings.allow_private)
+            self._guarded = self._transport or GuardedTransport(
+                allow_private=settings.allow_private, inner=LeanTransport(max_connections=settings.max_connections))
+            # A request that finds every one of max_connections busy waits as long as it would for a connection
+            # to open: both are "getting a connection", and one budget is easier to reason about than two.
             self._client = httpx.AsyncClient(
                 transport=self._guarded,
-                timeout=httpx.Timeout(settings.timeout, connect=settings.connect_timeout),
+                timeout=httpx.Timeout(settings.timeout, connect=settings.connect_timeout,
+                                      pool=settings.connect_timeout),
                 follow_redirects=False, trust_env=False, cookies=_NoCookies(),
             )
         return self._client
@@ -235,6 +239,15 @@ class Upstream:
             finally:
                 await response.aclose()
         return response
+
+    def connections(self) -> dict[str, int] | None:
+        """The pool's state: connections ``open`` (idle, in use or being opened), ``idle``, requests ``waiting`` for
+        one now and ``waited`` so far, and the cap ``max``; None before the first request (or for a transport
+        other than memroute's own)."""
+        inner = getattr(self._guarded, "_inner", None)
+        if not isinstance(inner, LeanTransport):
+            return None
+        return {**inner.pool_state(), "waited": inner.waited, "max": inner.max_connections}
 
     def url(self, path: str) -> str:
         """``base_url`` joined with ``path`` (``/chat/completions``, ``/v1/messages``)."""

@@ -15,11 +15,17 @@ guard (:class:`~memroute.server.proxy.upstream.GuardedTransport`) still pins eve
   :data:`MAX_IDLE_PER_ORIGIN`) and is reused for up to :data:`KEEPALIVE_S`; one the peer has closed is seen
   by asyncio's reader (EOF) without a system call. A response closed before its end (a client that left
   mid-stream) closes its connection, which tells the upstream to stop.
+- A cap per origin (``max_connections``, :data:`MAX_CONNECTIONS_PER_ORIGIN` by default, httpx's default):
+  connections open, idle, in use or being opened count against it. A request that finds its origin at the cap
+  waits, first come first served, for one to come back (handed over directly) or to close (its place handed
+  over), up to the ``pool`` timeout, then fails with ``httpx.PoolTimeout``. Every way a response can end gives
+  its place back: read to the end, closed early, an upstream error or timeout while reading, the caller's task
+  cancelled, or the response dropped without being closed (its body's ``__del__``). See :class:`_Pool`.
 - TLS for ``https`` upstreams with httpx's default verification context; SNI and the certificate check use the
   ``sni_hostname`` extension the guard sets (the name), while the socket goes to the approved address.
-- Timeouts from the request's ``timeout`` extension (httpx's ``connect`` / ``read`` / ``write``), raised as
-  httpx's own exceptions (``ConnectTimeout``, ``ReadTimeout``, ``WriteTimeout``, ``ConnectError``,
-  ``RemoteProtocolError``), so everything that handles them is unchanged.
+- Timeouts from the request's ``timeout`` extension (httpx's ``pool`` / ``connect`` / ``read`` / ``write``),
+  raised as httpx's own exceptions (``PoolTimeout``, ``ConnectTimeout``, ``ReadTimeout``, ``WriteTimeout``,
+  ``ConnectError``, ``RemoteProtocolError``), so everything that handles them is unchanged.
 - No cookies, no redirects, no retries, no proxies from the environment, HTTP/1.1 only.
 """
 
@@ -29,13 +35,16 @@ import asyncio
 import ssl
 import sys
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable
 from typing import Any, Final, TypeVar
 
 import httpx
 
-__all__ = ["KEEPALIVE_S", "MAX_IDLE_PER_ORIGIN", "LeanTransport"]
+__all__ = ["KEEPALIVE_S", "MAX_CONNECTIONS_PER_ORIGIN", "MAX_IDLE_PER_ORIGIN", "LeanTransport"]
 
+MAX_CONNECTIONS_PER_ORIGIN: Final = 100
+"""Connections open to one origin at most (httpx's default ``max_connections``)."""
 KEEPALIVE_S: Final = 5.0
 """How long an idle connection is reused (httpcore's default keep-alive expiry)."""
 MAX_IDLE_PER_ORIGIN: Final = 50
@@ -55,16 +64,23 @@ async def _within(awaitable: Awaitable[_T], seconds: float | None) -> _T:
     if sys.version_info >= (3, 11):
         async with asyncio.timeout(seconds):
             return await awaitable
-    return await asyncio.wait_for(awaitable, seconds)  # pragma: no cover - Python 3.10
+    return await asyncio.wait_for(awaitable, seconds)  # pragma: no cover - Python 3.10 (the proxy tests pass there)
+
+
+def _expire(waiter: asyncio.Future[Any]) -> None:
+    if not waiter.done():
+        waiter.set_exception(asyncio.TimeoutError())
 
 
 class _Connection:
-    __slots__ = ("idle_since", "reader", "writer")
+    __slots__ = ("counted", "idle_since", "reader", "writer")
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader = reader
         self.writer = writer
         self.idle_since = 0.0
+        self.counted = True
+        """Whether it still holds a place under its origin's cap (given back once, however it ends)."""
 
     def usable(self, now: float) -> bool:
         """Whether an idle connection can carry the next request: open, recent, and nothing arrived on it since
@@ -78,13 +94,32 @@ class _Connection:
             self.writer.close()
 
 
+class _Pool:
+    """One origin's connections under the cap: ``open`` counts every connection that holds a place (idle, in use,
+    or being opened), ``idle`` the ones ready for reuse, ``waiters`` the requests that found the origin at its cap.
+
+    A place is never lost and a waiter never starves: a connection that comes back reusable goes straight to the
+    first live waiter (else to ``idle``); one that is closed hands its place to the first live waiter (who opens
+    a new connection in it), else ``open`` drops. Idle connections only pile up while nobody waits, so a request
+    that finds any takes one (closing the stale ones, which frees their places) before it would wait."""
+
+    __slots__ = ("idle", "loop", "open", "waiters")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.idle: list[_Connection] = []
+        self.open = 0
+        self.waiters: deque[asyncio.Future[_Connection | None]] = deque()
+        """Each gets a connection, or None: a place to open one in."""
+
+
 class _Body(httpx.AsyncByteStream):
     """One response's body, read from its connection as the caller iterates."""
 
-    def __init__(self, transport: LeanTransport, origin: _Origin, connection: _Connection, request: httpx.Request,
+    def __init__(self, transport: LeanTransport, pool: _Pool, connection: _Connection, request: httpx.Request,
                  *, length: int | None, chunked: bool, reusable: bool, read_timeout: float | None) -> None:
         self._transport = transport
-        self._origin = origin
+        self._pool = pool
         self._connection: _Connection | None = connection
         self._request = request
         self._length = length
@@ -111,78 +146,190 @@ class _Body(httpx.AsyncByteStream):
         if connection is None or self._done:
             return
         reader = connection.reader
-        if self._chunked:
-            while True:
-                line = await self._read(reader.readuntil(b"\r\n"))
-                size = int(line.split(b";", 1)[0].strip() or b"x", 16)
-                if size == 0:
-                    while (await self._read(reader.readuntil(b"\r\n"))) != b"\r\n":
-                        pass  # trailers
-                    break
-                while size:
-                    piece = await self._read(reader.read(min(size, _PIECE)))
+        try:
+            if self._chunked:
+                while True:
+                    line = await self._read(reader.readuntil(b"\r\n"))
+                    size = int(line.split(b";", 1)[0].strip() or b"x", 16)
+                    if size == 0:
+                        while (await self._read(reader.readuntil(b"\r\n"))) != b"\r\n":
+                            pass  # trailers
+                        break
+                    while size:
+                        piece = await self._read(reader.read(min(size, _PIECE)))
+                        if not piece:
+                            raise httpx.RemoteProtocolError("the upstream closed the connection mid-chunk",
+                                                            request=self._request)
+                        size -= len(piece)
+                        yield piece
+                    await self._read(reader.readexactly(2))
+            elif self._length is not None:
+                remaining = self._length
+                while remaining:
+                    piece = await self._read(reader.read(min(remaining, _PIECE)))
                     if not piece:
-                        raise httpx.RemoteProtocolError("the upstream closed the connection mid-chunk",
+                        raise httpx.RemoteProtocolError("the upstream closed the connection mid-body",
                                                         request=self._request)
-                    size -= len(piece)
+                    remaining -= len(piece)
                     yield piece
-                await self._read(reader.readexactly(2))
-        elif self._length is not None:
-            remaining = self._length
-            while remaining:
-                piece = await self._read(reader.read(min(remaining, _PIECE)))
-                if not piece:
-                    raise httpx.RemoteProtocolError("the upstream closed the connection mid-body",
-                                                    request=self._request)
-                remaining -= len(piece)
-                yield piece
-        else:
-            while piece := await self._read(reader.read(_PIECE)):
-                yield piece
-            self._reusable = False
+            else:
+                while piece := await self._read(reader.read(_PIECE)):
+                    yield piece
+                self._reusable = False
+        except BaseException:  # an upstream error or timeout, the caller's cancellation, or its early exit
+            self._drop()
+            raise
         self._done = True
+
+    def _drop(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            self._transport._discard(self._pool, connection)
 
     async def aclose(self) -> None:
         connection, self._connection = self._connection, None
         if connection is None:
             return
         if self._done and self._reusable:
-            self._transport._release(self._origin, connection)
+            self._transport._release(self._pool, connection)
         else:
-            connection.close()
+            self._transport._discard(self._pool, connection)
+
+    def __del__(self) -> None:
+        # Dropped without aclose (a caller that raised before closing it): give the place back on the loop, from
+        # whatever thread the collector runs in.
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            try:
+                self._pool.loop.call_soon_threadsafe(self._transport._discard, self._pool, connection)
+            except RuntimeError:  # the loop is closed, and its sockets with it
+                pass
 
 
 class LeanTransport(httpx.AsyncBaseTransport):
-    """The pooled HTTP/1.1 transport (see the module docstring)."""
+    """The pooled HTTP/1.1 transport (see the module docstring); at most ``max_connections`` per origin."""
 
-    def __init__(self, *, ssl_context: ssl.SSLContext | None = None) -> None:
+    def __init__(self, *, ssl_context: ssl.SSLContext | None = None,
+                 max_connections: int = MAX_CONNECTIONS_PER_ORIGIN) -> None:
+        if max_connections < 1:
+            raise ValueError(f"max_connections must be at least 1, got {max_connections!r}")
         self._ssl_context = ssl_context
-        self._idle: dict[_Origin, list[_Connection]] = {}
+        self.max_connections = max_connections
+        self._pools: dict[_Origin, _Pool] = {}
+        self._closed = False
         self.opened = 0
         """Connections opened so far (tests read it to see reuse)."""
+        self.waited = 0
+        """Requests that found their origin at its cap and waited for a connection."""
 
     def _tls(self) -> ssl.SSLContext:
         if self._ssl_context is None:
             self._ssl_context = httpx.create_ssl_context(trust_env=False)
         return self._ssl_context
 
-    def _release(self, origin: _Origin, connection: _Connection) -> None:
-        idle = self._idle.setdefault(origin, [])
-        if len(idle) >= MAX_IDLE_PER_ORIGIN or connection.writer.is_closing():
-            connection.close()
-            return
-        connection.idle_since = time.monotonic()
-        idle.append(connection)
+    def pool_state(self) -> dict[str, int]:
+        """Connections over every origin: ``open`` (idle, in use or being opened), ``idle``, and ``waiting``
+        requests."""
+        pools = self._pools.values()
+        return {"open": sum(pool.open for pool in pools), "idle": sum(len(pool.idle) for pool in pools),
+                "waiting": sum(sum(not waiter.done() for waiter in pool.waiters) for pool in pools)}
 
-    def _reuse(self, origin: _Origin) -> _Connection | None:
-        idle = self._idle.get(origin)
-        now = time.monotonic()
-        while idle:
-            connection = idle.pop()
-            if connection.usable(now):
-                return connection
-            connection.close()
-        return None
+    # --- the cap (see _Pool) ---------------------------------------------------------------------------------
+    async def _acquire(self, origin: _Origin, request: httpx.Request,
+                       timeouts: dict[str, Any]) -> tuple[_Pool, _Connection]:
+        pool = self._pools.get(origin)
+        if pool is None:
+            pool = self._pools[origin] = _Pool(asyncio.get_running_loop())
+        idle = pool.idle
+        if idle:
+            now = time.monotonic()
+            while idle:
+                connection = idle.pop()
+                if connection.usable(now):
+                    return pool, connection
+                self._discard(pool, connection)
+        if pool.open < self.max_connections:
+            pool.open += 1
+        else:
+            handed = await self._wait(pool, request, timeouts.get("pool"))
+            if handed is not None:
+                return pool, handed
+            # else the place of a connection that closed is ours: open one in it
+        try:
+            return pool, await self._connect(origin, request, timeouts.get("connect"))
+        except BaseException:
+            self._free(pool)
+            raise
+
+    async def _wait(self, pool: _Pool, request: httpx.Request, timeout: float | None) -> _Connection | None:
+        self.waited += 1
+        waiter: asyncio.Future[_Connection | None] = pool.loop.create_future()
+        pool.waiters.append(waiter)
+        # The time limit fails the future itself rather than cancelling the task (asyncio.timeout / wait_for): a
+        # future is either handed a connection or timed out, never both, and Python 3.10's wait_for would swallow
+        # the caller's cancellation when the hand-over and the cancel meet.
+        expiry = None if timeout is None else pool.loop.call_later(timeout, _expire, waiter)
+        try:
+            return await waiter
+        except asyncio.TimeoutError:
+            self._forget(pool, waiter)
+            raise httpx.PoolTimeout(f"no connection to the upstream came free in time ({self.max_connections} "
+                                    f"open, the cap)", request=request) from None
+        except BaseException:  # the caller's task was cancelled: what it was handed goes to the next in line
+            if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
+                handed = waiter.result()
+                if handed is None:
+                    self._free(pool)
+                else:
+                    self._release(pool, handed)
+            else:
+                self._forget(pool, waiter)
+            raise
+        finally:
+            if expiry is not None:
+                expiry.cancel()
+
+    @staticmethod
+    def _forget(pool: _Pool, waiter: asyncio.Future[_Connection | None]) -> None:
+        waiter.cancel()
+        try:
+            pool.waiters.remove(waiter)
+        except ValueError:
+            pass
+
+    def _free(self, pool: _Pool) -> None:
+        """A place under the cap is free: the first live waiter takes it, else the origin has one fewer open."""
+        waiters = pool.waiters
+        while waiters:
+            waiter = waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+        pool.open -= 1
+
+    def _discard(self, pool: _Pool, connection: _Connection) -> None:
+        """Close ``connection`` and free its place (once, however often it is discarded)."""
+        connection.close()
+        if connection.counted:
+            connection.counted = False
+            self._free(pool)
+
+    def _release(self, pool: _Pool, connection: _Connection) -> None:
+        """A connection whose response was read to its end: to the first live waiter, else the idle list."""
+        connection.idle_since = now = time.monotonic()
+        if self._closed or not connection.usable(now):
+            self._discard(pool, connection)
+            return
+        waiters = pool.waiters
+        while waiters:
+            waiter = waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(connection)
+                return
+        if len(pool.idle) >= MAX_IDLE_PER_ORIGIN:
+            self._discard(pool, connection)
+            return
+        pool.idle.append(connection)
 
     async def _connect(self, origin: _Origin, request: httpx.Request, timeout: float | None) -> _Connection:
         scheme, host, port, server_name = origin
@@ -203,14 +350,14 @@ class LeanTransport(httpx.AsyncBaseTransport):
         timeouts: dict[str, Any] = request.extensions.get("timeout", {})
         port = url.port or (443 if url.scheme == "https" else 80)
         origin = (url.scheme, url.host, port, str(request.extensions.get("sni_hostname") or url.host))
-        connection = self._reuse(origin) or await self._connect(origin, request, timeouts.get("connect"))
+        pool, connection = await self._acquire(origin, request, timeouts)
         try:
-            return await self._exchange(origin, connection, request, timeouts)
+            return await self._exchange(pool, connection, request, timeouts)
         except BaseException:
-            connection.close()
+            self._discard(pool, connection)
             raise
 
-    async def _exchange(self, origin: _Origin, connection: _Connection, request: httpx.Request,
+    async def _exchange(self, pool: _Pool, connection: _Connection, request: httpx.Request,
                         timeouts: dict[str, Any]) -> httpx.Response:
         body = request.content if request.method != "GET" else b""
         lines = [request.method.encode("ascii"), b" ", url_target(request.url), b" HTTP/1.1\r\n"]
@@ -261,16 +408,18 @@ class LeanTransport(httpx.AsyncBaseTransport):
             length, chunked = 0, False
         elif chunked:
             length = None
-        stream = _Body(self, origin, connection, request, length=length, chunked=chunked, reusable=not close,
+        stream = _Body(self, pool, connection, request, length=length, chunked=chunked, reusable=not close,
                        read_timeout=read_timeout)
         return httpx.Response(status, headers=headers, stream=stream,
                               extensions={"http_version": version, "reason_phrase": reason})
 
     async def aclose(self) -> None:
-        idle, self._idle = self._idle, {}
-        for connections in idle.values():
-            for connection in connections:
-                connection.close()
+        """Close the idle connections; those in use close when their responses end (nothing is reused after)."""
+        self._closed = True
+        for pool in self._pools.values():
+            idle, pool.idle = pool.idle, []
+            for connection in idle:
+                self._discard(pool, connection)
 
 
 def url_target(url: httpx.URL) -> bytes:
