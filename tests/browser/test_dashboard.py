@@ -46,7 +46,10 @@ def ui(chromium_browser: Any, server: MemrouteServer) -> Iterator[Any]:
     context = chromium_browser.new_context(base_url=server.base_url, viewport={"width": 1280, "height": 900},
                                   accept_downloads=True)
     page = context.new_page()
-    page.set_default_timeout(10_000)
+    # Generous waits: CI runs the suite on two cores with every worker busy, where one page update can take
+    # seconds; a passing run never waits them out.
+    page.set_default_timeout(30_000)
+    expect.set_options(timeout=30_000)
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     page.on("dialog", lambda dialog: errors.append(f"unexpected dialog: {dialog.message}"))
