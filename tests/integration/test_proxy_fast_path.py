@@ -184,3 +184,45 @@ def test_a_tenant_with_short_searches_searches_on_the_event_loop(stack, hops):
     assert stack.proxy.inline.inline >= 1
     _chat(stack, "bob", "a question of bob's")
     assert hops == ["augment"]
+
+
+def test_on_the_loop_each_request_prepares_its_augment_once_and_only_searches_are_averaged(stack, hops,
+                                                                                          monkeypatch):
+    """Once a tenant searches on the loop, a new message is one ``explain_augment`` call (not a cached-only probe
+    and then the search), a repeated one too (its retrieval reused); the inline budget's average takes the
+    searches' durations only, so fast reused retrievals cannot hide slow searches."""
+    stack.mem.observe({"messages": [{"role": "user", "content": "I'll use Postgres for this project."}]},
+                      api_key_id=stack.tenants["alice"], wait=True)
+    assert stack.mem.flush(timeout=30)
+    _chat(stack, "alice", "warm up the connection")
+    assert hops == ["augment"]
+    calls: list[bool] = []
+    real = stack.mem.explain_augment
+
+    def counting(*args, **kwargs):
+        calls.append(bool(kwargs.get("cached_only")))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(stack.mem, "explain_augment", counting)
+    recorded: list[float] = []
+    budget = stack.proxy.inline
+    monkeypatch.setattr(budget, "record", lambda tenant, seconds: recorded.append(seconds))
+    first = _chat(stack, "alice")
+    assert first.headers["x-memroute-memories"] == "1" and calls == [False] and len(recorded) == 1
+    again = _chat(stack, "alice")
+    assert again.headers["x-memroute-memories"] == "1" and calls == [False, False] and len(recorded) == 1
+    opted = _chat(stack, "alice", "something else", **{"x-memroute-no-memory": "1"})
+    assert opted.headers["x-memroute-memory-skipped"] == "opted out by header" and len(recorded) == 1
+    assert hops == ["augment"]  # nothing after the first search left the loop
+
+
+def test_an_augment_report_says_whether_it_searched(tmp_path):
+    with memroute.open(data_dir=str(tmp_path), memory={"enabled": True}) as mem:
+        mem.add(api_key_id="u", content="Prefers Postgres for new projects", key="pref:db")
+        assert mem.flush(timeout=30)
+        request = {"model": "m", "messages": [{"role": "user", "content": "which database?"}]}
+        assert mem.explain_augment(request, api_key_id="u", preview=False).searched is True
+        assert mem.explain_augment(request, api_key_id="u", preview=False).searched is False  # reused
+        assert mem.explain_augment(request, api_key_id="u").searched is True  # a preview always retrieves
+        opted = mem.explain_augment(request, api_key_id="u", headers={"x-memroute-no-memory": "1"})
+        assert opted.searched is False and opted.skipped == "opted out by header"
