@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from memroute.embedding import fallback_vector, normalize_rows
 from memroute.embedding.cache import CachedEmbeddingSource
 from memroute.errors import ValidationError
 from memroute.interfaces import ComponentContext, EmbeddingSignature, EmbeddingSource, VectorHit, VectorItem
@@ -271,3 +272,46 @@ def test_cached_embed_of_one_text_is_embed_batch_of_it(dimensions: int | None) -
     assert sorted(one.cache._data) == sorted(batch.cache._data)
     with pytest.raises(ValidationError):
         one.embed(3)  # type: ignore[arg-type]
+
+
+def _reference_normalize_rows(matrix: np.ndarray) -> np.ndarray:
+    """normalize_rows as it was: every row through np.linalg.norm(axis=1)."""
+    array = np.array(matrix, dtype=np.float32, order="C", copy=True)
+    norms = np.linalg.norm(array.astype(np.float64), axis=1)
+    good = np.isfinite(norms) & (norms > 1e-12)
+    array[good] /= norms[good, None].astype(np.float32)
+    array[~good] = fallback_vector(array.shape[1])
+    return array
+
+
+def test_normalizing_one_row_is_bit_identical() -> None:
+    rng = np.random.default_rng(8)
+    for dim in (1, 7, 64, 256, 384, 768, 1024, 1536, 3072, 9000):
+        for _ in range(40):
+            row = (rng.standard_normal((1, dim)) * rng.choice([1e-5, 0.1, 1.0, 1e4])).astype(
+                rng.choice([np.float32, np.float64, np.float16]))
+            assert normalize_rows(row).tobytes() == _reference_normalize_rows(row).tobytes()
+    for row in ([[0.0, 0.0]], [[np.nan, 1.0]], [[np.inf, 1.0]], [[1e-13, 0.0]]):
+        assert normalize_rows(np.array(row)).tobytes() == _reference_normalize_rows(np.array(row)).tobytes()
+
+
+def test_embedding_one_text_is_bit_identical_to_the_batch_loop() -> None:
+    from memroute_builtins.embedding.static import StaticEmbeddingSource
+    source = StaticEmbeddingSource()
+    model = source._loader.get()
+    words = ["the", "user", "prefers", "TypeScript", "for", "frontend", "work", "marathon", "training", "plan",
+             "Lisbon", "trip", "ünïcödé", "🎉", "42"]
+    rng = np.random.default_rng(4)
+    texts = ["", "   ", "a", "x " * 700] + [" ".join(rng.choice(words, size=int(rng.integers(1, 40))))
+                                          for _ in range(300)]
+    for text in texts:
+        encoding = model.tokenizer.encode_batch_fast([text], add_special_tokens=False)[0]
+        ids = [token for token in encoding.ids if token != model.unk_token_id]
+        expected = np.zeros((1, model.dim), dtype=np.float32)
+        if ids:
+            expected[0] = model.embedding[ids].mean(axis=0)  # the loop every batch of up to 16 texts runs
+        got = source._encode_small(model, [text])
+        assert got.shape == expected.shape and got.dtype == expected.dtype
+        assert got.tobytes() == expected.tobytes()
+        assert source.embed_batch([text]).tobytes() == _reference_normalize_rows(expected).tobytes()
+        assert source.embed_batch([text, "other"])[0].tobytes() == source.embed_batch([text])[0].tobytes()
