@@ -315,3 +315,18 @@ def test_embedding_one_text_is_bit_identical_to_the_batch_loop() -> None:
         assert got.tobytes() == expected.tobytes()
         assert source.embed_batch([text]).tobytes() == _reference_normalize_rows(expected).tobytes()
         assert source.embed_batch([text, "other"])[0].tobytes() == source.embed_batch([text])[0].tobytes()
+
+
+def test_centered_probe_is_bit_identical() -> None:
+    rng = np.random.default_rng(9)
+    for dim in (2, 48, 256, 1536):
+        for dtype in (np.float32, np.float64):
+            for _ in range(30):
+                probe = rng.standard_normal(dim).astype(dtype)
+                middle = (rng.standard_normal(dim) * 0.3).astype(np.float32)
+                got = centered_probe(probe, middle)
+                query = probe - middle
+                expected = (query / float(np.linalg.norm(query))).astype(np.float32)
+                assert got is not None and got.dtype == np.float32 and got.tobytes() == expected.tobytes()
+    same = np.ones(4, dtype=np.float32)
+    assert centered_probe(same, same) is None

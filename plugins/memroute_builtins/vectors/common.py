@@ -168,8 +168,9 @@ def centered_probe(probe: np.ndarray, middle: np.ndarray) -> np.ndarray | None:
     Every store with ``center = true`` ranks by each memory's cosine with this vector (only the query moves,
     so a store that ranks on a server — Qdrant, pgvector — runs its ordinary cosine search with it)."""
     query = probe - middle
-    norm = float(np.linalg.norm(query))
-    return None if norm == 0.0 else (query / norm).astype(np.float32)
+    flat = query.ravel(order="K")
+    norm = float(np.sqrt(flat.dot(flat)))  # np.linalg.norm's own computation, as in check_vector
+    return None if norm == 0.0 else (query / norm).astype(np.float32, copy=False)
 
 
 class TenantCenters:
