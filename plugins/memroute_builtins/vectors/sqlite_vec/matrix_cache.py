@@ -2,10 +2,10 @@
 
 A :class:`TenantMatrix` holds one tenant's vectors as a contiguous float32 matrix (``capacity x dim``, the
 first ``n`` rows live) plus parallel arrays of SQLite rowids, 16-byte memory ids and their UUID texts,
-session codes and created / expiry times (unix microseconds). Owner, session, expiry and retention are boolean masks
-applied before the top-``k``, so ``k`` counts only admitted rows. The store keeps a matrix in step with
-its own writes (append; swap-remove) and reloads it from SQLite when the tenant's generation there
-changed (another process wrote). :class:`MatrixCache` bounds the total bytes with an LRU over tenants.
+session codes and created / expiry times (unix microseconds). Owner, session, expiry and retention are
+boolean masks applied before the top-``k``, so ``k`` counts only admitted rows. The store keeps a matrix
+in step with its own writes (append; swap-remove) and reloads it from SQLite when the tenant's generation
+there changed (another process wrote). :class:`MatrixCache` bounds the total bytes with an LRU over tenants.
 
 Locking: ``TenantMatrix.lock`` guards one matrix (searches and updates hold it, so a search never sees a
 half-applied swap-remove); ``MatrixCache`` has its own lock for the LRU order. Order: the store's write
