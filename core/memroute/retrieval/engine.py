@@ -226,6 +226,10 @@ class RetrievalEngine:
         to the full depth (:data:`DEEPER_AT` of an average over :data:`DEEPER_WEIGHT`) has both legs fetched
         at the full depth at once, and the budget-depth ranking is the top of those lists (a leg's best ``d``
         of ``n`` are its ``d`` best), so the same memories are chosen with one search instead of two."""
+        with self.manager.read_scope():
+            return self._search(query, max_tokens)
+
+    def _search(self, query: SearchQuery, max_tokens: int | None) -> SearchResult:
         if not query.text.strip():
             return self._recency(query, max_tokens)
         if query.strategy == "exact":
@@ -267,7 +271,7 @@ class RetrievalEngine:
             return False  # not saturated: the walk stops here
         kept = {memory.id: memory for memory, _ in self._vector_hits(
             query, legs, candidates[:vector_depth], floor=True, known={h.memory.id: h.memory for h in served.hits},
-            read_ahead=candidates)}
+            read_ahead=candidates, ordered=False)}
         keyword = [(h.memory, h.score) for h in served.hits[:depth] if query.admits(h.memory)]
         if keyword:  # the keyword hits fuse_scores keeps: those the vector leg has, and those that stand out
             reference = statistics.median(score for _, score in keyword)
@@ -466,11 +470,13 @@ class RetrievalEngine:
             return None
 
     def _vector_hits(self, query: SearchQuery, legs: _Legs, candidates: list[VectorHit], *, floor: bool,
-                     known: dict[str, Memory], read_ahead: list[VectorHit] | None = None) -> list[tuple[Memory, float]]:
+                     known: dict[str, Memory], read_ahead: list[VectorHit] | None = None,
+                     ordered: bool = True) -> list[tuple[Memory, float]]:
         """The vector ranking from ``candidates``. With ``floor``, candidates below the relevance floor are
         dropped (see :meth:`search`); memories in ``known`` (the keyword leg's) or read before for ``legs``
         are not read again (``query.admits`` is applied to every memory, whoever read it). The memories of
-        ``read_ahead`` are read along with those ``candidates`` need (for a deeper ranking to come)."""
+        ``read_ahead`` are read along with those ``candidates`` need (for a deeper ranking to come). Without
+        ``ordered``, the pairs come in the candidates' order (a caller that needs only the set skips the sort)."""
         if candidates and floor:
             # The floor is about absolute cosines (a store may rank by a refinement of them: VectorHit.cosine).
             cosines = [hit.score if hit.cosine is None else hit.cosine for hit in candidates]
@@ -486,10 +492,10 @@ class RetrievalEngine:
             legs.read.update(found)
             legs.unread.update(m for m in missing if m not in found)
             memories.update(found)
-        return order_pairs(
-            (memories[hit.memory_id], hit.score) for hit in candidates
-            if hit.memory_id in memories and query.admits(memories[hit.memory_id])
-        )
+        admits = query.admits
+        pairs = [(memory, hit.score) for hit in candidates
+                 if (memory := memories.get(hit.memory_id)) is not None and admits(memory)]
+        return order_pairs(pairs) if ordered else pairs
 
     # --- operations ------------------------------------------------------------------------------------
     def warm_up(self) -> bool:
