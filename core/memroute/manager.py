@@ -42,6 +42,7 @@ from memroute.models import (
     SearchQuery,
 )
 from memroute.models import require_id as _check_id
+from memroute.models import require_ids as _check_ids
 from memroute.outbox import OP_DELETE, OP_PUT, Outbox, delete_payload, put_payload
 from memroute.replication import INLINE_CATCH_UP_MAX, Replicator
 from memroute.settings import ManagerSettings
@@ -479,8 +480,7 @@ class MemoryManager:
         """The memories among ``memory_ids`` that any backend holds (asked in order), by id; with
         ``api_key_id``, only that tenant's."""
         ids = list(dict.fromkeys(memory_ids))
-        for memory_id in ids:
-            _check_id(memory_id)
+        _check_ids(ids)
         self._ensure_open()
         found: dict[str, Memory] = {}
         if not ids:
@@ -492,14 +492,20 @@ class MemoryManager:
                 return b.get_many(wanted)
             return routed.get_many_owned(api_key_id, wanted)
 
+        asked = set(ids)
         for backend, batch in self._answers(BackendCall("get_many", fetch), {}):
-            asked = set(ids)
-            if api_key_id is not None:
-                batch = {i: m for i, m in batch.items() if m.api_key_id == api_key_id}
-            foreign = [i for i, m in batch.items() if i not in asked or m.id != i]
+            # Another tenant's memories are left out; of the rest, one not asked for (or under another id) is
+            # dropped and counted.
+            foreign = 0
+            for i, m in batch.items():
+                if api_key_id is not None and m.api_key_id != api_key_id:
+                    continue
+                if i in asked and m.id == i:
+                    found[i] = m
+                else:
+                    foreign += 1
             if foreign:
-                _dropped(backend, "get_many", len(foreign))
-            found.update((i, m) for i, m in batch.items() if i in asked and m.id == i)
+                _dropped(backend, "get_many", foreign)
             if len(found) == len(ids):
                 break
         return found

@@ -17,7 +17,7 @@ import pytest
 
 import memroute
 from memroute.bench import synthetic_contents
-from memroute.models import Memory, SearchHit, SearchQuery, utcnow
+from memroute.models import Memory, SearchHit, SearchQuery, require_id, require_ids, utcnow
 from memroute.retrieval import engine as engine_module
 from memroute.retrieval import fusion
 from memroute.retrieval.ordering import order_key, order_pairs
@@ -212,3 +212,26 @@ def test_a_read_scope_checks_the_outbox_once_per_backend(tmp_path: Path, monkeyp
             manager.get_many(["no-such-id"], api_key_id="t")
             manager.get_many(["no-such-id"], api_key_id="t")
         assert checks == [manager.primary.name] * 2
+
+
+class _Text(str):
+    pass
+
+
+@pytest.mark.parametrize("values", [
+    [], ["a", "b"], ["a", ""], ["a", "x\x00y"], ["a", " \t"], ["a", " a "], ["é", "a"], ["a" * 256], ["a" * 257],
+    ["a", 3], [None], ["a", "\ud800"], [_Text("a")], ["a", b"b"], ["\u3000"], ["a b", "c"],
+])
+def test_require_ids_accepts_and_refuses_what_require_id_does(values: list[Any]) -> None:
+    def outcome(check: Any) -> tuple[str, str] | None:
+        try:
+            check()
+        except Exception as exc:
+            return type(exc).__name__, str(exc)
+        return None
+
+    def one_by_one() -> None:
+        for value in values:
+            require_id(value)
+
+    assert outcome(lambda: require_ids(values)) == outcome(one_by_one)

@@ -62,6 +62,8 @@ class _Legs:
     vector: list[VectorHit] | None = None
     """The vector store's candidates, best first (``None``: the vector tier could not serve; see ``reasons``)."""
     reasons: list[str] = attrs.Factory(list)
+    known: dict[str, Memory] = attrs.Factory(dict)
+    """The keyword leg's memories by id (what every ranking of these legs need not read again)."""
     read: dict[str, Memory] = attrs.Factory(dict)
     """Memories of vector candidates read so far (a deeper ranking reads only the ones it adds)."""
     unread: set[str] = attrs.Factory(set)
@@ -270,8 +272,8 @@ class RetrievalEngine:
         if not (len(served.hits) >= depth or len(candidates) >= vector_depth):
             return False  # not saturated: the walk stops here
         kept = {memory.id: memory for memory, _ in self._vector_hits(
-            query, legs, candidates[:vector_depth], floor=True, known={h.memory.id: h.memory for h in served.hits},
-            read_ahead=candidates, ordered=False)}
+            query, legs, candidates[:vector_depth], floor=True, known=legs.known, read_ahead=candidates,
+            ordered=False)}
         keyword = [(h.memory, h.score) for h in served.hits[:depth] if query.admits(h.memory)]
         if keyword:  # the keyword hits fuse_scores keeps: those the vector leg has, and those that stand out
             reference = statistics.median(score for _, score in keyword)
@@ -310,11 +312,13 @@ class RetrievalEngine:
         legs = _Legs(depth=depth)
         if query.strategy == "hybrid":
             legs.keyword = self._keyword_leg(query, depth)
+            legs.known = {h.memory.id: h.memory for h in legs.keyword.hits}
             checkpoint()  # stage boundaries: where the async API's workers let the event loop in (memroute.gil)
         legs.vector = self._vector_candidates(query, self._vector_depth(query, depth, max_tokens), legs.reasons)
         checkpoint()
         if legs.vector is None and legs.keyword is None:
             legs.keyword = self._keyword_leg(query, depth)
+            legs.known = {h.memory.id: h.memory for h in legs.keyword.hits}
         return legs
 
     def _rank(self, query: SearchQuery, legs: _Legs, depth: int,
@@ -330,7 +334,7 @@ class RetrievalEngine:
         vector_depth = self._vector_depth(query, depth, max_tokens)
         vector_hits = None
         if legs.vector is not None:
-            known = {} if served is None else {h.memory.id: h.memory for h in served.hits}
+            known = {} if served is None else legs.known
             # Fetched ahead (a ranking at the budget's depth first, most likely one at the full depth next): the
             # memories of every candidate are read at once, one read instead of two.
             ahead = legs.vector if legs.depth > depth else None

@@ -25,11 +25,9 @@ below ``MIN_COVERAGE``. Both search the keyword leg without stop words (:func:`k
 
 from __future__ import annotations
 
-import operator
 import re
 import statistics
 from collections.abc import Sequence
-from typing import Any
 
 from memroute.models import Memory, SearchHit
 from memroute.retrieval.ordering import order_key, order_scored
@@ -168,33 +166,32 @@ def fuse_scores(
     docstring. A memory only the keyword leg found starts from the lowest normalised vector score; a keyword
     hit that does not stand out above the median is left out unless the vector leg found it too. The hit's
     ``score`` is the fused score; ``ranks`` and ``leg_scores`` keep each leg's own rank and raw score."""
-    # One entry per memory, [fused score, memory, ranks, leg scores], in first-seen order (vector, then keyword):
-    # one dict lookup per candidate instead of four, and the order by score alone when no two tie (order_scored).
-    entries: dict[str, list[Any]] = {}
+    scores: dict[str, float] = {}
+    memories: dict[str, Memory] = {}
+    ranks: dict[str, dict[str, int]] = {}
+    leg_scores: dict[str, dict[str, float]] = {}
     floor = 0.0
     if vector:
         median, spread = _vector_scale(vector)
         for rank, (memory, score) in enumerate(vector, start=1):
-            entries[memory.id] = [(score - median) / spread, memory, {"vector": rank}, {"vector": float(score)}]
-        floor = min(entry[0] for entry in entries.values())
+            scores[memory.id] = (score - median) / spread
+            memories[memory.id] = memory
+            ranks[memory.id] = {"vector": rank}
+            leg_scores[memory.id] = {"vector": float(score)}
+        floor = min(scores.values())
     if keyword:
         reference = statistics.median(score for _, score in keyword)
         for rank, (memory, score) in enumerate(keyword, start=1):
             strength = min(cap, max(0.0, (score / reference - 1.0) / stand_out)) if reference > 0 else 0.0
-            entry = entries.get(memory.id)
-            if entry is None:
-                if strength <= 0.0:
-                    continue
-                entries[memory.id] = [floor + keyword_weight * strength, memory, {"keyword": rank},
-                                      {"keyword": float(score)}]
-            else:
-                entry[0] = entry[0] + keyword_weight * strength
-                entry[1] = memory
-                entry[2]["keyword"] = rank
-                entry[3]["keyword"] = float(score)
-    return [SearchHit(memory=memory, score=score, tier="hybrid" if len(legs) == 2 else next(iter(legs)), ranks=legs,
-                      leg_scores=raw)
-            for score, memory, legs, raw in order_scored(list(entries.values()), _FIRST, _SECOND)]
+            if memory.id not in scores and strength <= 0.0:
+                continue
+            scores[memory.id] = scores.get(memory.id, floor) + keyword_weight * strength
+            memories[memory.id] = memory
+            ranks.setdefault(memory.id, {})["keyword"] = rank
+            leg_scores.setdefault(memory.id, {})["keyword"] = float(score)
+    # The order by score alone when no two tie (order_scored), not the full key of every candidate.
+    return [SearchHit(memory=memories[mid], score=scores[mid], tier="hybrid" if len(legs := ranks[mid]) == 2
+                      else next(iter(legs)), ranks=legs, leg_scores=leg_scores[mid])
+            for mid in order_scored(list(scores), scores.__getitem__, memories.__getitem__)]
 
 
-_FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)

@@ -63,6 +63,7 @@ from memroute.models import (
     NewMemory,
     SearchQuery,
     require_id,
+    require_ids,
 )
 from memroute.specs import BackendSpec
 from memroute_builtins.backends.sqlite.schema import (
@@ -453,8 +454,7 @@ class SqliteBackend(MemoryBackend):
         """The memories among ``memory_ids`` that exist, in one query."""
         if not memory_ids:
             return {}
-        for memory_id in memory_ids:
-            require_id(memory_id)
+        require_ids(memory_ids)
         rows = self._read(_SQL_GET_MANY, (json.dumps(list(memory_ids)),), "read memories")
         return {m.id: m for m in map(self._rows.memory, rows)}
 
