@@ -307,8 +307,9 @@ class SqliteBackend(MemoryBackend):
             connection.execute("COMMIT")
 
     def _read(self, sql: str, bindings: Any = (), action: str = "read") -> builtins.list[tuple[Any, ...]]:
-        # What `with self._errors(action)` does, without a generator context manager: a search reads two or
-        # three times, and entering one cost about 5 us each in the proxy's paced searches.
+        # What `with self._errors(action)` does, without a generator context manager (a search reads two or three
+        # times; with RowMemo.memories, 20-30 us less per keyword statement and per get_many in paced searches at
+        # 500 memories).
         try:
             return self._connection().execute(sql, bindings).fetchall()
         except apsw.Error as exc:
