@@ -26,6 +26,14 @@ def stack(tmp_path):
         yield running
 
 
+@pytest.fixture
+def roomy(tmp_path):
+    """A stack whose inline budget no search here exceeds (``[proxy] inline_search_ms = 1000``): which searches run
+    on the loop then depends on what the proxy has seen, not on how loaded the machine running the tests is."""
+    with proxy_stack(tmp_path, embedding="static", proxy={"inline_search_ms": 1000}) as running:
+        yield running
+
+
 def _chat(stack, who, content=QUESTION, **headers):
     return httpx.post(stack.openai_url + "/chat/completions",
                       json={"model": "gpt-4o", "messages": [{"role": "user", "content": content}]},
@@ -167,10 +175,11 @@ def test_only_a_search_leaves_the_event_loop(tmp_path, hops):
         assert stack.upstream.last["body"]["messages"] == [{"role": "user", "content": "something new"}]
 
 
-def test_a_tenant_with_short_searches_searches_on_the_event_loop(stack, hops):
+def test_a_tenant_with_short_searches_searches_on_the_event_loop(roomy, hops):
     """On the embedded default (every component in this process) a tenant's first search goes to a worker thread;
     once its augments are known to be short (``[proxy] inline_search_ms``), a new message searches on the loop,
     with the same memories injected. Another tenant, not seen yet, still starts in the thread."""
+    stack = roomy
     stack.mem.observe({"messages": [{"role": "user", "content": "I'll use Postgres for this project."}]},
                       api_key_id=stack.tenants["alice"], wait=True)
     assert stack.mem.flush(timeout=30)
@@ -184,3 +193,46 @@ def test_a_tenant_with_short_searches_searches_on_the_event_loop(stack, hops):
     assert stack.proxy.inline.inline >= 1
     _chat(stack, "bob", "a question of bob's")
     assert hops == ["augment"]
+
+
+def test_on_the_loop_each_request_prepares_its_augment_once_and_only_searches_are_averaged(roomy, hops,
+                                                                                          monkeypatch):
+    """Once a tenant searches on the loop, a new message is one ``explain_augment`` call (not a cached-only probe
+    and then the search), a repeated one too (its retrieval reused); the inline budget's average takes the
+    searches' durations only, so fast reused retrievals cannot hide slow searches."""
+    stack = roomy
+    stack.mem.observe({"messages": [{"role": "user", "content": "I'll use Postgres for this project."}]},
+                      api_key_id=stack.tenants["alice"], wait=True)
+    assert stack.mem.flush(timeout=30)
+    _chat(stack, "alice", "warm up the connection")
+    assert hops == ["augment"]
+    calls: list[bool] = []
+    real = stack.mem.explain_augment
+
+    def counting(*args, **kwargs):
+        calls.append(bool(kwargs.get("cached_only")))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(stack.mem, "explain_augment", counting)
+    recorded: list[float] = []
+    budget = stack.proxy.inline
+    monkeypatch.setattr(budget, "record", lambda tenant, seconds: recorded.append(seconds))
+    first = _chat(stack, "alice")
+    assert first.headers["x-memroute-memories"] == "1" and calls == [False] and len(recorded) == 1
+    again = _chat(stack, "alice")
+    assert again.headers["x-memroute-memories"] == "1" and calls == [False, False] and len(recorded) == 1
+    opted = _chat(stack, "alice", "something else", **{"x-memroute-no-memory": "1"})
+    assert opted.headers["x-memroute-memory-skipped"] == "opted out by header" and len(recorded) == 1
+    assert hops == ["augment"]  # nothing after the first search left the loop
+
+
+def test_an_augment_report_says_whether_it_searched(tmp_path):
+    with memroute.open(data_dir=str(tmp_path), memory={"enabled": True}) as mem:
+        mem.add(api_key_id="u", content="Prefers Postgres for new projects", key="pref:db")
+        assert mem.flush(timeout=30)
+        request = {"model": "m", "messages": [{"role": "user", "content": "which database?"}]}
+        assert mem.explain_augment(request, api_key_id="u", preview=False).searched is True
+        assert mem.explain_augment(request, api_key_id="u", preview=False).searched is False  # reused
+        assert mem.explain_augment(request, api_key_id="u").searched is True  # a preview always retrieves
+        opted = mem.explain_augment(request, api_key_id="u", headers={"x-memroute-no-memory": "1"})
+        assert opted.searched is False and opted.skipped == "opted out by header"

@@ -122,3 +122,28 @@ def test_the_multi_worker_socket_says_tcp_so_responses_are_not_held_by_nagle():
             assert accepted.proto == socket.IPPROTO_TCP  # what asyncio checks before setting TCP_NODELAY
     finally:
         sock.close()
+
+
+def test_a_serve_process_is_warm_and_frozen_before_its_first_request(tmp_path):
+    """``memroute serve``'s app factory loads the embedding model before serving (the first search no longer waits
+    for it) and freezes what start-up left alive (a full collection then skips it). Run in a fresh process: the
+    freeze is process-wide."""
+    import json
+    import subprocess
+    import sys
+
+    config = tmp_path / "memroute.toml"
+    config.write_text(f'data_dir = "{tmp_path.as_posix()}"\n', encoding="utf-8")
+    code = ("import gc, json\n"
+            "from memroute.embedding.cache import uncached\n"
+            "from memroute.server.factory import app_from_env\n"
+            "app = app_from_env()\n"
+            "mem = app.state.memroute\n"
+            "print(json.dumps({'frozen': gc.get_freeze_count(), 'loaded': uncached(mem._retrieval.embedder).loaded}))\n"
+            "mem.close()\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "MEMROUTE_CONFIG": str(config)}, check=False)
+    assert done.returncode == 0, done.stderr
+    facts = json.loads(done.stdout.strip().splitlines()[-1])
+    assert facts["loaded"] is True
+    assert facts["frozen"] > 10_000  # modules, classes, the model's objects

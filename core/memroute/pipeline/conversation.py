@@ -79,6 +79,8 @@ class Augmentation:
     """The token budget the retrieval was fitted into (``[memory] max_tokens`` in effect)."""
     skipped: str | None = None
     """Why nothing was injected (``disabled``, ``opted out``, ``no user message``, ``no memories``, ...)."""
+    searched: bool = False
+    """Whether this call ran a search (not when nothing needed one, nor when a retrieval was reused)."""
 
     @property
     def injected(self) -> bool:
@@ -358,8 +360,8 @@ class Conversation:
         if not query:
             return Augmentation(request=request, skipped="no user message")
         try:
-            result = self._retrieve(query, api_key_id, session_id if session_scope else None, settings, reuse,
-                                    cached_only)
+            result, searched = self._retrieve(query, api_key_id, session_id if session_scope else None, settings,
+                                              reuse, cached_only)
         except Exception:
             log.exception("memroute: retrieval failed; the request goes out without memory")
             return Augmentation(request=request, query=query, skipped="retrieval failed")
@@ -369,7 +371,7 @@ class Conversation:
         lines = memory_lines(hits)
         block, count = block_of(lines), len(lines)
         done = Augmentation(request=request, query=query, result=result, hits=tuple(hits),
-                            max_tokens=settings.max_tokens)
+                            max_tokens=settings.max_tokens, searched=searched)
         try:
             augmented = inject_block(request, block, provider=provider, api=api)
         except Exception:  # e.g. a body too deeply nested to copy: send it as it is, like a failed retrieval
@@ -382,7 +384,9 @@ class Conversation:
         return attrs.evolve(done, request=augmented, block=block, count=count)
 
     def _retrieve(self, query: str, api_key_id: str, session_id: str | None, settings: MemorySettings,
-                  reuse: bool, cached_only: bool = False) -> SearchResult | None:
+                  reuse: bool, cached_only: bool = False) -> tuple[SearchResult | None, bool]:
+        """The retrieval for ``query`` (``None`` with ``cached_only`` when it would have to search) and whether
+        this call searched."""
         # The budget walk runs over a deep candidate list (vec_top_k is a search's default, not a cap on what
         # fits the budget); strategy `recent` injects the newest memories, as the reference's chat path does
         # (it sends no query for it).
@@ -396,18 +400,18 @@ class Conversation:
         cache = self.cache
         # Typed decay reads access telemetry, which moves no data version: nothing is reused with it on.
         if cache is None or not reuse or settings.typed_decay_enabled:
-            return None if cached_only else search()
+            return (None, False) if cached_only else (search(), True)
         version = cache.version(api_key_id)  # before the search: a write landing meanwhile makes the entry stale
         key = (api_key_id, text[:4096], session_id, settings)
         scope = SearchQuery(api_key_id=api_key_id, session_id=session_id, retention_days=settings.retention_days)
         reused = cache.get(key, version, scope, count_miss=not cached_only)  # the search that follows counts it
         if reused is not None:
-            return reused
+            return reused, False
         if cached_only:
-            return None
+            return None, False
         result = search()
         cache.put(key, version, result)
-        return result
+        return result, True
 
     # --- decay, retention ----------------------------------------------------------------------------
     def _decayed(self, memory: Memory, now: datetime | None = None, *,

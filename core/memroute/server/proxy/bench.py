@@ -10,11 +10,12 @@ Three processes on loopback, so no two of them share a GIL:
 - the real ``memroute serve`` (:class:`memroute.server.bench._Server`) on a fresh SQLite deployment in a temporary
   directory: the embedded default (FTS5, the static embedding, sqlite-vec, hybrid retrieval), one tenant holding
   ``memories`` synthetic memories that match every query, ``[proxy.openai]`` pointed at the fake upstream;
-- this process, the client (``httpx``, keep-alive), which sends each request four ways, interleaved: straight to
-  the upstream (the baseline), through memroute with memories injected (a new message: a fresh retrieval), the
-  same body through memroute again (``repeated``: what an agent's tool loop sends after a tool call, served by
-  the reused retrieval) and through memroute opted out (``x-memroute-no-memory: 1``: the proxy's own cost).
-  Streamed requests carry messages of their own, so a streamed new message is a fresh retrieval too.
+- this process, the client (``httpx``, keep-alive), which sends each request three ways through memroute, each
+  right after the same request straight to the upstream (the baseline, so every request through memroute meets a
+  server that has paused for the same time): with memories injected (a new message: a fresh retrieval), the
+  same body again (``repeated``: what an agent's tool loop sends after a tool call, served by the reused
+  retrieval) and opted out (``x-memroute-no-memory: 1``: the proxy's own cost). Streamed requests carry messages
+  of their own, so a streamed new message is a fresh retrieval too.
 
 Each tenant size gets a freshly started server; its first ``warmup`` rounds (every kind, streamed and not) are
 sent but not measured (``warmup_rounds_excluded``): they load the embedding model, open the connections and fill
@@ -222,16 +223,19 @@ def _measure(proxy_url: str, upstream_url: str, secret: str, rounds: int, warmup
                 query = f"{_QUERIES[number % len(_QUERIES)]} (request {number}{', streamed' if stream else ''})"
                 body = {"model": "gpt-4o", "stream": stream, "messages": [
                     {"role": "system", "content": "You are a helpful assistant."}, {"role": "user", "content": query}]}
-                measured = {"direct": _timed(client, upstream_url + "/v1/chat/completions", body, {},
-                                             first_byte=stream)[0]}
+                kind = "ttfb" if stream else "request"
                 for case, headers in cases.items():
-                    measured[case], count = _timed(client, proxy_url + "/v1/chat/completions", body, headers,
-                                                   first_byte=stream)
-                    if case in ("memory", "repeated") and number >= 0:
-                        injected.append(int(count or 0))
-                if number >= 0:
-                    for name, value in measured.items():
-                        samples.setdefault(f"{'ttfb' if stream else 'request'}.{name}", []).append(value)
+                    # Each request through memroute follows a direct one, so every case meets memroute after the
+                    # same pause (this VM runs any code several times slower after one: docs/performance.md);
+                    # in a fixed order of cases only the first met a paused server.
+                    direct = _timed(client, upstream_url + "/v1/chat/completions", body, {}, first_byte=stream)[0]
+                    through, count = _timed(client, proxy_url + "/v1/chat/completions", body, headers,
+                                            first_byte=stream)
+                    if number >= 0:
+                        samples.setdefault(f"{kind}.direct", []).append(direct)
+                        samples.setdefault(f"{kind}.{case}", []).append(through)
+                        if case in ("memory", "repeated"):
+                            injected.append(int(count or 0))
         cpu = {case: _server_cpu(client, proxy_url, headers, pid, rounds, repeat=case == "repeated") if pid else None
                for case, headers in cases.items()}
     request = _summary(samples, "request")
