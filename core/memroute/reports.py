@@ -351,6 +351,10 @@ class AugmentReport:
     when nothing was retrieved, or when the caller asked for no preview)."""
     count: int = 0
     """How many memories the block holds (0 when nothing was injected)."""
+    memory_ids: tuple[str, ...] = ()
+    """The ids of the memories injected, best first: those the call counts as accessed (with
+    ``record_access=False``, those the caller may count itself with ``record_access``); empty when nothing was
+    injected."""
     searched: bool = False
     """Whether this call ran a search: ``False`` when nothing needed one (memory off, opted out, no user message)
     and when the retrieval of an earlier call with the same message was reused (``preview=False``)."""

@@ -236,3 +236,30 @@ def test_an_augment_report_says_whether_it_searched(tmp_path):
         assert mem.explain_augment(request, api_key_id="u").searched is True  # a preview always retrieves
         opted = mem.explain_augment(request, api_key_id="u", headers={"x-memroute-no-memory": "1"})
         assert opted.searched is False and opted.skipped == "opted out by header"
+
+
+def test_the_memories_a_proxied_request_injects_count_as_accessed_by_their_tenant(stack):
+    """The proxy counts the injected memories' accesses itself, while the upstream answers (not before the request
+    goes out): each injected memory of the caller's tenant once per request, nobody else's."""
+    stack.mem.observe({"messages": [{"role": "user", "content": "I'll use Postgres for this project."}]},
+                      api_key_id=stack.tenants["alice"], wait=True)
+    stack.mem.observe({"messages": [{"role": "user", "content": "I'll use Postgres for the side project."}]},
+                      api_key_id=stack.tenants["bob"], wait=True)
+    assert stack.mem.flush(timeout=30)
+    for _ in range(3):
+        assert _chat(stack, "alice").headers["x-memroute-memories"] == "1"
+    assert stack.mem.flush(timeout=30)
+    alice = stack.mem.list(api_key_id=stack.tenants["alice"]).data
+    bob = stack.mem.list(api_key_id=stack.tenants["bob"]).data
+    assert [m.access_count for m in alice] == [3] and [m.access_count for m in bob] == [0]
+
+
+def test_an_augment_report_names_the_memories_it_injected(tmp_path):
+    with memroute.open(data_dir=str(tmp_path), memory={"enabled": True}) as mem:
+        kept = mem.add(api_key_id="u", content="Prefers Postgres for new projects", key="pref:db")
+        assert mem.flush(timeout=30)
+        request = {"model": "m", "messages": [{"role": "user", "content": "which database, Postgres?"}]}
+        report = mem.explain_augment(request, api_key_id="u", preview=False, record_access=False)
+        assert report.memory_ids == (kept.id,) and report.count == 1
+        assert mem.flush(timeout=30) and mem.get(kept.id, api_key_id="u").access_count == 0
+        assert mem.explain_augment(request, api_key_id="nobody", preview=False).memory_ids == ()

@@ -65,6 +65,28 @@ class CachedEmbeddingSource(EmbeddingSource):
     def in_process(self) -> bool | None:  # type: ignore[override]
         return self.inner.in_process
 
+    def embed(self, text: str) -> np.ndarray:
+        """``embed_batch([text])[0]`` (the same vector, a fresh writable copy, the same cache counts) without the
+        batch's bookkeeping: a search embeds one query text, and on a miss the batch path's lists, second key
+        and stack were a quarter of the wrapper's cost."""
+        (text,) = validate_texts([text])
+        inner = self.inner
+        dimensions = inner.dimensions
+        key = cache_key(inner.source, inner.model, dimensions, text)
+        cached = self.cache.get(key) if self.cache.enabled else MISSING
+        if cached is not MISSING:
+            return np.array(cached)
+        fresh = inner.embed_batch([text])
+        if len(fresh) != 1:
+            raise EmbeddingError(f"{inner.source} returned {len(fresh)} vectors for 1 texts",
+                                 reason="request_failed", source=inner.source)
+        stored = np.array(fresh[0], dtype=np.float32)
+        stored.flags.writeable = False
+        if inner.dimensions != dimensions:  # the first call measured it: key by it, so the next lookup hits
+            key = cache_key(inner.source, inner.model, inner.dimensions, text)
+        self.cache.set(key, stored)
+        return np.array(stored)
+
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
         items = validate_texts(texts)
         keys = [cache_key(self.inner.source, self.inner.model, self.inner.dimensions, t) for t in items]

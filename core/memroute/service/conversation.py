@@ -74,7 +74,8 @@ class ConversationMethods(ServiceBase):
             shown = self._preview_of(done.query, require_tenant(api_key_id), done.hits, done.result,
                                      done.max_tokens, len(done.result.hits))
         return AugmentReport(request=done.request, query=done.query, block=done.block, skipped=done.skipped,
-                             preview=shown, count=done.count, searched=done.searched)
+                             preview=shown, count=done.count, searched=done.searched,
+                             memory_ids=tuple(hit.memory.id for hit in done.hits) if done.block else ())
 
     def observe(self, request: Any, response: Any = None, *, api_key_id: str, session_id: str | None = None,
                 headers: Any = None, wait: bool = False) -> builtins.list[Memory]:

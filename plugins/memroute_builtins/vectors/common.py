@@ -68,10 +68,13 @@ def check_vector(vector: Any, dimensions: int, field: str = "vector") -> np.ndar
             f"{field} has {array.shape[0]} dimensions but the index holds {dimensions}-d vectors: the embedding "
             "model changed without a re-bind; bind the new signature and reindex"
         )
-    if not np.all(np.isfinite(array)):
-        raise ValidationError(f"{field} contains NaN or infinity", [(field, "invalid")])
-    norm = float(np.linalg.norm(array))
+    # np.linalg.norm's own computation for a 1-D array, without its dispatch: sqrt(x . x) in float32. A NaN or
+    # infinite component makes it non-finite, so the components are checked only when it is.
+    flat = array.ravel(order="K")
+    norm = float(np.sqrt(flat.dot(flat)))
     if norm == 0.0 or not math.isfinite(norm):
+        if not np.isfinite(array).all():
+            raise ValidationError(f"{field} contains NaN or infinity", [(field, "invalid")])
         raise ValidationError(f"{field} is the zero vector: it has no direction to compare", [(field, "invalid")])
     return array / np.float32(norm)
 
@@ -165,8 +168,9 @@ def centered_probe(probe: np.ndarray, middle: np.ndarray) -> np.ndarray | None:
     Every store with ``center = true`` ranks by each memory's cosine with this vector (only the query moves,
     so a store that ranks on a server — Qdrant, pgvector — runs its ordinary cosine search with it)."""
     query = probe - middle
-    norm = float(np.linalg.norm(query))
-    return None if norm == 0.0 else (query / norm).astype(np.float32)
+    flat = query.ravel(order="K")
+    norm = float(np.sqrt(flat.dot(flat)))  # np.linalg.norm's own computation, as in check_vector
+    return None if norm == 0.0 else (query / norm).astype(np.float32, copy=False)
 
 
 class TenantCenters:

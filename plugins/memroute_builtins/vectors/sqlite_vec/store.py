@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
+import types
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -208,6 +209,49 @@ def _uuid_text(blob: bytes) -> str:
     """``str(uuid.UUID(bytes=blob))`` without building a UUID object (a twentieth of the cost per hit)."""
     h = blob.hex()
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def _clamped(values: np.ndarray) -> list[float]:
+    """``[max(-1.0, min(1.0, float(v))) for v in values]`` (clamping float rounding at the ends of [-1, 1]) in
+    two array operations; NaN becomes 1.0 as it does there."""
+    below = np.where(values < 1.0, values, 1.0)
+    return np.where(below > -1.0, below, -1.0).tolist()
+
+
+def _hit_setters() -> tuple[Any, Any, Any] | None:
+    """The slot setters of :class:`VectorHit`'s three fields, when it is the plain slotted class it is now (no
+    validators, converters or post-init): :func:`_hits` fills new objects with them, half the cost of attrs'
+    frozen ``__init__`` (0.04 against 0.09 ms for 100 hits). ``None`` if the class ever changes shape: then
+    hits are built the ordinary way."""
+    fields = attrs.fields(VectorHit)
+    names = ("memory_id", "score", "cosine")
+    slots = [VectorHit.__dict__.get(name) for name in names]
+    if (tuple(field.name for field in fields) != names or hasattr(VectorHit, "__attrs_pre_init__")
+            or hasattr(VectorHit, "__attrs_post_init__")
+            or any(field.validator is not None or field.converter is not None for field in fields)
+            or not all(isinstance(slot, types.MemberDescriptorType) for slot in slots)):
+        return None
+    return slots[0].__set__, slots[1].__set__, slots[2].__set__
+
+
+_HIT_SETTERS = _hit_setters()
+
+
+def _hits(memory_ids: Sequence[str], scores: Sequence[float], cosines: Sequence[float]) -> list[VectorHit]:
+    """``VectorHit(memory_id=i, score=s, cosine=c)`` for each triple, in order (a search builds 63-100)."""
+    if _HIT_SETTERS is None:
+        return [VectorHit(memory_id=i, score=s, cosine=c) for i, s, c in zip(memory_ids, scores, cosines, strict=True)]
+    set_id, set_score, set_cosine = _HIT_SETTERS
+    new = object.__new__
+    hits = []
+    add = hits.append
+    for memory_id, score, cosine in zip(memory_ids, scores, cosines, strict=True):
+        hit = new(VectorHit)
+        set_id(hit, memory_id)
+        set_score(hit, score)
+        set_cosine(hit, cosine)
+        add(hit)
+    return hits
 
 
 def _new_generation() -> int:
@@ -584,7 +628,7 @@ class SqliteVecStore(VectorStore):
         self._cache.loads += 1
 
     def _query_large(self, index: _Index, unit: np.ndarray, query: SearchQuery, k: int,
-                     generation: int) -> list[tuple[bytes, float, float]]:
+                     generation: int) -> tuple[list[str], np.ndarray, np.ndarray]:
         matrix = self._cache.entry(query.api_key_id, index.dimensions)
         with matrix.lock:
             if matrix.generation != generation:
@@ -613,16 +657,16 @@ class SqliteVecStore(VectorStore):
             large = connection.execute(f"SELECT generation FROM {TENANTS} WHERE api_key_id = ?",
                                        (query.api_key_id,)).fetchone()
             if large is not None:
-                found = self._query_large(index, unit, query, k, int(large[0]))
-            else:
-                found = self._query_small(connection, index, unit, query, k)
+                texts, scores, cosines = self._query_large(index, unit, query, k, int(large[0]))
+                return _hits(texts, _clamped(scores), _clamped(cosines))  # clamped: float rounding at +-1
+            found = self._query_small(connection, index, unit, query, k)
         except MemrouteError:
             raise
         except Exception as exc:
             raise VectorStoreError(f"sqlite-vec query failed: {exc}") from exc
         # Clamp float rounding at the ends of [-1, 1].
-        return [VectorHit(memory_id=_uuid_text(blob), score=max(-1.0, min(1.0, score)),
-                          cosine=max(-1.0, min(1.0, cosine))) for blob, score, cosine in found]
+        return _hits([_uuid_text(blob) for blob, _, _ in found], [max(-1.0, min(1.0, score)) for _, score, _ in found],
+                     [max(-1.0, min(1.0, cosine)) for _, _, cosine in found])
 
     def _query_small(self, connection: Any, index: _Index, unit: np.ndarray, query: SearchQuery,
                      k: int) -> list[tuple[bytes, float, float]]:
