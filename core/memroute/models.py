@@ -12,9 +12,9 @@ import math
 import re
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, cast
 
 import attrs
 
@@ -39,6 +39,7 @@ __all__ = [
     "estimate_tokens",
     "new_memory_id",
     "require_id",
+    "require_ids",
     "require_key",
     "require_memory_id",
     "require_session",
@@ -285,6 +286,20 @@ def require_id(value: object, field: str = "id") -> str:
         return value  # the common case, checked without building the validator (ids are read by the hundred)
     _require_text(field, MAX_ID_CHARS)(None, None, value)
     return value  # type: ignore[return-value]
+
+
+def require_ids(values: Sequence[object], field: str = "id") -> None:
+    """:func:`require_id` on each of ``values``: the common case (every one a valid ASCII id) checked for all of
+    them at once in C, and one by one otherwise, so the same error names the same first bad id. A search reads
+    the memories of up to a hundred vector candidates by id, checked by the manager and by the backend."""
+    if values and set(map(type, values)) == {str}:
+        texts = cast("Sequence[str]", values)
+        joined = "".join(texts)
+        if joined.isascii() and "\x00" not in joined and min(map(len, texts)) > 0 \
+                and max(map(len, texts)) <= MAX_ID_CHARS and not any(map(str.isspace, texts)):
+            return
+    for value in values:
+        require_id(value, field)
 
 
 def require_key(value: object) -> str:

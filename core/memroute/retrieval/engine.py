@@ -62,6 +62,8 @@ class _Legs:
     vector: list[VectorHit] | None = None
     """The vector store's candidates, best first (``None``: the vector tier could not serve; see ``reasons``)."""
     reasons: list[str] = attrs.Factory(list)
+    known: dict[str, Memory] = attrs.Factory(dict)
+    """The keyword leg's memories by id (what every ranking of these legs need not read again)."""
     read: dict[str, Memory] = attrs.Factory(dict)
     """Memories of vector candidates read so far (a deeper ranking reads only the ones it adds)."""
     unread: set[str] = attrs.Factory(set)
@@ -226,6 +228,10 @@ class RetrievalEngine:
         to the full depth (:data:`DEEPER_AT` of an average over :data:`DEEPER_WEIGHT`) has both legs fetched
         at the full depth at once, and the budget-depth ranking is the top of those lists (a leg's best ``d``
         of ``n`` are its ``d`` best), so the same memories are chosen with one search instead of two."""
+        with self.manager.read_scope():
+            return self._search(query, max_tokens)
+
+    def _search(self, query: SearchQuery, max_tokens: int | None) -> SearchResult:
         if not query.text.strip():
             return self._recency(query, max_tokens)
         if query.strategy == "exact":
@@ -266,8 +272,8 @@ class RetrievalEngine:
         if not (len(served.hits) >= depth or len(candidates) >= vector_depth):
             return False  # not saturated: the walk stops here
         kept = {memory.id: memory for memory, _ in self._vector_hits(
-            query, legs, candidates[:vector_depth], floor=True, known={h.memory.id: h.memory for h in served.hits},
-            read_ahead=candidates)}
+            query, legs, candidates[:vector_depth], floor=True, known=legs.known, read_ahead=candidates,
+            ordered=False)}
         keyword = [(h.memory, h.score) for h in served.hits[:depth] if query.admits(h.memory)]
         if keyword:  # the keyword hits fuse_scores keeps: those the vector leg has, and those that stand out
             reference = statistics.median(score for _, score in keyword)
@@ -306,11 +312,13 @@ class RetrievalEngine:
         legs = _Legs(depth=depth)
         if query.strategy == "hybrid":
             legs.keyword = self._keyword_leg(query, depth)
+            legs.known = {h.memory.id: h.memory for h in legs.keyword.hits}
             checkpoint()  # stage boundaries: where the async API's workers let the event loop in (memroute.gil)
         legs.vector = self._vector_candidates(query, self._vector_depth(query, depth, max_tokens), legs.reasons)
         checkpoint()
         if legs.vector is None and legs.keyword is None:
             legs.keyword = self._keyword_leg(query, depth)
+            legs.known = {h.memory.id: h.memory for h in legs.keyword.hits}
         return legs
 
     def _rank(self, query: SearchQuery, legs: _Legs, depth: int,
@@ -326,7 +334,7 @@ class RetrievalEngine:
         vector_depth = self._vector_depth(query, depth, max_tokens)
         vector_hits = None
         if legs.vector is not None:
-            known = {} if served is None else {h.memory.id: h.memory for h in served.hits}
+            known = {} if served is None else legs.known
             # Fetched ahead (a ranking at the budget's depth first, most likely one at the full depth next): the
             # memories of every candidate are read at once, one read instead of two.
             ahead = legs.vector if legs.depth > depth else None
@@ -466,11 +474,13 @@ class RetrievalEngine:
             return None
 
     def _vector_hits(self, query: SearchQuery, legs: _Legs, candidates: list[VectorHit], *, floor: bool,
-                     known: dict[str, Memory], read_ahead: list[VectorHit] | None = None) -> list[tuple[Memory, float]]:
+                     known: dict[str, Memory], read_ahead: list[VectorHit] | None = None,
+                     ordered: bool = True) -> list[tuple[Memory, float]]:
         """The vector ranking from ``candidates``. With ``floor``, candidates below the relevance floor are
         dropped (see :meth:`search`); memories in ``known`` (the keyword leg's) or read before for ``legs``
         are not read again (``query.admits`` is applied to every memory, whoever read it). The memories of
-        ``read_ahead`` are read along with those ``candidates`` need (for a deeper ranking to come)."""
+        ``read_ahead`` are read along with those ``candidates`` need (for a deeper ranking to come). Without
+        ``ordered``, the pairs come in the candidates' order (a caller that needs only the set skips the sort)."""
         if candidates and floor:
             # The floor is about absolute cosines (a store may rank by a refinement of them: VectorHit.cosine).
             cosines = [hit.score if hit.cosine is None else hit.cosine for hit in candidates]
@@ -486,10 +496,10 @@ class RetrievalEngine:
             legs.read.update(found)
             legs.unread.update(m for m in missing if m not in found)
             memories.update(found)
-        return order_pairs(
-            (memories[hit.memory_id], hit.score) for hit in candidates
-            if hit.memory_id in memories and query.admits(memories[hit.memory_id])
-        )
+        admits = query.admits
+        pairs = [(memory, hit.score) for hit in candidates
+                 if (memory := memories.get(hit.memory_id)) is not None and admits(memory)]
+        return order_pairs(pairs) if ordered else pairs
 
     # --- operations ------------------------------------------------------------------------------------
     def warm_up(self) -> bool:

@@ -30,7 +30,7 @@ import statistics
 from collections.abc import Sequence
 
 from memroute.models import Memory, SearchHit
-from memroute.retrieval.ordering import order_key
+from memroute.retrieval.ordering import order_key, order_scored
 
 __all__ = [
     "DEFAULT_KEYWORD_WEIGHT", "KEYWORD_CAP", "KEYWORD_STAND_OUT", "LONG_QUERY_TERMS", "MIN_COVERAGE", "STOP_WORDS",
@@ -189,11 +189,9 @@ def fuse_scores(
             memories[memory.id] = memory
             ranks.setdefault(memory.id, {})["keyword"] = rank
             leg_scores.setdefault(memory.id, {})["keyword"] = float(score)
-    ordered = sorted(scores, key=lambda mid: order_key(scores[mid], memories[mid]))
-    hits = []
-    for mid in ordered:
-        legs = ranks[mid]
-        tier = "hybrid" if len(legs) == 2 else next(iter(legs))
-        hits.append(SearchHit(memory=memories[mid], score=scores[mid], tier=tier, ranks=legs,
-                              leg_scores=leg_scores[mid]))
-    return hits
+    # The order by score alone when no two tie (order_scored), not the full key of every candidate.
+    return [SearchHit(memory=memories[mid], score=scores[mid], tier="hybrid" if len(legs := ranks[mid]) == 2
+                      else next(iter(legs)), ranks=legs, leg_scores=leg_scores[mid])
+            for mid in order_scored(list(scores), scores.__getitem__, memories.__getitem__)]
+
+

@@ -65,9 +65,10 @@ class ConversationMethods(ServiceBase):
         always retrieves afresh. ``cached_only=True`` never searches (so with a preview it never injects): a
         call that would have to returns at once, the request unchanged and ``skipped == "not cached"`` (the
         proxy answers what needs no search on its event loop and runs only a search in a worker thread)."""
-        done = self._conversation.explain_augment(request, api_key_id, session_id, provider, headers, api=api,
-                                                  session_scope=session_scope, record_access=record_access,
-                                                  reuse=not preview, cached_only=cached_only)
+        with self._manager.read_scope():  # the data version, the search, a reused entry's memories: one check
+            done = self._conversation.explain_augment(request, api_key_id, session_id, provider, headers, api=api,
+                                                      session_scope=session_scope, record_access=record_access,
+                                                      reuse=not preview, cached_only=cached_only)
         shown = None
         if preview and done.result is not None:
             shown = self._preview_of(done.query, require_tenant(api_key_id), done.hits, done.result,

@@ -63,6 +63,7 @@ from memroute.models import (
     NewMemory,
     SearchQuery,
     require_id,
+    require_ids,
 )
 from memroute.specs import BackendSpec
 from memroute_builtins.backends.sqlite.schema import (
@@ -306,8 +307,13 @@ class SqliteBackend(MemoryBackend):
             connection.execute("COMMIT")
 
     def _read(self, sql: str, bindings: Any = (), action: str = "read") -> builtins.list[tuple[Any, ...]]:
-        with self._errors(action):
+        # What `with self._errors(action)` does, without a generator context manager (a search reads two or three
+        # times; with RowMemo.memories, 20-30 us less per keyword statement and per get_many in paced searches at
+        # 500 memories).
+        try:
             return self._connection().execute(sql, bindings).fetchall()
+        except apsw.Error as exc:
+            raise _translate(exc, self.path, action, self.name) from exc
 
     def _invalidate(self, ids: Iterable[str], fresh: Iterable[Memory] = ()) -> None:
         # The generation counter stops a reader that fetched a row before this write from caching it after.
@@ -453,10 +459,9 @@ class SqliteBackend(MemoryBackend):
         """The memories among ``memory_ids`` that exist, in one query."""
         if not memory_ids:
             return {}
-        for memory_id in memory_ids:
-            require_id(memory_id)
+        require_ids(memory_ids)
         rows = self._read(_SQL_GET_MANY, (json.dumps(list(memory_ids)),), "read memories")
-        return {m.id: m for m in map(self._rows.memory, rows)}
+        return {m.id: m for m in self._rows.memories(rows)}
 
     def update(self, memory_id: str, patch: MemoryPatch) -> Memory | None:
         require_id(memory_id)
@@ -599,7 +604,8 @@ class SqliteBackend(MemoryBackend):
             if matches <= depth:
                 break
             depth *= 8
-        return [BackendHit(memory=self._rows.memory(row[:-2]), score=-float(row[-2])) for row in rows]
+        return [BackendHit(memory=memory, score=-float(row[-2]))
+                for memory, row in zip(self._rows.memories(rows, 2), rows, strict=True)]
 
     # --- reindex queue, access telemetry, settings -----------------------------------------------------
 
