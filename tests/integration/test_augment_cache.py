@@ -188,8 +188,11 @@ def test_the_data_version_moves_with_searched_columns_only(mem):
     mem._manager.record_access("alice", [stored.id])
     mem._manager._access.drain()
     assert backend.data_version("alice") == version
-    mem.update(stored.id, api_key_id="alice", content="Prefers Svelte for the dashboard frontend")
-    moved = backend.data_version("alice")
+    # The indexer held off while the version is read: its worker could otherwise embed the new content and clear
+    # needs_reindex first, and the flush below would then move nothing.
+    with mem._retrieval.indexer.process_lock:
+        mem.update(stored.id, api_key_id="alice", content="Prefers Svelte for the dashboard frontend")
+        moved = backend.data_version("alice")
     assert moved > version and backend.data_version("bob") == backend.data_version("bob")
     assert mem.flush(timeout=60)  # the new vector lands: needs_reindex goes back to 0
     assert backend.data_version("alice") > moved
