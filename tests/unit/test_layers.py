@@ -12,7 +12,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import tomllib
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10 (requires-python >= 3.10): the backport memroute itself uses there
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[2]
 
