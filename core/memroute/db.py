@@ -4,6 +4,7 @@ literals, ``memroute_prepare_connection`` hooks run, and one connection per thre
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -43,7 +44,7 @@ def open_connection(
         connection.pragma("foreign_keys", True)
         apsw.bestpractice.connection_dqs(connection)
         if target != ":memory:":
-            connection.pragma("journal_mode", "wal")
+            _switch_to_wal(connection, busy_timeout_ms)
         connection.pragma("synchronous", synchronous)
         if prepare is not None:
             prepare(connection)
@@ -52,6 +53,22 @@ def open_connection(
             f"cannot open SQLite database {target}: {exc}. Check that the path is writable and not corrupt."
         ) from exc
     return connection
+
+
+def _switch_to_wal(connection: apsw.Connection, busy_timeout_ms: int) -> None:
+    """``PRAGMA journal_mode=wal``, waiting up to ``busy_timeout_ms`` for other connections. SQLite answers the
+    switch with SQLITE_BUSY at once, without its busy handler, while another connection holds a write lock on
+    a file not yet in WAL mode (it would deadlock waiting): several processes opening a fresh deployment at once
+    met that (``tests/faults/test_processes.py``), so the switch is retried here until the timeout."""
+    deadline = time.monotonic() + busy_timeout_ms / 1000
+    while True:
+        try:
+            connection.pragma("journal_mode", "wal")
+            return
+        except apsw.BusyError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.005)
 
 
 @contextmanager

@@ -67,3 +67,41 @@ def test_a_failing_commit_rolls_back_and_raises(pool):
         conn.execute("INSERT INTO child VALUES (99)")  # checked at COMMIT: it fails there
     assert not conn.in_transaction
     assert conn.execute("SELECT count(*) FROM child").fetchone()[0] == 0
+
+
+def test_opening_waits_for_a_writer_holding_a_file_not_yet_in_wal_mode(tmp_path):
+    """SQLite refuses the switch to WAL at once (no busy wait) while another connection holds a write lock on a
+    rollback-journal file; ``open_connection`` retries it within its busy timeout (several processes opening a
+    fresh deployment at once met this), and still gives up, typed, after it."""
+    import threading
+    import time
+
+    import apsw
+    import pytest
+
+    from memroute.db import open_connection
+    from memroute.errors import BackendUnavailableError
+
+    def locked(name: str) -> apsw.Connection:
+        writer = apsw.Connection(str(tmp_path / name))  # a rollback-journal file, as SQLite creates it
+        writer.execute("CREATE TABLE seed(x)")
+        writer.execute("BEGIN IMMEDIATE")
+        writer.execute("INSERT INTO seed VALUES (1)")
+        return writer
+
+    writer = locked("released.db")
+    release = threading.Timer(0.3, lambda: writer.execute("COMMIT"))
+    release.start()
+    started = time.monotonic()
+    opened = open_connection(tmp_path / "released.db")
+    assert opened.pragma("journal_mode") == "wal" and time.monotonic() - started >= 0.25
+    opened.close()
+    release.join()
+    writer.close()
+    held = locked("held.db")
+    try:
+        with pytest.raises(BackendUnavailableError, match="locked"):
+            open_connection(tmp_path / "held.db", busy_timeout_ms=100)
+    finally:
+        held.execute("COMMIT")
+        held.close()
