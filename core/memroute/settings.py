@@ -317,6 +317,9 @@ class ProxySettings:
     inline_search_ms: float = attrs.field(default=10.0, validator=_range(0, 1000))
     """Search on the event loop (no thread hop, not bounded by ``memory_timeout_s``) for a tenant whose recent
     augments averaged at most this, when every component works in this process; 0: always a worker thread."""
+    server_timing: bool = True
+    """Add a ``Server-Timing`` header to proxied answers: how long memroute's memory step and the upstream took
+    (``memroute-memory;dur=…;desc="search"``, ``memroute-upstream;dur=…``), after any the upstream sent."""
 
 
 @attrs.frozen(kw_only=True)

@@ -7,7 +7,8 @@ with a tenant holding hundreds to thousands of memories that match every query a
 injected per request. Reported: latency p50 / p95 (non-streamed) and time to the first streamed byte, direct and
 through memroute, with memories (a new message, and the same one repeated as a tool loop does) and opted out (the
 proxy's own cost), as milliseconds added and p50 ratios, plus
-memroute's CPU time per request. Results on the project's machine are in docs/performance.md.
+memroute's CPU time per request, its own timing of the memory step (``Server-Timing``) and the machine's cold-call
+factor. Results on the project's machine are in docs/performance.md.
 """
 
 from __future__ import annotations
@@ -30,3 +31,7 @@ def test_proxy_added_latency_and_time_to_first_byte():
         for kind in ("request", "ttfb"):
             for case in ("memory", "repeated", "opted_out"):
                 assert section[kind][case]["ratio_p50"] >= 1.0 or section[kind][case]["added_p50_ms"] < 1.0
+                # memroute's own timing of its memory step (Server-Timing) and what the request added beside it
+                assert section[kind][case]["memory_step"]["p50_ms"] >= 0
+                assert "added_beside_memory_step_p50_ms" in section[kind][case]
+    assert report["cold_call_factor"]["factor"] > 0

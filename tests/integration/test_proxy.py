@@ -341,6 +341,62 @@ def test_upstream_429_reaches_the_client_with_retry_after_and_body(stack):
     assert contents(stack, "alice") == []  # nothing is learned from a turn the upstream refused
 
 
+def _timings(response):
+    """``{metric: (dur, desc)}`` from a Server-Timing header (W3C syntax: ``name;dur=1.5;desc="x", …``)."""
+    metrics = {}
+    for entry in response.headers["server-timing"].split(","):
+        name, *params = (part.strip() for part in entry.split(";"))
+        values = dict(param.split("=", 1) for param in params)
+        metrics[name] = (float(values["dur"]), values.get("desc", "").strip('"') or None)
+    return metrics
+
+
+def test_server_timing_says_what_the_memory_step_and_the_upstream_took(tmp_path):
+    # The static embedding: only a hybrid retrieval (not one degraded to keyword) is reused for a repeat.
+    with proxy_stack(tmp_path, embedding="static") as stack:
+        _server_timing_of_each_case(stack)
+
+
+def _server_timing_of_each_case(stack):
+    remember(stack, "alice")
+    stack.mem.flush()
+    # Alice's read-only key: no turn is learned, so nothing moves her data between the first request and the repeat.
+    auth = {"authorization": f"Bearer {stack.keys['reader']}"}
+    request = {"model": "gpt-4o", "messages": [{"role": "user", "content": QUESTION}]}
+    first = httpx.post(stack.openai_url + "/chat/completions", json=request, headers=auth)
+    again = httpx.post(stack.openai_url + "/chat/completions", json=request, headers=auth)
+    opted = httpx.post(stack.openai_url + "/chat/completions", json=request,
+                       headers={**auth, "x-memroute-no-memory": "1"})
+    assert first.headers["x-memroute-memories"] == again.headers["x-memroute-memories"] == "1"
+    seen = [_timings(response) for response in (first, again, opted)]
+    assert [metrics["memroute-memory"][1] for metrics in seen] == ["search", "reused", "none"]
+    for metrics in seen:
+        assert list(metrics) == ["memroute-memory", "memroute-upstream"]
+        assert all(duration >= 0 for duration, _ in metrics.values())
+    with httpx.stream("POST", stack.url + "/v1/messages", headers={"x-api-key": stack.keys["bob"]},
+                      json={**STREAMS["messages"][1], "messages": [{"role": "user", "content": QUESTION}]}) as streamed:
+        assert streamed.status_code == 200
+        streamed.read()
+    # Bob has no memories: his search ran and found none.
+    assert _timings(streamed)["memroute-memory"][1] == "search" and streamed.headers["x-memroute-memories"] == "0"
+
+
+def test_server_timing_follows_the_upstreams_own_and_errors_carry_it(stack):
+    stack.upstream.fail_next(500, {"error": {"message": "model exploded"}}, {"Server-Timing": 'gpu;dur=812.5;desc="x"'})
+    response = httpx.post(stack.openai_url + "/chat/completions", json=STREAMS["chat"][1],
+                          headers={"authorization": f"Bearer {stack.keys['alice']}"})
+    assert response.status_code == 500
+    assert response.headers["server-timing"].startswith('gpu;dur=812.5;desc="x", memroute-memory;dur=')
+    assert list(_timings(response)) == ["gpu", "memroute-memory", "memroute-upstream"]
+
+
+def test_server_timing_can_be_turned_off(tmp_path):
+    with proxy_stack(tmp_path, proxy={"server_timing": False}) as stack:
+        response = httpx.post(stack.openai_url + "/chat/completions", json=STREAMS["chat"][1],
+                              headers={"authorization": f"Bearer {stack.keys['alice']}"})
+        assert response.status_code == 200 and "server-timing" not in response.headers
+
+
 def test_upstream_500_reaches_the_client_with_its_body(stack):
     stack.upstream.fail_next(500, {"error": {"message": "model exploded"}})
     response = httpx.post(stack.openai_url + "/chat/completions", json=STREAMS["chat"][1],
@@ -392,6 +448,7 @@ def test_memory_failure_does_not_break_the_request(tmp_path):
         assert raw.parse().choices[0].message.content == "OK."
         assert raw.headers["x-memroute-memories"] == "0"
         assert raw.headers["x-memroute-memory-skipped"] == "retrieval failed"
+        assert _timings(raw)["memroute-memory"][1] == "failed"
         assert stack.upstream.last["body"]["messages"] == messages  # the request went out as it came
         with httpx.stream("POST", stack.url + "/v1/messages", json=STREAMS["messages"][1],
                           headers={"x-api-key": stack.keys["alice"]}) as streamed:

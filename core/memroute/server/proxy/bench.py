@@ -25,8 +25,13 @@ Reported for non-streamed requests (whole response) and streamed ones (time to t
 of each, what memroute adds (p50 and p95 of the through-memroute samples minus those of the direct ones) and the
 p50 ratio; how many memories went into each request (the ``x-memroute-memories`` header); and memroute's CPU time
 per request (from ``/proc``, Linux only), which, unlike wall-clock latency, does not grow with the machine's
-load. Target: at most 3 ms added p50 with memories injected on the embedded default (``target_met`` for new
-messages, ``target_met_repeated`` for repeated ones).
+load. Each case through memroute also reports its ``memory_step`` (p50 / p95 of the ``memroute-memory`` duration
+memroute puts in ``Server-Timing``: retrieval and injection, timed in the server) and
+``added_beside_memory_step_p50_ms``, what the request added without it (the proxy's own cost: the extra hop, the
+key check, the body). ``cold_call_factor`` (:func:`memroute.server.bench.cold_call_factor`, measured in this process
+before the run) says how much slower this machine runs small work after a pause than back to back: 1.0 on a machine
+of its own; every request the server answers comes after one. Target: at most 3 ms added p50 with memories
+injected on the embedded default (``target_met`` for new messages, ``target_met_repeated`` for repeated ones).
 """
 
 from __future__ import annotations
@@ -153,8 +158,22 @@ def _ms(samples: list[float]) -> dict[str, float]:
             "p95_ms": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))] * 1000, 3)}
 
 
+def _memory_step_s(timing: str | None) -> float | None:
+    """The ``memroute-memory`` duration of a ``Server-Timing`` header, in seconds."""
+    for entry in (timing or "").split(","):
+        name, _, params = entry.strip().partition(";")
+        if name == "memroute-memory":
+            for param in params.split(";"):
+                key, _, value = param.strip().partition("=")
+                if key == "dur":
+                    return float(value) / 1000
+    return None
+
+
 def _timed(client: Any, url: str, body: dict[str, Any], headers: dict[str, str], *,
-           first_byte: bool) -> tuple[float, str | None]:
+           first_byte: bool) -> tuple[float, str | None, float | None]:
+    """Seconds to the whole response (or its first byte), the ``x-memroute-memories`` header and the memory step's
+    seconds from ``Server-Timing`` (``None`` for a direct request)."""
     start = time.perf_counter()
     with client.stream("POST", url, json=body, headers=headers) as response:
         chunks = response.iter_raw()
@@ -165,7 +184,8 @@ def _timed(client: Any, url: str, body: dict[str, Any], headers: dict[str, str],
         total = time.perf_counter() - start
     if response.status_code != 200:
         raise RuntimeError(f"{url} answered {response.status_code}")
-    return (elapsed if first_byte else total), response.headers.get("x-memroute-memories")
+    return ((elapsed if first_byte else total), response.headers.get("x-memroute-memories"),
+            _memory_step_s(response.headers.get("server-timing")))
 
 
 def _summary(samples: dict[str, list[float]], kind: str) -> dict[str, Any]:
@@ -176,6 +196,13 @@ def _summary(samples: dict[str, list[float]], kind: str) -> dict[str, Any]:
         section[case] = {**through, "added_p50_ms": round(through["p50_ms"] - direct["p50_ms"], 3),
                          "added_p95_ms": round(through["p95_ms"] - direct["p95_ms"], 3),
                          "ratio_p50": round(through["p50_ms"] / direct["p50_ms"], 3) if direct["p50_ms"] else None}
+        steps = samples.get(f"{kind}.{case}.memory_step")
+        if steps:
+            # The memory step as memroute timed it (Server-Timing), and what the request added besides it: the
+            # p50 of each request's time without its memory step, minus the direct p50 (the proxy's own cost).
+            beside = _ms([total - step for total, step in zip(samples[f"{kind}.{case}"], steps, strict=True)])
+            section[case].update(memory_step=_ms(steps),
+                                 added_beside_memory_step_p50_ms=round(beside["p50_ms"] - direct["p50_ms"], 3))
     return section
 
 
@@ -229,11 +256,13 @@ def _measure(proxy_url: str, upstream_url: str, secret: str, rounds: int, warmup
                     # same pause (this VM runs any code several times slower after one: docs/performance.md);
                     # in a fixed order of cases only the first met a paused server.
                     direct = _timed(client, upstream_url + "/v1/chat/completions", body, {}, first_byte=stream)[0]
-                    through, count = _timed(client, proxy_url + "/v1/chat/completions", body, headers,
-                                            first_byte=stream)
+                    through, count, step = _timed(client, proxy_url + "/v1/chat/completions", body, headers,
+                                                  first_byte=stream)
                     if number >= 0:
                         samples.setdefault(f"{kind}.direct", []).append(direct)
                         samples.setdefault(f"{kind}.{case}", []).append(through)
+                        if step is not None:
+                            samples.setdefault(f"{kind}.{case}.memory_step", []).append(step)
                         if case in ("memory", "repeated"):
                             injected.append(int(count or 0))
         cpu = {case: _server_cpu(client, proxy_url, headers, pid, rounds, repeat=case == "repeated") if pid else None
@@ -257,10 +286,11 @@ def run_proxy_bench(*, sizes: tuple[int, ...] = (500, 2000), rounds: int = 200, 
     synthetic ones)."""
     import memroute
     from memroute.bench import machine_description, synthetic_contents
-    from memroute.server.bench import _Server
+    from memroute.server.bench import _Server, cold_call_factor
 
     report: dict[str, Any] = {"machine": machine_description(), "rounds": rounds, "max_tokens": max_tokens,
-                              "engine": "sqlite + FTS5, static embedding (auto), sqlite-vec, hybrid"}
+                              "engine": "sqlite + FTS5, static embedding (auto), sqlite-vec, hybrid",
+                              "cold_call_factor": cold_call_factor()}
     upstream = _Upstream()
     try:
         with tempfile.TemporaryDirectory(prefix="memroute-proxy-bench-") as scratch:

@@ -54,6 +54,9 @@ SKIPPED_HEADER: Final = "x-memroute-memory-skipped"
 """Response header, when none were: why (``opted out by header``, ``no memories``, ``retrieval failed``, ...)."""
 LEARNING_HEADER: Final = "x-memroute-learning"
 """Response header: ``on`` when the turn will be observed, else ``off (<why>)``."""
+TIMING_HEADER: Final = "server-timing"
+"""Response header (W3C Server Timing, shown by browsers' developer tools): ``memroute-memory`` (the memory step
+before the request went out) and ``memroute-upstream`` (the upstream's answer), after any the upstream sent."""
 INLINE_OBSERVE_BYTES: Final = 64 * 1024
 """A reply up to this size is parsed for ``observe`` on the event loop, after the response went out; a longer
 one in a worker thread (parsing a long stream's events takes milliseconds)."""
@@ -285,7 +288,9 @@ class MemoryProxy:
         memory_headers: dict[str, str] = {}
         model = body.get("model")
         provider = upstream.settings.provider or (model if isinstance(model, str) else None)
+        started = time.perf_counter()
         augmented = await self._augment_in_time(body, route.api, tenant, headers, provider)
+        memory_ms = (time.perf_counter() - started) * 1000
         if augmented.failed:
             self.stats.memory_failures += 1
         if augmented.count:
@@ -300,17 +305,27 @@ class MemoryProxy:
             memory_headers[SKIPPED_HEADER] = _header_text(augmented.skipped)
         learning = self._learning(principal, headers)
         memory_headers[LEARNING_HEADER] = "on" if learning is None else f"off ({learning})"
+        timing = self.settings.server_timing
+        if timing:
+            memory_headers[TIMING_HEADER] = _memory_timing(augmented, memory_ms)
         content = raw if augmented.body is body else json.dumps(augmented.body, ensure_ascii=False).encode("utf-8")
         outgoing = upstream.build("POST", route.path, headers=request.headers.items(), content=content,
                                   json_body=augmented.body is not body)
         streamed = body.get("stream") is True
         if streamed:
             self.stats.streamed += 1
+        sent = time.perf_counter()
         try:
             answer = await upstream.send(outgoing, stream=streamed)
         except (httpx.HTTPError, MemrouteError, OSError) as exc:
             return self._unreachable(route, upstream, exc, memory_headers)
-        headers_out = {**response_headers(answer.headers), **memory_headers}
+        passed = response_headers(answer.headers)
+        if timing:
+            # Until the answer's headers when streamed, else until its whole body.
+            ours = f"{memory_headers[TIMING_HEADER]}, memroute-upstream;dur={(time.perf_counter() - sent) * 1000:.2f}"
+            theirs = passed.pop(TIMING_HEADER, None)
+            memory_headers[TIMING_HEADER] = ours if not theirs else f"{theirs}, {ours}"
+        headers_out = {**passed, **memory_headers}
         ok = 200 <= answer.status_code < 300
         if not ok:
             self.stats.upstream_errors += 1
@@ -400,6 +415,14 @@ def _json_or_none(data: bytes) -> Any:
         return json.loads(data)
     except (json.JSONDecodeError, UnicodeDecodeError):
         return None
+
+
+def _memory_timing(augmented: _Augmented, elapsed_ms: float) -> str:
+    """The ``memroute-memory`` metric: how long the memory step took and what it did (``search``: retrieved for
+    this request; ``reused``: a repeated message's retrieval; ``failed``; ``none``: nothing needed, e.g. opted out)."""
+    what = ("failed" if augmented.failed else "search" if augmented.searched
+            else "reused" if augmented.count else "none")
+    return f'memroute-memory;dur={elapsed_ms:.2f};desc="{what}"'
 
 
 def _header_text(text: str) -> str:
