@@ -166,6 +166,7 @@ def test_db_path_shortcut_marks_the_primary_whatever_its_type():
         ({"embedding": {"nonsense": 1}}, "embedding.nonsense", "unknown field"),
         ({"manager": {"breaker_failures": 0}}, "manager.breaker_failures", "must be in"),
         ({"unknown_section": {}}, "unknown_section", "unknown field"),
+        ({"proxy": {"server_timing": "maybe"}}, "proxy.server_timing", "expected a boolean"),
     ],
 )
 def test_invalid_configuration_names_the_field(config, field, problem):
