@@ -35,3 +35,4 @@ def test_proxy_added_latency_and_time_to_first_byte():
                 assert section[kind][case]["memory_step"]["p50_ms"] >= 0
                 assert "added_beside_memory_step_p50_ms" in section[kind][case]
     assert report["cold_call_factor"]["factor"] > 0
+    assert all(isinstance(report[f"{size}_memories"]["target_met_beside_memory_step"], bool) for size in (500, 2000))
