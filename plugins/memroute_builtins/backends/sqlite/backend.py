@@ -147,6 +147,7 @@ class SqliteSettings:
 SOLE_TENANT_TTL_S: Final = 1.0
 """How long :meth:`SqliteBackend._sole_tenant` trusts its last look at which tenants own rows."""
 
+
 class SqliteBackend(MemoryBackend):
     """memroute's embedded default backend. Thread-safe: one apsw connection per thread, every write in a
     ``BEGIN IMMEDIATE`` transaction (so a read-then-write upsert never races another writer)."""
