@@ -374,6 +374,9 @@ def test_bad_options_are_config_errors() -> None:
         structure_options({"synchronous": "OFF"}, SqliteSettings, "backends.main")
     with pytest.raises(ConfigError, match="busy_timeout_ms"):
         structure_options({"busy_timeout_ms": -1}, SqliteSettings, "backends.main")
+    for bad in (-1, "many", True):
+        with pytest.raises(ConfigError, match="kept_memories"):
+            structure_options({"kept_memories": bad}, SqliteSettings, "backends.main")
     with pytest.raises(ConfigError):
         structure_options({"pathh": "x.db"}, SqliteSettings, "backends.main")
 
@@ -488,7 +491,8 @@ def test_keyword_search_reads_only_the_tenants_postings(backend: SqliteBackend, 
     monkeypatch.setattr(backend, "_read", counting)
     hits = backend.search(SearchQuery(api_key_id="a", text="ramen", strategy="hybrid", limit=1))
     assert [h.memory.id for h in hits] == [mine.id]
-    assert len(reads) == 1, f"keyword search by one tenant ran {len(reads)} statements"
+    fts = [sql for sql in reads if "memory_fts" in sql]
+    assert len(fts) == 1, f"keyword search by one tenant ran {len(fts)} FTS statements: {fts}"
 
 
 def test_keyword_search_with_fewer_matches_than_the_limit_is_one_statement(backend: SqliteBackend,
@@ -510,7 +514,10 @@ def test_keyword_search_with_fewer_matches_than_the_limit_is_one_statement(backe
     hits = backend.keyword(SearchQuery(api_key_id="a", text="kayak", limit=10))
     assert [h.memory.id for h in hits] == [m.id for m in reversed(live)]
     assert all(h.score > 0 for h in hits) and hits[0].score >= hits[-1].score
-    assert len(reads) == 1, reads
+    assert [sql for sql in reads if "memory_fts" in sql] == [reads[1]], reads  # one FTS statement, no count
+    reads.clear()  # again: the memories the first search read are kept at the tenant's change count
+    assert backend.keyword(SearchQuery(api_key_id="a", text="kayak", limit=10)) == hits
+    assert [sql.split(" FROM ")[1].split()[0] for sql in reads] == ["memory_changes", "memory_fts", "memory_changes"]
 
 
 # --- the row memo ----------------------------------------------------------------------------------------
@@ -637,12 +644,13 @@ def test_data_versions_move_with_what_a_search_reads(db_path: Path) -> None:
     # A file without the counters (made by a memroute that predates them) gets them when it is opened.
     raw = apsw.Connection(str(db_path))
     raw.execute("DROP TRIGGER memory_version_ai; DROP TRIGGER memory_version_ad; DROP TRIGGER memory_version_au; "
-                "DROP TABLE memory_versions")
+                "DROP TABLE memory_versions; DROP TRIGGER memory_change_ai; DROP TRIGGER memory_change_ad; "
+                "DROP TRIGGER memory_change_au; DROP TRIGGER memory_change_ao; DROP TABLE memory_changes")
     raw.close()
     backend = open_backend(db_path)
     try:
-        assert backend.data_version("a") == 0
+        assert backend.data_version("a") == 0 and backend._changes("a") == 0
         add(backend, "again", "three")
-        assert backend.data_version("a") == 1
+        assert backend.data_version("a") == 1 and backend._changes("a") == 1  # the change counts too
     finally:
         backend.close()

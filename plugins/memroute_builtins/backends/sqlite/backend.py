@@ -16,6 +16,9 @@ Schema (``PRAGMA user_version`` = 1) — the reference system's ``memories`` tab
 - ``needs_reindex`` (1 on create and on content/key changes) is the retrieval engine's work queue:
   :meth:`SqliteBackend.pending_reindex`, :meth:`~SqliteBackend.mark_indexed`,
   :meth:`~SqliteBackend.mark_all_for_reindex`.
+- per-tenant counters moved by triggers in the writing transaction: ``memory_versions`` (what a search reads
+  changed: the data version ``augment`` reuses retrievals by) and ``memory_changes`` (anything a memory shows
+  changed: what the memories a search keeps are trusted by, :mod:`memroute_builtins.backends.sqlite.tenants`).
 - a ``settings`` key/value table for components that keep small state in the same file.
 
 The DDL, SQL and row conversion live in :mod:`memroute_builtins.backends.sqlite.schema`.
@@ -71,15 +74,19 @@ from memroute_builtins.backends.sqlite.schema import (
     _COLUMNS,
     _M_COLUMNS,
     _MIGRATIONS,
+    _SQL_CHANGES,
     _SQL_DATA_VERSION,
     _SQL_GET,
     _SQL_GET_BY_KEY,
     _SQL_GET_MANY,
+    _SQL_GET_MANY_OWNED,
+    _SQL_GET_ROWIDS,
     _SQL_INSERT_NEW,
     _SQL_PUT,
     _SQL_PUT_EVICT,
     _SQL_RECORD_ACCESS,
     _SQL_UPDATE,
+    ENSURE_CHANGE_COUNTS,
     ENSURE_DATA_VERSIONS,
     MAX_QUERY_CHARS,
     MAX_QUERY_TERMS,
@@ -94,6 +101,7 @@ from memroute_builtins.backends.sqlite.schema import (
     fts_query,
     parse_ts,
 )
+from memroute_builtins.backends.sqlite.tenants import TenantEntry, TenantMemories
 
 __all__ = [
     "MAX_QUERY_CHARS", "MAX_QUERY_TERMS", "SCHEMA_VERSION", "SqliteBackend", "SqliteSettings", "format_ts", "fts_query",
@@ -101,6 +109,7 @@ __all__ = [
 ]
 
 DEFAULT_FILE: Final = "memroute.db"
+DEFAULT_KEPT_MEMORIES: Final = 20_000
 KEY_WEIGHT: Final = 2.0
 FTS_ALWAYS_CHECK_BELOW: Final = 10_000
 """Databases with at most this many memories get the full FTS check on every open."""
@@ -140,6 +149,9 @@ class SqliteSettings:
     """Lifetime of an entry in the get-by-id cache; 0 disables the cache."""
     cache_size: int = attrs.field(default=500, validator=_at_least(0))
     """Entries in the get-by-id cache (LRU); 0 disables the cache."""
+    kept_memories: int = attrs.field(default=DEFAULT_KEPT_MEMORIES, validator=_at_least(0))
+    """How many memories searches keep (over all tenants, least recently searched tenant dropped first), trusted
+    without reading their rows while the tenant's change count stands; 0 reads every row every search."""
 
 
 # --- the backend ---------------------------------------------------------------------------------------
@@ -155,7 +167,7 @@ class SqliteBackend(MemoryBackend):
     in_process = True  # a SQLite file, and the Python that builds memories from its rows
 
     capabilities = BackendCapabilities(bounded_latency=True, reindex_markers=True, access_tracking=True,
-                                       data_versions=True, batch_create=True)
+                                       data_versions=True, batch_create=True, tenant_routing=True)
     type_name = "sqlite"
 
     def __init__(self, name: str, path: str | Path, *, settings: SqliteSettings | None = None,
@@ -168,6 +180,8 @@ class SqliteBackend(MemoryBackend):
         self._generation = 0
         self._cache_lock = threading.Lock()
         self._rows = RowMemo()
+        self._tenants = TenantMemories(int(self.settings.kept_memories))
+        """The memories searches read, per tenant, trusted while its change count stands (see ``tenants``)."""
         self._written = WrittenRows()
         self._sole: tuple[float, str | None] = (-SOLE_TENANT_TTL_S, None)
         """(when it was checked, the file's only tenant or ``None``): see :meth:`_sole_tenant`."""
@@ -234,6 +248,8 @@ class SqliteBackend(MemoryBackend):
                 connection.pragma("user_version", target)
             if not connection.execute("SELECT 1 FROM sqlite_schema WHERE name = 'memory_version_au'").fetchall():
                 connection.execute(ENSURE_DATA_VERSIONS)
+            if not connection.execute("SELECT 1 FROM sqlite_schema WHERE name = 'memory_change_ao'").fetchall():
+                connection.execute(ENSURE_CHANGE_COUNTS)
             connection.execute("COMMIT")
         except BaseException:
             if connection.in_transaction:
@@ -279,6 +295,7 @@ class SqliteBackend(MemoryBackend):
             pool.close()
         self._cache.clear()
         self._rows.clear()
+        self._tenants.clear()
         self._written.clear()
 
     # --- plumbing ----------------------------------------------------------------------------------------
@@ -471,10 +488,13 @@ class SqliteBackend(MemoryBackend):
         return {m.id: m for m in self._rows.memories(rows)}
 
     def update(self, memory_id: str, patch: MemoryPatch) -> Memory | None:
+        return self._update(memory_id, patch, None)
+
+    def _update(self, memory_id: str, patch: MemoryPatch, owner: str | None) -> Memory | None:
         require_id(memory_id)
         with self._write("update a memory") as connection:
             row = connection.execute(_SQL_GET, (memory_id,)).fetchone()
-            if row is None:
+            if row is None or (owner is not None and row[1] != owner):
                 return None
             existing = _to_memory(row)
             if patch.is_empty():
@@ -500,6 +520,59 @@ class SqliteBackend(MemoryBackend):
         self._invalidate((memory_id,))
         self._written.discard((memory_id,))
         return bool(deleted)
+
+    # --- tenant routing (capability tenant_routing): another tenant's memory is "no such id" ---------------
+
+    def get_owned(self, api_key_id: str, memory_id: str) -> Memory | None:
+        memory = self.get(memory_id)
+        return memory if memory is not None and memory.api_key_id == api_key_id else None
+
+    def get_many_owned(self, api_key_id: str, memory_ids: Sequence[str]) -> dict[str, Memory]:
+        """The memories of ``api_key_id`` among ``memory_ids``: those a search of the tenant kept at its current
+        change count without a read (one lookup of the count), the rest in one query (and kept). A search's
+        vector candidates come here (``MemoryManager.get_many``): at 500 memories, ~50 rows read and compared
+        every search before."""
+        if not memory_ids:
+            return {}
+        require_ids(memory_ids)
+        if not self._tenants.max_memories:
+            rows = self._read(_SQL_GET_MANY_OWNED, (json.dumps(list(memory_ids)), api_key_id), "read memories")
+            return {m.id: m for m in self._rows.memories(rows, 0, 1)}
+        entry = self._tenants.entry(api_key_id, self._changes(api_key_id))
+        found: dict[str, Memory] = {}
+        missing = []
+        kept = entry.by_id
+        for memory_id in memory_ids:
+            memory = kept.get(memory_id)
+            if memory is None:
+                missing.append(memory_id)
+            else:
+                found[memory_id] = memory
+        if missing:
+            # Read after the count: what is read is as new as the count or newer, never older (tenants module).
+            rows = self._read(_SQL_GET_MANY_OWNED, (json.dumps(missing), api_key_id), "read memories")
+            read = [(row[0], memory) for row, memory in zip(rows, self._rows.memories(rows, 0, 1), strict=True)]
+            self._tenants.keep(api_key_id, entry, read)
+            found.update((memory.id, memory) for _, memory in read)
+        return found
+
+    def update_owned(self, api_key_id: str, memory_id: str, patch: MemoryPatch) -> Memory | None:
+        return self._update(memory_id, patch, api_key_id)
+
+    def delete_owned(self, api_key_id: str, memory_id: str) -> bool:
+        require_id(memory_id)
+        with self._write("delete a memory") as connection:
+            deleted = connection.execute("DELETE FROM memories WHERE id = ? AND api_key_id = ? RETURNING id",
+                                         (memory_id, api_key_id)).fetchall()
+        if deleted:
+            self._invalidate((memory_id,))
+            self._written.discard((memory_id,))
+        return bool(deleted)
+
+    def _changes(self, api_key_id: str) -> int:
+        """The tenant's change count (``memory_changes``; 0 before its first row)."""
+        rows = self._read(_SQL_CHANGES, (api_key_id,), "search memories")
+        return int(rows[0][0]) if rows else 0
 
     # --- list ------------------------------------------------------------------------------------------
 
@@ -581,6 +654,11 @@ class SqliteBackend(MemoryBackend):
         return [BackendHit(memory=self._rows.memory(row), score=1.0 / rank) for rank, row in enumerate(rows, start=1)]
 
     def keyword(self, query: SearchQuery) -> builtins.list[BackendHit]:
+        """bm25 matches of ``query.text`` (see :meth:`search`): the FTS shortlist's rowids and ranks, with the
+        tenant's memories kept at its change count (``tenants``) instead of reading the rows; the rows it lacks are
+        read and kept. The count is read again at the end: when a write of the tenant landed meanwhile, the
+        search runs again as one statement joining the rows (:meth:`_keyword_joined`), so rank and memory always
+        come from the same file. The same hits, in the same order, as that statement (a test compares them)."""
         terms = fts_query(query.text)
         if not terms:
             return []
@@ -592,6 +670,48 @@ class SqliteBackend(MemoryBackend):
         else:
             owner = query.api_key_id.encode("utf-8").hex().upper()  # what hex(api_key_id) indexed
             match = f'owner : "{owner}" AND {{content key}} : ({terms})'
+        tenant = query.api_key_id
+        if not self._tenants.max_memories:
+            return self._keyword_joined(query, match)
+        stamp = self._changes(tenant)
+        entry = self._tenants.entry(tenant, stamp)
+        in_scope = _scope_filter(query)
+        depth = max(query.limit * 4, 64)
+        while True:
+            shortlist = self._read(
+                f"SELECT rowid, bm25(memory_fts, {CONTENT_WEIGHT}, {KEY_WEIGHT}, 0.0) AS rank FROM memory_fts "
+                "WHERE memory_fts MATCH ? ORDER BY rank LIMIT ?", (match, depth), "search memories")
+            kept, foreign = entry.by_rowid, entry.foreign
+            read = self._read_rowids(tenant, entry, [rowid for rowid, _ in shortlist
+                                                     if rowid not in kept and rowid not in foreign])
+            hits = [(rank, memory) for rowid, rank in shortlist
+                    if (memory := kept.get(rowid) or read.get(rowid)) is not None and in_scope(memory)]
+            if len(hits) >= query.limit or len(shortlist) < depth or not self._matches_past(match, depth):
+                break
+            depth *= 8
+        if self._changes(tenant) != stamp:
+            self._tenants.drop(tenant)
+            return self._keyword_joined(query, match)
+        # The shortlist comes in rank order; equal ranks go newest first, then by id (the joined statement's order).
+        if any(hits[i][0] == hits[i + 1][0] for i in range(len(hits) - 1)):
+            hits.sort(key=lambda hit: hit[1].id)
+            hits.sort(key=lambda hit: hit[1].created_at, reverse=True)
+            hits.sort(key=lambda hit: hit[0])
+        return [BackendHit(memory=memory, score=-float(rank)) for rank, memory in hits[:query.limit]]
+
+    def _read_rowids(self, tenant: str, entry: TenantEntry, rowids: builtins.list[int]) -> dict[int, Memory]:
+        """The tenant's memories among FTS ``rowids`` read from the file (and kept in ``entry``, with the rowids
+        of other tenants' rows)."""
+        if not rowids:
+            return {}
+        rows = self._read(_SQL_GET_ROWIDS, (json.dumps(rowids),), "search memories")
+        mine = [row for row in rows if row[2] == tenant]
+        read = dict(zip([row[0] for row in mine], self._rows.memories(mine, 0, 1), strict=True))
+        self._tenants.keep(tenant, entry, read.items(), [row[0] for row in rows if row[2] != tenant])
+        return read
+
+    def _keyword_joined(self, query: SearchQuery, match: str) -> builtins.list[BackendHit]:
+        """:meth:`keyword` as one statement: the shortlist joined to the memory rows."""
         where, params = self._scope(query, "m.")
         # Rank inside the FTS table first (a top-N sort over the matches, no table lookup per match), then apply
         # the expiry / retention / session filters to that shortlist: 3.0 ms against 4.1 ms for joining every
@@ -610,15 +730,16 @@ class SqliteBackend(MemoryBackend):
                 "CROSS JOIN memories AS m ON m.memory_rowid = hits.rowid "
                 f"WHERE {where} ORDER BY hits.rank, m.created_at DESC, m.id LIMIT ?",
                 [match, depth, *params, query.limit], "search memories")
-            if len(rows) >= query.limit or (rows and rows[0][-1] < depth):
-                break
-            matches = self._read("SELECT count(*) FROM memory_fts WHERE memory_fts MATCH ?", [match],
-                                 "search memories")[0][0]
-            if matches <= depth:
+            if len(rows) >= query.limit or (rows and rows[0][-1] < depth) or not self._matches_past(match, depth):
                 break
             depth *= 8
         return [BackendHit(memory=memory, score=-float(row[-2]))
                 for memory, row in zip(self._rows.memories(rows, 2), rows, strict=True)]
+
+    def _matches_past(self, match: str, depth: int) -> bool:
+        """Whether ``match`` has more than ``depth`` matches (so a deeper shortlist holds more)."""
+        count = self._read("SELECT count(*) FROM memory_fts WHERE memory_fts MATCH ?", [match], "search memories")
+        return int(count[0][0]) > depth
 
     def _sole_tenant(self, tenant: str) -> bool:
         """True when ``tenant`` was, at most :data:`SOLE_TENANT_TTL_S` ago, the only owner of rows in the file
@@ -689,10 +810,11 @@ class SqliteBackend(MemoryBackend):
                 for memory_id, access in sorted(accesses.items())]
         if not rows:
             return 0
+        changed = 0
         with self._write("record memory access") as connection:
-            before = connection.total_changes()
-            connection.executemany(_SQL_RECORD_ACCESS, rows)
-            changed = int(connection.total_changes() - before)
+            for row in rows:  # changes(), not total_changes(): the change-count trigger's writes are not rows updated
+                connection.execute(_SQL_RECORD_ACCESS, row)
+                changed += connection.changes()
         self._invalidate(accesses)  # cached copies would show the old counts
         return changed
 
@@ -735,7 +857,20 @@ class SqliteBackend(MemoryBackend):
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "type": self.type_name, "path": self.path, "schema_version": SCHEMA_VERSION,
-                "cache": self._cache.stats()}
+                "cache": self._cache.stats(), "kept_memories": self._tenants.stats()}
+
+
+def _scope_filter(query: SearchQuery) -> Any:
+    """:meth:`SqliteBackend._scope` (expiry, retention, session; the owner is the caller's) as a predicate on a
+    memory. Fixed-width UTC timestamps compare as their text does, so both select the same rows."""
+    now, cutoff, session = query.now, query.created_after, query.session_id
+
+    def admits(memory: Memory) -> bool:
+        expires = memory.expires_at
+        return ((expires is None or expires > now) and (cutoff is None or memory.created_at >= cutoff)
+                and (session is None or memory.session_id == session))
+
+    return admits
 
 
 @memroute.hookimpl

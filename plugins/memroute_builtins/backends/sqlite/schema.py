@@ -95,23 +95,53 @@ _MIGRATIONS: Final[dict[int, str]] = {
 # An update moves the version only when something a search reads changes: not access telemetry, updated_at or
 # metadata (a re-stated fact that changes nothing else leaves it alone).
 _SEARCHED = ("id", "api_key_id", "session_id", "type", "key", "content", "created_at", "expires_at", "needs_reindex")
-# No conflict clause inside the trigger: the statement that fires it imposes its own (INSERT OR REPLACE, an
-# upsert) on every statement of the trigger body.
-_BUMP = ("INSERT INTO memory_versions(api_key_id, version) SELECT {who}.api_key_id, 0 WHERE NOT EXISTS "
-         "(SELECT 1 FROM memory_versions WHERE api_key_id = {who}.api_key_id); "
-         "UPDATE memory_versions SET version = version + 1 WHERE api_key_id = {who}.api_key_id;")
-ENSURE_DATA_VERSIONS: Final = f"""
-    CREATE TABLE IF NOT EXISTS memory_versions (
+
+
+def _per_tenant_counter(table: str, column: str, name: str, watched: Sequence[str], *, owner_trigger: bool) -> str:
+    """DDL of a per-tenant counter moved by triggers: every insert and delete, and every update changing one of
+    ``watched``. An update that moves a row to another owner moves both owners' counters: in the one update
+    trigger, or, with ``owner_trigger``, in a second trigger that fires only then (an update within one owner
+    then moves the counter once)."""
+    # No conflict clause inside the trigger: the statement that fires it imposes its own (INSERT OR REPLACE, an
+    # upsert) on every statement of the trigger body.
+    def bump(who: str) -> str:
+        return (f"INSERT INTO {table}(api_key_id, {column}) SELECT {who}.api_key_id, 0 WHERE NOT EXISTS "
+                f"(SELECT 1 FROM {table} WHERE api_key_id = {who}.api_key_id); "
+                f"UPDATE {table} SET {column} = {column} + 1 WHERE api_key_id = {who}.api_key_id;")
+
+    changed = " OR ".join(f"old.{c} IS NOT new.{c}" for c in watched)
+    ddl = f"""
+    CREATE TABLE IF NOT EXISTS {table} (
         api_key_id TEXT PRIMARY KEY,
-        version    INTEGER NOT NULL
+        {column} INTEGER NOT NULL
     ) WITHOUT ROWID;
-    CREATE TRIGGER IF NOT EXISTS memory_version_ai AFTER INSERT ON memories BEGIN {_BUMP.format(who="new")} END;
-    CREATE TRIGGER IF NOT EXISTS memory_version_ad AFTER DELETE ON memories BEGIN {_BUMP.format(who="old")} END;
-    CREATE TRIGGER IF NOT EXISTS memory_version_au AFTER UPDATE ON memories
-    WHEN {" OR ".join(f"old.{c} IS NOT new.{c}" for c in _SEARCHED)}
-    BEGIN {_BUMP.format(who="old")} {_BUMP.format(who="new")} END;
-"""
+    CREATE TRIGGER IF NOT EXISTS {name}_ai AFTER INSERT ON memories BEGIN {bump("new")} END;
+    CREATE TRIGGER IF NOT EXISTS {name}_ad AFTER DELETE ON memories BEGIN {bump("old")} END;
+    """
+    if not owner_trigger:
+        return ddl + f"""CREATE TRIGGER IF NOT EXISTS {name}_au AFTER UPDATE ON memories WHEN {changed}
+    BEGIN {bump("old")} {bump("new")} END;
+    """
+    return ddl + f"""CREATE TRIGGER IF NOT EXISTS {name}_au AFTER UPDATE ON memories WHEN {changed}
+    BEGIN {bump("old")} END;
+    CREATE TRIGGER IF NOT EXISTS {name}_ao AFTER UPDATE OF api_key_id ON memories
+    WHEN old.api_key_id IS NOT new.api_key_id BEGIN {bump("new")} END;
+    """
+
+
+ENSURE_DATA_VERSIONS: Final = _per_tenant_counter("memory_versions", "version", "memory_version", _SEARCHED,
+                                                  owner_trigger=False)
 _SQL_DATA_VERSION = "SELECT version FROM memory_versions WHERE api_key_id = ?"
+
+# Per-tenant change counts: like the data versions, but moved by a change to any column a Memory shows (access
+# telemetry, updated_at and metadata too), so memories built from rows can be trusted without reading the rows
+# again while the count stands (memroute_builtins.backends.sqlite.tenants). needs_reindex is not shown: marking
+# rows indexed moves nothing. Created if missing at every open, like the data versions.
+_SHOWN = ("memory_rowid", "id", "api_key_id", "session_id", "type", "key", "content", "metadata", "created_at",
+          "updated_at", "expires_at", "access_count", "last_accessed_at")
+ENSURE_CHANGE_COUNTS: Final = _per_tenant_counter("memory_changes", "changes", "memory_change", _SHOWN,
+                                                  owner_trigger=True)
+_SQL_CHANGES = "SELECT changes FROM memory_changes WHERE api_key_id = ?"
 
 _COLUMNS = ("id, api_key_id, session_id, type, key, content, metadata, created_at, updated_at, expires_at, "
             "access_count, last_accessed_at")
@@ -120,6 +150,11 @@ _M_COLUMNS = ", ".join(f"m.{c.strip()}" for c in _COLUMNS.split(","))
 _SQL_GET = f"SELECT {_COLUMNS} FROM memories WHERE id = ?"
 _SQL_GET_BY_KEY = f"SELECT {_COLUMNS} FROM memories WHERE api_key_id = ? AND key = ?"
 _SQL_GET_MANY = f"SELECT {_COLUMNS} FROM memories WHERE id IN (SELECT value FROM json_each(?))"
+# With the FTS rowid first (what TenantMemories keeps memories by).
+_SQL_GET_MANY_OWNED = (f"SELECT memory_rowid, {_COLUMNS} FROM memories WHERE id IN (SELECT value FROM json_each(?1)) "
+                       "AND api_key_id = ?2")
+_SQL_GET_ROWIDS = (f"SELECT memory_rowid, {_COLUMNS} FROM memories "
+                   "WHERE memory_rowid IN (SELECT value FROM json_each(?))")
 _SQL_INSERT = (
     "INSERT INTO memories (id, api_key_id, session_id, type, key, content, metadata, created_at, updated_at, "
     "expires_at, access_count, last_accessed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
@@ -237,14 +272,15 @@ class RowMemo:
         self._keep(row, memory)
         return memory
 
-    def memories(self, rows: Sequence[Sequence[Any]], extra: int = 0) -> list[Memory]:
-        """:meth:`memory` of each row, the rows' last ``extra`` columns left out (a search's rank and count):
-        the unchanged rows (most, read after read) matched here, without a call each."""
+    def memories(self, rows: Sequence[Sequence[Any]], extra: int = 0, lead: int = 0) -> list[Memory]:
+        """:meth:`memory` of each row, the rows' last ``extra`` columns (a search's rank and count) and first
+        ``lead`` columns (a rowid) left out: the unchanged rows (most, read after read) matched here, without a
+        call each."""
         items = self._items
         built = []
         for row in rows:
-            if extra:
-                row = row[:-extra]
+            if extra or lead:
+                row = row[lead:len(row) - extra]
             found = items.get(row[0])
             built.append(found[1] if found is not None and found[0] == row else self.memory(row))
         return built

@@ -1,0 +1,274 @@
+"""The SQLite backend keeps the memories its searches read, per tenant, at the tenant's change count
+(``memory_changes``, :mod:`memroute_builtins.backends.sqlite.tenants`), and trusts them without reading their rows
+while the count stands. Only speed may depend on that: the keyword leg gives the same hits, in the same order,
+with the same scores as the statement that joins every row; any change to a row a memory shows, by this process
+or another, is seen by the next read; and a write landing during a search never mixes a rank with an older
+memory."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from contextlib import closing
+from datetime import timedelta
+from pathlib import Path
+
+import apsw
+import attrs
+import pytest
+
+from memroute.interfaces import MemoryAccess
+from memroute.models import Memory, MemoryPatch, MemoryType, NewMemory, SearchQuery, utcnow
+from memroute_builtins.backends.sqlite.backend import SqliteBackend
+from memroute_builtins.backends.sqlite.schema import fts_query
+from memroute_builtins.backends.sqlite.tenants import TenantMemories
+from tests.unit.test_sqlite_backend import open_backend as open_sqlite
+
+WORDS = ["postgres", "billing", "marathon", "lisbon", "dashboard", "review", "pipeline", "offsite", "editor", "neovim",
+         "coffee", "tea", "budget", "deadline", "migration", "training", "plan", "trip", "language", "code"]
+QUERIES = ("postgres billing", "marathon training plan", "trip to lisbon", "code review", "tea or coffee",
+           "data pipeline migration", "neovim editor", "budget deadline", "lisbon")
+
+
+def open_backend(path: Path, **options: object) -> SqliteBackend:
+    """Without the get-by-id cache: every read here is a search's (kept memories, or the file)."""
+    return open_sqlite(path, cache_size=0, **options)
+
+
+@pytest.fixture
+def backend(tmp_path: Path) -> Iterator[SqliteBackend]:
+    with closing(open_backend(tmp_path / "kept.db")) as opened:
+        yield opened
+
+
+@pytest.fixture
+def db_path(backend: SqliteBackend) -> Path:
+    return Path(backend.path)
+
+
+def fill(backend: SqliteBackend, tenant: str, count: int, seed: int) -> list[Memory]:
+    rng = random.Random(seed)
+    now = utcnow()
+    news = []
+    for n in range(count):
+        content = " ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 9)))
+        if n % 7 == 0:
+            content = "lisbon trip"  # many identical rows: equal ranks, ordered newest first, then by id
+        news.append(NewMemory(
+            api_key_id=tenant, key=f"{tenant}:{n}", content=content,
+            session_id=("s1" if n % 3 == 0 else "s2" if n % 3 == 1 else None),
+            type=(MemoryType.EPISODIC if n % 2 else MemoryType.FACTUAL),
+            expires_at=(now - timedelta(minutes=1) if n % 11 == 0 else now + timedelta(days=1) if n % 5 == 0
+                        else None)))
+    return backend.create_many(news)
+
+
+def hits(backend: SqliteBackend, query: SearchQuery) -> list[tuple[str, float]]:
+    return [(hit.memory.id, hit.score) for hit in backend.keyword(query)]
+
+
+def joined(backend: SqliteBackend, query: SearchQuery) -> list[tuple[str, float]]:
+    """The keyword leg as one statement joining every row (what the kept memories must reproduce)."""
+    owner = query.api_key_id.encode("utf-8").hex().upper()
+    match = f'owner : "{owner}" AND {{content key}} : ({fts_query(query.text)})'
+    return [(hit.memory.id, hit.score) for hit in backend._keyword_joined(query, match)]
+
+
+def test_kept_memories_give_the_joined_statements_hits_order_and_scores(backend):
+    fill(backend, "alice", 300, seed=1)
+    fill(backend, "bob", 200, seed=2)
+    now = utcnow()
+    for text in QUERIES:
+        for limit in (1, 5, 40, 100):
+            for scope in ({}, {"session_id": "s1"}, {"retention_days": 1}, {"now": now + timedelta(hours=30)}):
+                for tenant in ("alice", "bob"):
+                    query = SearchQuery(api_key_id=tenant, text=text, limit=limit, **scope)  # type: ignore[arg-type]
+                    expected = joined(backend, query)
+                    assert hits(backend, query) == expected, (text, limit, scope, tenant)  # rows read, then kept
+                    assert hits(backend, query) == expected, (text, limit, scope, tenant)  # from the kept ones
+    assert backend._tenants.stats()["tenants"] == 2
+
+
+def test_kept_memories_0_reads_every_row_every_search(db_path, monkeypatch):
+    backend = open_backend(db_path, kept_memories=0)
+    try:
+        fill(backend, "a", 40, seed=4)
+        query = SearchQuery(api_key_id="a", text="lisbon trip", limit=10)
+        first = hits(backend, query)
+        assert first == joined(backend, query) and len(first) == 10
+        reads: list[str] = []
+        original = backend._read
+        monkeypatch.setattr(backend, "_read", lambda sql, *a, **kw: reads.append(sql) or original(sql, *a, **kw))
+        assert hits(backend, query) == first
+        ids = [memory_id for memory_id, _ in first]
+        assert set(backend.get_many_owned("a", ids)) == set(ids) and backend.get_many_owned("b", ids) == {}
+        assert len(reads) == 3 and "JOIN memories" in reads[0] and backend._tenants.stats()["kept"] == 0
+    finally:
+        backend.close()
+
+
+def test_equal_ranks_come_newest_first_then_by_id(backend):
+    twins = [backend.create(NewMemory(api_key_id="a", key=f"k{n}", content="same words here")) for n in range(12)]
+    query = SearchQuery(api_key_id="a", text="same words", limit=12)
+    assert len({score for _, score in hits(backend, query)}) == 1
+    expected = sorted(twins, key=lambda m: m.id)
+    expected.sort(key=lambda m: m.created_at, reverse=True)
+    assert [memory_id for memory_id, _ in hits(backend, query)] == [m.id for m in expected] == [
+        memory_id for memory_id, _ in joined(backend, query)]
+
+
+def test_a_warm_search_reads_no_rows_and_a_changed_count_reads_them_again(backend, monkeypatch):
+    fill(backend, "a", 80, seed=3)
+    query = SearchQuery(api_key_id="a", text="postgres billing", limit=20)
+    first = backend.keyword(query)
+    reads: list[str] = []
+    original = backend._read
+    monkeypatch.setattr(backend, "_read", lambda sql, *args, **kw: reads.append(sql) or original(sql, *args, **kw))
+    assert backend.keyword(query) == first
+    assert not [sql for sql in reads if "FROM memories" in sql], reads
+    assert backend.get_many_owned("a", [hit.memory.id for hit in first]) == {h.memory.id: h.memory for h in first}
+    assert not [sql for sql in reads if "FROM memories" in sql], reads
+    backend.record_access("a", {first[0].memory.id: MemoryAccess(count=1, at=utcnow())})  # telemetry moves the count
+    reads.clear()
+    again = backend.keyword(query)
+    assert [sql for sql in reads if "FROM memories" in sql]  # the rows were read again
+    assert again[0].memory.access_count == first[0].memory.access_count + 1
+
+
+@pytest.mark.parametrize("change", ["metadata", "access", "content", "expiry", "delete", "session"])
+def test_another_process_changing_any_shown_column_is_seen_by_the_next_read(db_path, change):
+    backend, other = open_backend(db_path), open_backend(db_path)  # other: another process, seen only through the file
+    try:
+        stored = backend.create(NewMemory(api_key_id="a", key="tea", content="likes green tea"))
+        query = SearchQuery(api_key_id="a", text="green tea", limit=5)
+        assert backend.keyword(query)[0].memory == stored
+        assert backend.get_many_owned("a", [stored.id])[stored.id] == stored
+        if change == "metadata":
+            other.update(stored.id, MemoryPatch(metadata={"category": "drink"}))
+        elif change == "access":
+            other.record_access("a", {stored.id: MemoryAccess(count=4, at=utcnow())})
+        elif change == "content":
+            other.update(stored.id, MemoryPatch(content="likes green tea with mint"))
+        elif change == "expiry":
+            other.update(stored.id, MemoryPatch(expires_at=utcnow() - timedelta(seconds=1)))
+        elif change == "session":
+            other.update(stored.id, MemoryPatch(session_id="s9"))
+        else:
+            other.delete(stored.id)
+        now = other.get(stored.id)
+        found = backend.keyword(query)
+        owned = backend.get_many_owned("a", [stored.id])
+        if now is None:
+            assert found == [] and owned == {}
+        else:
+            assert owned[stored.id] == now
+            assert [hit.memory for hit in found] == ([] if change == "expiry" else [now])
+    finally:
+        backend.close()
+        other.close()
+
+
+@pytest.mark.parametrize(("column", "value"), [
+    ("memory_rowid", 9999), ("id", "00000000-0000-4000-8000-000000000999"), ("session_id", "s"),
+    ("type", "episodic"), ("key", "k2"), ("content", "two"), ("metadata", '{"a":1}'),
+    ("created_at", "2020-01-01T00:00:00.000000Z"), ("updated_at", "2020-01-01T00:00:00.000000Z"),
+    ("expires_at", "2099-01-01T00:00:00.000000Z"), ("access_count", 7),
+    ("last_accessed_at", "2020-01-01T00:00:00.000000Z")])
+def test_a_change_to_any_column_a_memory_shows_moves_the_count(db_path, backend, column, value):
+    stored = backend.create(NewMemory(api_key_id="a", key="k", content="one"))
+    count = backend._changes("a")
+    raw = apsw.Connection(str(db_path))  # a hand edit, or a tool that knows nothing of memroute
+    raw.execute(f"UPDATE memories SET {column} = ? WHERE id = ?", (value, stored.id))
+    raw.close()
+    assert backend._changes("a") == count + 1
+
+
+def test_moving_a_memory_to_another_tenant_moves_both_counts(db_path, backend):
+    stored = backend.create(NewMemory(api_key_id="a", key="k", content="one"))
+    before = backend._changes("a"), backend._changes("b")
+    backend._connection().execute("UPDATE memories SET api_key_id = 'b' WHERE id = ?", (stored.id,))
+    assert (backend._changes("a"), backend._changes("b")) == (before[0] + 1, before[1] + 1)
+
+
+def test_marking_rows_indexed_keeps_the_count(backend):
+    stored = backend.create(NewMemory(api_key_id="a", key="k", content="one"))
+    count = backend._changes("a")
+    assert count > 0 and backend._changes("b") == 0
+    assert backend.mark_indexed([stored]) == 1
+    assert backend._changes("a") == count  # needs_reindex is no column a memory shows
+    backend.create(NewMemory(api_key_id="b", key="k", content="bob's"))
+    assert backend._changes("a") == count and backend._changes("b") > 0
+
+
+def test_a_write_landing_during_a_search_falls_back_to_the_joined_statement(db_path, monkeypatch):
+    backend, other = open_backend(db_path), open_backend(db_path)
+    try:
+        stored = backend.create(NewMemory(api_key_id="a", key="tea", content="likes green tea"))
+        query = SearchQuery(api_key_id="a", text="green tea", limit=5)
+        assert backend.keyword(query)[0].memory == stored  # kept
+        original = backend._read
+        shortlists = []
+
+        def racing(sql, *args, **kw):
+            rows = original(sql, *args, **kw)
+            if sql.startswith("SELECT rowid, bm25") and not shortlists:
+                shortlists.append(rows)  # between the shortlist and the second look at the count
+                other.update(stored.id, MemoryPatch(content="likes green tea and green green tea"))
+            return rows
+
+        monkeypatch.setattr(backend, "_read", racing)
+        fallbacks = []
+        joined_statement = SqliteBackend._keyword_joined
+        monkeypatch.setattr(SqliteBackend, "_keyword_joined",
+                            lambda self, q, m: fallbacks.append(1) or joined_statement(self, q, m))
+        found = backend.keyword(query)
+        assert fallbacks == [1]
+        assert found[0].memory.content == "likes green tea and green green tea"
+        assert backend._tenants.stats()["kept"] == 0  # the entry kept under the old count is gone
+    finally:
+        backend.close()
+        other.close()
+
+
+def test_another_tenants_rows_in_a_shortlist_are_never_returned(backend, monkeypatch):
+    """A tenant alone in its file searches without the owner term (``_sole_tenant``); while that look is stale, the
+    shortlist can hold another tenant's new rows. They are read once, known as foreign, and never returned."""
+    mine = backend.create(NewMemory(api_key_id="a", key="k", content="ramen once"))
+    assert backend._sole_tenant("a")
+    backend.create_many([NewMemory(api_key_id="b", key=f"b{n}", content="ramen ramen ramen") for n in range(30)])
+    query = SearchQuery(api_key_id="a", text="ramen", limit=5)
+    for _ in range(2):
+        assert [hit.memory.id for hit in backend.keyword(query)] == [mine.id]
+    entry = backend._tenants.entry("a", backend._changes("a"))
+    assert len(entry.foreign) == 30 and set(entry.by_id) == {mine.id}
+    assert backend.get_many_owned("a", [m.id for m in backend.iter_all("b")]) == {}
+
+
+def test_the_bound_drops_the_least_recent_tenant_and_never_keeps_huge_memories():
+    kept = TenantMemories(4)
+    memory = Memory.trusted(**{**_fields(), "content": "small"})
+    huge = Memory.trusted(**{**_fields(), "content": "x" * (kept.max_chars + 1)})
+    a = kept.entry("a", 1)
+    kept.keep("a", a, [(1, memory), (2, attrs.evolve(memory, id=_id(2))), (3, huge)])
+    assert set(a.by_rowid) == {1, 2}  # the huge one is read each time
+    b = kept.entry("b", 1)
+    kept.keep("b", b, [(n, attrs.evolve(memory, id=_id(n))) for n in range(10, 14)])
+    assert kept.stats()["tenants"] == 1 and len(b.by_rowid) == 4  # a gave way, b fills the bound
+    kept.keep("b", b, [(20, attrs.evolve(memory, id=_id(20)))])
+    assert 20 not in b.by_rowid  # a tenant larger than the bound keeps what fits
+    newer = kept.entry("b", 2)
+    assert newer is not b and not newer.by_rowid and kept.stats()["kept"] == 0
+    older = kept.entry("b", 1)  # a reader that read the count before the latest write: an entry of its own
+    kept.keep("b", older, [(30, attrs.evolve(memory, id=_id(30)))])
+    assert kept.entry("b", 2) is newer and not newer.by_rowid
+
+
+def _id(n: int) -> str:
+    return f"00000000-0000-4000-8000-{n:012d}"
+
+
+def _fields() -> dict[str, object]:
+    now = utcnow()
+    return {"id": _id(1), "api_key_id": "a", "session_id": None, "type": MemoryType.FACTUAL, "key": "k",
+            "content": "", "metadata": {}, "created_at": now, "updated_at": now, "expires_at": None,
+            "access_count": 0, "last_accessed_at": None}
