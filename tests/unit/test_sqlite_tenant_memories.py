@@ -128,11 +128,71 @@ def test_a_warm_search_reads_no_rows_and_a_changed_count_reads_them_again(backen
     assert not [sql for sql in reads if "FROM memories" in sql], reads
     assert backend.get_many_owned("a", [hit.memory.id for hit in first]) == {h.memory.id: h.memory for h in first}
     assert not [sql for sql in reads if "FROM memories" in sql], reads
-    backend.record_access("a", {first[0].memory.id: MemoryAccess(count=1, at=utcnow())})  # telemetry moves the count
+    other = open_backend(Path(backend.path))  # another process: its write moves the count, unseen until read
+    try:
+        other.update(first[-1].memory.id, MemoryPatch(metadata={"moved": True}))
+    finally:
+        other.close()
     reads.clear()
     again = backend.keyword(query)
-    assert [sql for sql in reads if "FROM memories" in sql]  # the rows were read again
-    assert again[0].memory.access_count == first[0].memory.access_count + 1
+    assert len([sql for sql in reads if "FROM memories" in sql]) == 1  # everything was read again, in one query
+    assert again[-1].memory.metadata == {"moved": True} and again[0].memory == first[0].memory
+
+
+def test_own_writes_keep_what_they_did_not_touch(backend, monkeypatch):
+    """This process's writes move the count too; the entry follows them (TenantMemories.advance) instead of
+    being thrown away, so the search after a chat turn's writes (its facts, the injected memories' accesses)
+    reads only what the turn changed. What it reads is what a fresh read of the file gives."""
+    fill(backend, "a", 80, seed=5)
+    fill(backend, "b", 20, seed=6)
+    query = SearchQuery(api_key_id="a", text="lisbon trip", limit=30)
+    first = backend.keyword(query)
+    ids = [hit.memory.id for hit in first]
+    read: list[int] = []
+    original = backend._read_rowids
+
+    def counting(tenant: str, entry: object, stamp: int, rowids: list[int]) -> dict[int, Memory]:
+        read.extend(rowids)
+        return original(tenant, entry, stamp, rowids)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(backend, "_read_rowids", counting)
+
+    def rows_read() -> int:
+        count = len(read)
+        read.clear()
+        return count
+
+    at = utcnow()
+    backend.record_access("a", {ids[0]: MemoryAccess(count=2, at=at), ids[1]: MemoryAccess(count=1, at=at)})
+    added = backend.create(NewMemory(api_key_id="a", key="new", content="lisbon trip again"))
+    backend.create_many([NewMemory(api_key_id="a", key="new2", content="another lisbon trip")])
+    backend.update(ids[2], MemoryPatch(content="lisbon trip, updated"))
+    assert backend.delete(ids[3])
+    backend.create(NewMemory(api_key_id="b", key="theirs", content="lisbon trip of b"))
+    found = backend.keyword(query)
+    assert rows_read() == 3  # the two new rows and the updated one; nothing else
+    fresh = open_backend(Path(backend.path))
+    try:
+        assert [(h.memory, h.score) for h in found] == [(h.memory, h.score) for h in fresh.keyword(query)]
+        assert {h.memory.id for h in found} >= {added.id, ids[0], ids[2]} and ids[3] not in {h.memory.id for h in found}
+        accessed = {h.memory.id: h.memory for h in found}[ids[0]]
+        assert (accessed.access_count, accessed.last_accessed_at) == (2, fresh.get(ids[0]).last_accessed_at)
+        assert backend.get_many_owned("a", ids[:3]) == fresh.get_many_owned("a", ids[:3])
+    finally:
+        fresh.close()
+    assert rows_read() == 0
+
+
+def test_a_put_that_moves_a_memory_to_another_tenant_leaves_both_right(backend):
+    mine = backend.create(NewMemory(api_key_id="a", key="k", content="lisbon trip"))
+    query_a = SearchQuery(api_key_id="a", text="lisbon", limit=5)
+    query_b = SearchQuery(api_key_id="b", text="lisbon", limit=5)
+    backend.create(NewMemory(api_key_id="b", key="other", content="a trip"))
+    assert [h.memory.id for h in backend.keyword(query_a)] == [mine.id] and backend.keyword(query_b) == []
+    backend.put(attrs.evolve(mine, api_key_id="b"))
+    assert backend.keyword(query_a) == [] and backend.get_many_owned("a", [mine.id]) == {}
+    assert [h.memory.api_key_id for h in backend.keyword(query_b)] == ["b"]
+    assert backend.get_many_owned("b", [mine.id])[mine.id].api_key_id == "b"
 
 
 @pytest.mark.parametrize("change", ["metadata", "access", "content", "expiry", "delete", "session"])
@@ -244,23 +304,61 @@ def test_another_tenants_rows_in_a_shortlist_are_never_returned(backend, monkeyp
     assert backend.get_many_owned("a", [m.id for m in backend.iter_all("b")]) == {}
 
 
+def test_a_reused_rowid_once_another_tenants_is_found_after_an_own_write(backend):
+    """SQLite may give a new row the rowid of a deleted one. Another tenant's deleted row does not move this
+    tenant's count, so its rowid may still be known as foreign when this tenant's next row takes it."""
+    mine = backend.create(NewMemory(api_key_id="a", key="k", content="ramen once"))
+    assert backend._sole_tenant("a")  # for the next second: no owner term, other tenants' rows in the shortlist
+    theirs = backend.create(NewMemory(api_key_id="b", key="k", content="ramen ramen"))
+    query = SearchQuery(api_key_id="a", text="ramen", limit=5)
+    assert [hit.memory.id for hit in backend.keyword(query)] == [mine.id]  # theirs is known as foreign now
+
+    def rowid(memory: Memory) -> int:
+        rows = backend._connection().execute("SELECT memory_rowid FROM memories WHERE id = ?", (memory.id,))
+        return int(rows.fetchall()[0][0])
+
+    taken = rowid(theirs)
+    assert backend.delete(theirs.id)
+    again = backend.create(NewMemory(api_key_id="a", key="k2", content="ramen twice"))
+    assert rowid(again) == taken
+    assert {hit.memory.id for hit in backend.keyword(query)} == {mine.id, again.id}
+
+
 def test_the_bound_drops_the_least_recent_tenant_and_never_keeps_huge_memories():
     kept = TenantMemories(4)
     memory = Memory.trusted(**{**_fields(), "content": "small"})
     huge = Memory.trusted(**{**_fields(), "content": "x" * (kept.max_chars + 1)})
     a = kept.entry("a", 1)
-    kept.keep("a", a, [(1, memory), (2, attrs.evolve(memory, id=_id(2))), (3, huge)])
+    kept.keep("a", a, [(1, memory), (2, attrs.evolve(memory, id=_id(2))), (3, huge)], stamp=1)
     assert set(a.by_rowid) == {1, 2}  # the huge one is read each time
     b = kept.entry("b", 1)
-    kept.keep("b", b, [(n, attrs.evolve(memory, id=_id(n))) for n in range(10, 14)])
+    kept.keep("b", b, [(n, attrs.evolve(memory, id=_id(n))) for n in range(10, 14)], stamp=1)
     assert kept.stats()["tenants"] == 1 and len(b.by_rowid) == 4  # a gave way, b fills the bound
-    kept.keep("b", b, [(20, attrs.evolve(memory, id=_id(20)))])
+    kept.keep("b", b, [(20, attrs.evolve(memory, id=_id(20)))], stamp=1)
     assert 20 not in b.by_rowid  # a tenant larger than the bound keeps what fits
     newer = kept.entry("b", 2)
     assert newer is not b and not newer.by_rowid and kept.stats()["kept"] == 0
     older = kept.entry("b", 1)  # a reader that read the count before the latest write: an entry of its own
-    kept.keep("b", older, [(30, attrs.evolve(memory, id=_id(30)))])
+    kept.keep("b", older, [(30, attrs.evolve(memory, id=_id(30)))], stamp=1)
     assert kept.entry("b", 2) is newer and not newer.by_rowid
+
+
+def test_after_an_own_write_a_reader_at_the_old_count_adds_nothing():
+    """The race advance() closes: a reader read the count (1) and then a row, this process's write committed and
+    moved the entry to 2; what the reader read may be the row before the write, so it must not land."""
+    kept = TenantMemories(100)
+    memory = Memory.trusted(**{**_fields(), "content": "before the write"})
+    entry = kept.entry("a", 1)
+    kept.keep("a", entry, [(1, memory)], stamp=1)
+    fresh = attrs.evolve(memory, content="after the write")
+    kept.advance("a", 1, 2, changed=[_id(7)], fresh=[(1, fresh)])
+    assert entry.stamp == 2 and entry.by_rowid == {1: fresh} and kept.entry("a", 2) is entry
+    kept.keep("a", entry, [(1, memory), (8, attrs.evolve(memory, id=_id(8)))], stamp=1)  # the late reader
+    assert entry.by_rowid == {1: fresh}
+    kept.advance("a", 1, 3, changed=[memory.id])  # not at 1 any more: left for the next reader to replace
+    assert entry.stamp == 2 and entry.by_rowid == {1: fresh}
+    kept.advance("a", 2, 3, changed=[memory.id])
+    assert entry.stamp == 3 and not entry.by_rowid and kept.stats()["kept"] == 0
 
 
 def _id(n: int) -> str:

@@ -85,6 +85,7 @@ from memroute_builtins.backends.sqlite.schema import (
     _SQL_PUT,
     _SQL_PUT_EVICT,
     _SQL_RECORD_ACCESS,
+    _SQL_RECORD_ACCESS_RETURNING,
     _SQL_UPDATE,
     ENSURE_CHANGE_COUNTS,
     ENSURE_DATA_VERSIONS,
@@ -330,6 +331,20 @@ class SqliteBackend(MemoryBackend):
                 raise
             connection.execute("COMMIT")
 
+    @contextmanager
+    def _write_kept(self, action: str, tenants: Iterable[str] = ()) -> Iterator[_KeptWrite]:
+        """:meth:`_write`, bringing the kept memories of the tenants written along (``TenantMemories.advance``):
+        a tenant's change count is read before its rows are written (``tenants``, or :meth:`_KeptWrite.track`
+        once the body knows the owner) and again at the end, and after the commit its entry drops the ids the
+        body put in ``changed`` and takes the ``fresh`` memories. Tenants with nothing kept cost nothing."""
+        with self._write(action) as connection:
+            write = _KeptWrite(connection, self._tenants)
+            write.track(tenants)
+            yield write
+            after = {tenant: _count(connection, tenant) for tenant in write.before}
+        for tenant, count in write.before.items():
+            self._tenants.advance(tenant, count, after[tenant], write.changed, write.fresh)
+
     def _read(self, sql: str, bindings: Any = (), action: str = "read") -> builtins.list[tuple[Any, ...]]:
         # What `with self._errors(action)` does, without a generator context manager (a search reads two or three
         # times; with RowMemo.memories, 20-30 us less per keyword statement and per get_many in paced searches at
@@ -356,7 +371,15 @@ class SqliteBackend(MemoryBackend):
         memory = new.as_memory()
         values = _row_values(memory)
         # The common case — a new key — is one autocommitted statement; only an existing key takes the
-        # read-merge-write transaction (IMMEDIATE, so no other writer can slip in between).
+        # read-merge-write transaction (IMMEDIATE, so no other writer can slip in between). A tenant whose memories
+        # searches keep writes in a transaction that reads its change count, so they stay kept.
+        if self._tenants.keeps(new.api_key_id):
+            with self._write_kept("create a memory", (new.api_key_id,)) as write:
+                memory = self._upsert(write.connection, new)
+                write.changed.append(memory.id)
+            self._invalidate((memory.id,), (memory,))
+            self._written.add([(_row_values(memory), memory)])
+            return memory
         with self._errors("create a memory"), self._write_lock:
             inserted = self._connection().execute(_SQL_INSERT_NEW, values).fetchall()
         if not inserted:
@@ -380,10 +403,10 @@ class SqliteBackend(MemoryBackend):
         the database itself rolls the whole batch back and raises."""
         outcomes: builtins.list[Memory | MemrouteError] = []
         written: builtins.list[tuple[tuple[Any, ...], Memory]] = []
-        with self._write("create memories") as connection:
+        with self._write_kept("create memories", {new.api_key_id for new in news}) as write:
             for new in news:
                 try:
-                    memory = self._upsert(connection, new)
+                    memory = self._upsert(write.connection, new)
                 except ConflictError as exc:
                     outcomes.append(exc)
                     continue
@@ -394,6 +417,7 @@ class SqliteBackend(MemoryBackend):
                     continue
                 outcomes.append(memory)
                 written.append((_row_values(memory), memory))
+                write.changed.append(memory.id)
         self._invalidate([m.id for _row, m in written], [m for _row, m in written])
         self._written.add(written)
         return outcomes
@@ -419,8 +443,9 @@ class SqliteBackend(MemoryBackend):
 
     def put(self, memory: Memory) -> None:
         written = [(_row_values(memory), memory)]
-        with self._write("store a replicated memory") as connection:
-            evicted = self._put_rows(connection, written)
+        with self._write_kept("store a replicated memory", (memory.api_key_id,)) as write:
+            evicted = self._put_rows(write.connection, written)
+            write.changed += [memory.id, *evicted]
         self._invalidate([memory.id, *evicted])
         self._wrote(written, evicted)
 
@@ -438,8 +463,9 @@ class SqliteBackend(MemoryBackend):
         if not batch:
             return 0
         written = [(_row_values(m), m) for m in batch.values()]
-        with self._write("import memories") as connection:
-            evicted = self._put_rows(connection, written)
+        with self._write_kept("import memories", {m.api_key_id for m in batch.values()}) as write:
+            evicted = self._put_rows(write.connection, written)
+            write.changed += [*batch, *evicted]
         self._invalidate([*batch, *evicted])
         self._wrote(written, evicted)
         return len(batch)
@@ -492,10 +518,13 @@ class SqliteBackend(MemoryBackend):
 
     def _update(self, memory_id: str, patch: MemoryPatch, owner: str | None) -> Memory | None:
         require_id(memory_id)
-        with self._write("update a memory") as connection:
+        with self._write_kept("update a memory") as write:
+            connection = write.connection
             row = connection.execute(_SQL_GET, (memory_id,)).fetchone()
             if row is None or (owner is not None and row[1] != owner):
                 return None
+            write.track((row[1],))
+            write.changed.append(memory_id)
             existing = _to_memory(row)
             if patch.is_empty():
                 return existing
@@ -515,8 +544,13 @@ class SqliteBackend(MemoryBackend):
 
     def delete(self, memory_id: str) -> bool:
         require_id(memory_id)
-        with self._write("delete a memory") as connection:
-            deleted = connection.execute("DELETE FROM memories WHERE id = ? RETURNING id", (memory_id,)).fetchall()
+        with self._write_kept("delete a memory") as write:
+            if self._tenants.tenants():  # the owner, so its kept memories follow (one lookup)
+                write.track(row[0] for row in write.connection.execute(
+                    "SELECT api_key_id FROM memories WHERE id = ?", (memory_id,)).fetchall())
+            write.changed.append(memory_id)
+            deleted = write.connection.execute("DELETE FROM memories WHERE id = ? RETURNING id",
+                                               (memory_id,)).fetchall()
         self._invalidate((memory_id,))
         self._written.discard((memory_id,))
         return bool(deleted)
@@ -538,7 +572,8 @@ class SqliteBackend(MemoryBackend):
         if not self._tenants.max_memories:
             rows = self._read(_SQL_GET_MANY_OWNED, (json.dumps(list(memory_ids)), api_key_id), "read memories")
             return {m.id: m for m in self._rows.memories(rows, 0, 1)}
-        entry = self._tenants.entry(api_key_id, self._changes(api_key_id))
+        stamp = self._changes(api_key_id)
+        entry = self._tenants.entry(api_key_id, stamp)
         found: dict[str, Memory] = {}
         missing = []
         kept = entry.by_id
@@ -552,7 +587,7 @@ class SqliteBackend(MemoryBackend):
             # Read after the count: what is read is as new as the count or newer, never older (tenants module).
             rows = self._read(_SQL_GET_MANY_OWNED, (json.dumps(missing), api_key_id), "read memories")
             read = [(row[0], memory) for row, memory in zip(rows, self._rows.memories(rows, 0, 1), strict=True)]
-            self._tenants.keep(api_key_id, entry, read)
+            self._tenants.keep(api_key_id, entry, read, stamp=stamp)
             found.update((memory.id, memory) for _, memory in read)
         return found
 
@@ -561,9 +596,10 @@ class SqliteBackend(MemoryBackend):
 
     def delete_owned(self, api_key_id: str, memory_id: str) -> bool:
         require_id(memory_id)
-        with self._write("delete a memory") as connection:
-            deleted = connection.execute("DELETE FROM memories WHERE id = ? AND api_key_id = ? RETURNING id",
-                                         (memory_id, api_key_id)).fetchall()
+        with self._write_kept("delete a memory", (api_key_id,)) as write:
+            write.changed.append(memory_id)
+            deleted = write.connection.execute(
+                "DELETE FROM memories WHERE id = ? AND api_key_id = ? RETURNING id", (memory_id, api_key_id)).fetchall()
         if deleted:
             self._invalidate((memory_id,))
             self._written.discard((memory_id,))
@@ -682,7 +718,7 @@ class SqliteBackend(MemoryBackend):
                 f"SELECT rowid, bm25(memory_fts, {CONTENT_WEIGHT}, {KEY_WEIGHT}, 0.0) AS rank FROM memory_fts "
                 "WHERE memory_fts MATCH ? ORDER BY rank LIMIT ?", (match, depth), "search memories")
             kept, foreign = entry.by_rowid, entry.foreign
-            read = self._read_rowids(tenant, entry, [rowid for rowid, _ in shortlist
+            read = self._read_rowids(tenant, entry, stamp, [rowid for rowid, _ in shortlist
                                                      if rowid not in kept and rowid not in foreign])
             hits = [(rank, memory) for rowid, rank in shortlist
                     if (memory := kept.get(rowid) or read.get(rowid)) is not None and in_scope(memory)]
@@ -699,7 +735,8 @@ class SqliteBackend(MemoryBackend):
             hits.sort(key=lambda hit: hit[0])
         return [BackendHit(memory=memory, score=-float(rank)) for rank, memory in hits[:query.limit]]
 
-    def _read_rowids(self, tenant: str, entry: TenantEntry, rowids: builtins.list[int]) -> dict[int, Memory]:
+    def _read_rowids(self, tenant: str, entry: TenantEntry, stamp: int,
+                     rowids: builtins.list[int]) -> dict[int, Memory]:
         """The tenant's memories among FTS ``rowids`` read from the file (and kept in ``entry``, with the rowids
         of other tenants' rows)."""
         if not rowids:
@@ -707,7 +744,7 @@ class SqliteBackend(MemoryBackend):
         rows = self._read(_SQL_GET_ROWIDS, (json.dumps(rowids),), "search memories")
         mine = [row for row in rows if row[2] == tenant]
         read = dict(zip([row[0] for row in mine], self._rows.memories(mine, 0, 1), strict=True))
-        self._tenants.keep(tenant, entry, read.items(), [row[0] for row in rows if row[2] != tenant])
+        self._tenants.keep(tenant, entry, read.items(), [row[0] for row in rows if row[2] != tenant], stamp=stamp)
         return read
 
     def _keyword_joined(self, query: SearchQuery, match: str) -> builtins.list[BackendHit]:
@@ -810,11 +847,17 @@ class SqliteBackend(MemoryBackend):
                 for memory_id, access in sorted(accesses.items())]
         if not rows:
             return 0
-        changed = 0
-        with self._write("record memory access") as connection:
-            for row in rows:  # changes(), not total_changes(): the change-count trigger's writes are not rows updated
-                connection.execute(_SQL_RECORD_ACCESS, row)
-                changed += connection.changes()
+        with self._write_kept("record memory access", (api_key_id,)) as write:
+            # Each updated row comes back (RETURNING: no trigger's write is counted): the kept ones are kept as the
+            # update left them (the memories read most are the ones accessed most).
+            if not write.before:
+                changed = len(builtins.list(write.connection.executemany(_SQL_RECORD_ACCESS + " RETURNING 1", rows)))
+            else:
+                returned = builtins.list(write.connection.executemany(_SQL_RECORD_ACCESS_RETURNING, rows))
+                changed = len(returned)
+                kept = set(self._tenants.kept_ids(api_key_id, accesses))
+                mine = [row for row in returned if row[1] in kept]
+                write.fresh = builtins.list(zip([row[0] for row in mine], self._rows.memories(mine, 0, 1), strict=True))
         self._invalidate(accesses)  # cached copies would show the old counts
         return changed
 
@@ -858,6 +901,28 @@ class SqliteBackend(MemoryBackend):
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "type": self.type_name, "path": self.path, "schema_version": SCHEMA_VERSION,
                 "cache": self._cache.stats(), "kept_memories": self._tenants.stats()}
+
+
+def _count(connection: apsw.Connection, tenant: str) -> int:
+    rows = connection.execute(_SQL_CHANGES, (tenant,)).fetchall()
+    return int(rows[0][0]) if rows else 0
+
+
+class _KeptWrite:
+    """The body's side of :meth:`SqliteBackend._write_kept`: the connection, the ids it changed, and the
+    change counts of the kept tenants it writes, read before it writes them."""
+
+    def __init__(self, connection: apsw.Connection, kept: TenantMemories) -> None:
+        self.connection = connection
+        self.changed: builtins.list[str] = []
+        self.fresh: builtins.list[tuple[int, Memory]] = []
+        self.before: dict[str, int] = {}
+        self._kept = kept
+
+    def track(self, tenants: Iterable[str]) -> None:
+        for tenant in tenants:
+            if tenant not in self.before and self._kept.keeps(tenant):
+                self.before[tenant] = _count(self.connection, tenant)
 
 
 def _scope_filter(query: SearchQuery) -> Any:

@@ -191,6 +191,7 @@ _SQL_RECORD_ACCESS = (
     "UPDATE memories SET access_count = access_count + ?3, last_accessed_at = CASE WHEN ?4 > "
     "coalesce(last_accessed_at, '') THEN ?4 ELSE last_accessed_at END WHERE id = ?1 AND api_key_id = ?2"
 )
+_SQL_RECORD_ACCESS_RETURNING = _SQL_RECORD_ACCESS + f" RETURNING memory_rowid, {_COLUMNS}"
 
 
 # --- value conversion ----------------------------------------------------------------------------------

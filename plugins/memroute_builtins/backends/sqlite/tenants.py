@@ -36,12 +36,13 @@ class TenantEntry:
     """One tenant's kept memories at change count ``stamp``: by FTS rowid and by id, and the rowids seen to
     belong to other tenants (a shortlist without the owner term holds them; see ``SqliteBackend.keyword``)."""
 
-    __slots__ = ("by_id", "by_rowid", "foreign", "size", "stamp")
+    __slots__ = ("by_id", "by_rowid", "foreign", "rowid_of", "size", "stamp")
 
     def __init__(self, stamp: int) -> None:
         self.stamp = stamp
         self.by_rowid: dict[int, Memory] = {}
         self.by_id: dict[str, Memory] = {}
+        self.rowid_of: dict[str, int] = {}
         self.foreign: set[int] = set()
         self.size = 0
 
@@ -75,17 +76,19 @@ class TenantMemories:
             return fresh
 
     def keep(self, tenant: str, entry: TenantEntry, memories: Iterable[tuple[int, Memory]],
-             foreign: Iterable[int] = ()) -> None:
-        """Add what a reader read at ``entry``'s count: ``(rowid, memory)`` pairs of the tenant and rowids of
-        other tenants. Nothing is added to an entry that was replaced meanwhile, or past the bound."""
+             foreign: Iterable[int] = (), *, stamp: int) -> None:
+        """Add what a reader that read the count ``stamp`` read: ``(rowid, memory)`` pairs of the tenant and
+        rowids of other tenants. Nothing is added to an entry that was replaced or moved to another count
+        meanwhile (:meth:`advance`), or past the bound."""
         with self._lock:
-            if self._entries.get(tenant) is not entry:
+            if self._entries.get(tenant) is not entry or entry.stamp != stamp:
                 return
             for rowid, memory in memories:
                 if rowid in entry.by_rowid or len(memory.content) > self.max_chars or not self._room(tenant):
                     continue
                 entry.by_rowid[rowid] = memory
                 entry.by_id[memory.id] = memory
+                entry.rowid_of[memory.id] = rowid
                 entry.size += 1
                 self._size += 1
             for rowid in foreign:
@@ -103,6 +106,46 @@ class TenantMemories:
                 return False
             self._size -= self._entries.pop(oldest).size
         return True
+
+    def tenants(self) -> list[str]:
+        """The tenants whose memories are kept (a write that does not know its row's owner reads all their counts)."""
+        return list(self._entries)
+
+    def kept_ids(self, tenant: str, memory_ids: Iterable[str]) -> list[str]:
+        """Those of ``memory_ids`` the tenant's entry holds."""
+        entry = self._entries.get(tenant)
+        return [] if entry is None else [memory_id for memory_id in memory_ids if memory_id in entry.by_id]
+
+    def keeps(self, tenant: str) -> bool:
+        """Whether memories of ``tenant`` are kept (its writes then read its count: see :meth:`advance`)."""
+        return tenant in self._entries
+
+    def advance(self, tenant: str, before: int, after: int, changed: Iterable[str] = (),
+                fresh: Iterable[tuple[int, Memory]] = ()) -> None:
+        """Bring the tenant's entry along with this process's own write, committed in one transaction that moved
+        its count from ``before`` to ``after`` (both read inside it, so no other write came between): the
+        memories of ``changed`` ids are dropped (read again when next needed), ``fresh`` ``(rowid, memory)``
+        pairs (read inside the transaction, after its writes) take their places, the foreign rowids are
+        forgotten (a rowid can be reused), and the entry is kept at ``after``. Without this, every write would
+        throw away all a tenant's kept memories, and one write per chat turn (the turn's facts, the injected
+        memories' accesses) is the common case. An entry not at ``before`` (another process wrote first, or a
+        newer one replaced it) is left to be replaced. A reader still at ``before`` can no longer add to it
+        (:meth:`keep` checks the count), so what it read before the commit never lands here after it."""
+        with self._lock:
+            entry = self._entries.get(tenant)
+            if entry is None or entry.stamp != before:
+                return
+            fresh = list(fresh)
+            for memory_id in [*changed, *(memory.id for _, memory in fresh)]:
+                if entry.by_id.pop(memory_id, None) is not None:
+                    del entry.by_rowid[entry.rowid_of.pop(memory_id)]
+                    entry.size -= 1
+                    self._size -= 1
+            self._size -= len(entry.foreign)
+            entry.size -= len(entry.foreign)
+            entry.foreign = set()
+            entry.stamp = after
+        self.keep(tenant, entry, fresh, stamp=after)
 
     def drop(self, tenant: str) -> None:
         with self._lock:
