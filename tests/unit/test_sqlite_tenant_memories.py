@@ -8,7 +8,9 @@ memory."""
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from contextlib import closing
 from datetime import timedelta
 from pathlib import Path
@@ -181,6 +183,45 @@ def test_own_writes_keep_what_they_did_not_touch(backend, monkeypatch):
     finally:
         fresh.close()
     assert rows_read() == 0
+
+
+def test_an_own_write_after_another_processes_leaves_the_entry_to_be_replaced(db_path):
+    backend, other = open_backend(db_path), open_backend(db_path)
+    try:
+        mine = fill(backend, "a", 30, seed=9)
+        query = SearchQuery(api_key_id="a", text="lisbon trip", limit=30)
+        first = backend.keyword(query)
+        other.update(first[0].memory.id, MemoryPatch(content="lisbon trip, changed elsewhere"))
+        backend.update(mine[1].id, MemoryPatch(content="lisbon trip, changed here"))  # its entry was behind
+        contents = {hit.memory.id: hit.memory.content for hit in backend.keyword(query)}
+        assert contents[first[0].memory.id] == "lisbon trip, changed elsewhere"
+        assert contents[mine[1].id] == "lisbon trip, changed here"
+    finally:
+        backend.close()
+        other.close()
+
+
+def test_a_read_that_an_own_write_overtook_is_not_kept(backend, monkeypatch):
+    """get_many_owned reads the count, then the rows it lacks; when this process's write of one of those rows
+    commits in between (and brings the entry to the new count), what the reader read is not kept."""
+    stored = backend.create(NewMemory(api_key_id="a", key="k", content="before"))
+    backend.keyword(SearchQuery(api_key_id="a", text="before", limit=5))  # the tenant has an entry now
+    original = backend._read
+
+    def overtaken(sql: str, *args: object, **kw: object) -> list[tuple[object, ...]]:
+        rows = original(sql, *args, **kw)  # type: ignore[arg-type]
+        if "json_each(?1)" in sql:  # the missing rows were read: now the write lands
+            monkeypatch.setattr(backend, "_read", original)
+            backend.update(stored.id, MemoryPatch(content="after"))
+        return rows
+
+    entry = backend._tenants.entry("a", backend._changes("a"))
+    entry.by_id.clear()  # so the reader has to read the row (the rest of the entry is as the count says)
+    entry.by_rowid.clear()
+    entry.rowid_of.clear()
+    monkeypatch.setattr(backend, "_read", overtaken)
+    assert backend.get_many_owned("a", [stored.id])[stored.id].content == "before"  # read before the write
+    assert backend.get_many_owned("a", [stored.id])[stored.id].content == "after"
 
 
 def test_a_put_that_moves_a_memory_to_another_tenant_leaves_both_right(backend):
@@ -370,3 +411,70 @@ def _fields() -> dict[str, object]:
     return {"id": _id(1), "api_key_id": "a", "session_id": None, "type": MemoryType.FACTUAL, "key": "k",
             "content": "", "metadata": {}, "created_at": now, "updated_at": now, "expires_at": None,
             "access_count": 0, "last_accessed_at": None}
+
+
+def test_searches_and_writes_from_threads_and_another_process_leave_every_kept_memory_true(db_path):
+    """Searches (keyword, get_many_owned) on two threads while a thread of this process and another process
+    write (creates, updates, deletes, accesses) for two tenants. Every hit is the searching tenant's; afterwards
+    every memory kept at a tenant's current count is its row, and searches equal a fresh backend's."""
+    backend, other = open_backend(db_path), open_backend(db_path)
+    fill(backend, "a", 120, seed=7)
+    fill(backend, "b", 60, seed=8)
+    stop, errors = threading.Event(), []
+
+    def guarded(work: Callable[[random.Random], None], seed: int) -> Callable[[], None]:
+        def run() -> None:
+            rng = random.Random(seed)
+            try:
+                while not stop.is_set():
+                    work(rng)
+            except Exception as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+        return run
+
+    def search(rng: random.Random) -> None:
+        tenant = rng.choice(["a", "b"])
+        found = backend.keyword(SearchQuery(api_key_id=tenant, text=rng.choice(QUERIES), limit=rng.choice([5, 50])))
+        assert all(hit.memory.api_key_id == tenant for hit in found)
+        owned = backend.get_many_owned(tenant, [hit.memory.id for hit in found])
+        assert all(memory.api_key_id == tenant for memory in owned.values())
+
+    def write(writer: SqliteBackend) -> Callable[[random.Random], None]:
+        def work(rng: random.Random) -> None:
+            tenant = rng.choice(["a", "b"])
+            ids = [m.id for m in writer.iter_all(tenant)]
+            action = rng.randrange(4)
+            if action == 0 or not ids:
+                content = " ".join(rng.sample(WORDS, 3))
+                writer.create(NewMemory(api_key_id=tenant, key=f"w{rng.random()}", content=content))
+            elif action == 1:
+                writer.update(rng.choice(ids), MemoryPatch(content=" ".join(rng.sample(WORDS, 4))))
+            elif action == 2:
+                writer.record_access(tenant, {i: MemoryAccess(count=1, at=utcnow()) for i in rng.sample(ids, 3)})
+            else:
+                writer.delete(rng.choice(ids))
+        return work
+
+    threads = [threading.Thread(target=guarded(search, n)) for n in range(2)]
+    threads += [threading.Thread(target=guarded(write(writer), seed)) for writer, seed in ((backend, 10), (other, 11))]
+    try:
+        for thread in threads:
+            thread.start()
+        time.sleep(1.5)
+        stop.set()
+        for thread in threads:
+            thread.join()
+        assert not errors, errors
+        for tenant in ("a", "b"):
+            for text in QUERIES:
+                backend.keyword(SearchQuery(api_key_id=tenant, text=text, limit=50))  # the entries at the final count
+            entry = backend._tenants.entry(tenant, backend._changes(tenant))
+            assert entry.by_id and all(other.get(memory_id) == memory for memory_id, memory in entry.by_id.items())
+            for text in QUERIES:
+                query = SearchQuery(api_key_id=tenant, text=text, limit=50)
+                assert [(h.memory, h.score) for h in backend.keyword(query)] == [
+                    (h.memory, h.score) for h in other.keyword(query)]
+    finally:
+        stop.set()
+        backend.close()
+        other.close()
