@@ -100,7 +100,7 @@ def test_bench_http_measures_the_sizes_it_is_given(tmp_path, capsys):
     assert "60" in report["results"]
     http = report["http"]
     assert http["memories"] == 60 and http["search"]["http"]["p50_ms"] > 0
-    assert http["search"]["raw_client"]["cpu_ms"]["server"] > 0
+    assert http["search"]["raw_client"]["cpu_ms"]["server"] >= 0  # /proc ticks are 10 ms: five searches may be less
 
 
 def test_bench_http_refuses_bad_sizes_before_measuring(capsys):

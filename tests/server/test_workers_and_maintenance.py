@@ -93,7 +93,8 @@ def test_the_http_bench_runs_end_to_end(tmp_path):
     for client in ("http", "raw_client"):  # httpx and the raw socket client, each with CPU per search
         measured = report["search"][client]
         assert measured["p95_ms"] >= measured["p50_ms"] > 0
-        assert measured["cpu_ms"]["server"] > 0 and measured["cpu_ms"]["client"] >= 0
+        # /proc counts the server's CPU in clock ticks (10 ms): five small searches can take less than one.
+        assert measured["cpu_ms"]["server"] >= 0 and measured["cpu_ms"]["client"] >= 0
     assert report["search"]["in_process"]["cpu_ms"] > 0
     interleaved = report["search"]["interleaved"]  # the same searches in turn: in-process, httpx, raw
     assert {"in_process", "http", "raw_client", "budget_ms", "ratio_p50"} <= set(interleaved)
