@@ -103,6 +103,7 @@ from memroute_builtins.backends.sqlite.schema import (
     parse_ts,
 )
 from memroute_builtins.backends.sqlite.tenants import TenantEntry, TenantMemories
+from memroute_builtins.backends.sqlite.upkeep import KeywordIndexUpkeep
 
 __all__ = [
     "MAX_QUERY_CHARS", "MAX_QUERY_TERMS", "SCHEMA_VERSION", "SqliteBackend", "SqliteSettings", "format_ts", "fts_query",
@@ -111,6 +112,7 @@ __all__ = [
 
 DEFAULT_FILE: Final = "memroute.db"
 DEFAULT_KEPT_MEMORIES: Final = 20_000
+DEFAULT_FTS_MERGE_MAX_PAGES: Final = 1024
 KEY_WEIGHT: Final = 2.0
 FTS_ALWAYS_CHECK_BELOW: Final = 10_000
 """Databases with at most this many memories get the full FTS check on every open."""
@@ -153,6 +155,9 @@ class SqliteSettings:
     kept_memories: int = attrs.field(default=DEFAULT_KEPT_MEMORIES, validator=_at_least(0))
     """How many memories searches keep (over all tenants, least recently searched tenant dropped first), trusted
     without reading their rows while the tenant's change count stands; 0 reads every row every search."""
+    fts_merge_max_pages: int = attrs.field(default=DEFAULT_FTS_MERGE_MAX_PAGES, validator=_at_least(0))
+    """Merge the keyword index into one segment in the background once writes pause, while it has at most this
+    many leaf pages (``upkeep``: a query looks each term up in every segment); 0 leaves it to FTS5's merging."""
 
 
 # --- the backend ---------------------------------------------------------------------------------------
@@ -187,6 +192,8 @@ class SqliteBackend(MemoryBackend):
         self._sole: tuple[float, str | None] = (-SOLE_TENANT_TTL_S, None)
         """(when it was checked, the file's only tenant or ``None``): see :meth:`_sole_tenant`."""
         self._pool: ThreadConnections | None = None
+        self._upkeep = self._new_upkeep()
+        """Merges the keyword index's segments once writes pause (see ``upkeep``)."""
         self._init_lock = threading.Lock()
         self._write_lock = threading.RLock()
         """Writers of this process take turns here before SQLite's write lock. Without it, threads contending
@@ -226,6 +233,16 @@ class SqliteBackend(MemoryBackend):
                 pool.close()
                 raise _translate(exc, self.path, "open the database", self.name) from exc
             self._pool = pool
+            self._upkeep = self._new_upkeep()
+            try:
+                self._upkeep.opened(connection)
+            except apsw.Error as exc:  # never a reason not to open: the next write tries again
+                self._upkeep.last_error = f"{type(exc).__name__}: {exc}"
+
+    def _new_upkeep(self) -> KeywordIndexUpkeep:
+        # A ":memory:" database is one per connection: the upkeep's own connection would see another one.
+        pages = 0 if self.path == ":memory:" else int(self.settings.fts_merge_max_pages)
+        return KeywordIndexUpkeep(lambda: self._write("merge the keyword index"), self._connection, max_pages=pages)
 
     @staticmethod
     def _on_open(connection: apsw.Connection) -> None:
@@ -290,6 +307,7 @@ class SqliteBackend(MemoryBackend):
     """True when opening found the FTS index out of step with the table and rebuilt it."""
 
     def close(self) -> None:
+        self._upkeep.stop()
         with self._init_lock:
             pool, self._pool = self._pool, None
         if pool is not None:
@@ -332,11 +350,12 @@ class SqliteBackend(MemoryBackend):
             connection.execute("COMMIT")
 
     @contextmanager
-    def _write_kept(self, action: str, tenants: Iterable[str] = ()) -> Iterator[_KeptWrite]:
+    def _write_kept(self, action: str, tenants: Iterable[str] = (), *, keyword: bool = True) -> Iterator[_KeptWrite]:
         """:meth:`_write`, bringing the kept memories of the tenants written along (``TenantMemories.advance``):
         a tenant's change count is read before its rows are written (``tenants``, or :meth:`_KeptWrite.track`
         once the body knows the owner) and again at the end, and after the commit its entry drops the ids the
-        body put in ``changed`` and takes the ``fresh`` memories. Tenants with nothing kept cost nothing."""
+        body put in ``changed`` and takes the ``fresh`` memories. Tenants with nothing kept cost nothing. With
+        ``keyword`` (a write that may change the keyword index), the index is merged once writes pause."""
         with self._write(action) as connection:
             write = _KeptWrite(connection, self._tenants)
             write.track(tenants)
@@ -344,6 +363,8 @@ class SqliteBackend(MemoryBackend):
             after = {tenant: _count(connection, tenant) for tenant in write.before}
         for tenant, count in write.before.items():
             self._tenants.advance(tenant, count, after[tenant], write.changed, write.fresh)
+        if keyword:
+            self._upkeep.written()
 
     def _read(self, sql: str, bindings: Any = (), action: str = "read") -> builtins.list[tuple[Any, ...]]:
         # What `with self._errors(action)` does, without a generator context manager (a search reads two or three
@@ -391,6 +412,7 @@ class SqliteBackend(MemoryBackend):
                 elif connection.execute(_SQL_INSERT_NEW, _row_values(memory)).fetchall() == []:
                     raise ConflictError(f"memory id {new.id} is already used by another memory", backend=self.name)
             values = _row_values(memory)
+        self._upkeep.written()
         self._invalidate((memory.id,), (memory,))
         self._written.add([(values, memory)])
         return memory
@@ -847,7 +869,7 @@ class SqliteBackend(MemoryBackend):
                 for memory_id, access in sorted(accesses.items())]
         if not rows:
             return 0
-        with self._write_kept("record memory access", (api_key_id,)) as write:
+        with self._write_kept("record memory access", (api_key_id,), keyword=False) as write:
             # Each updated row comes back (RETURNING: no trigger's write is counted): the kept ones are kept as the
             # update left them (the memories read most are the ones accessed most).
             if not write.before:
@@ -900,7 +922,8 @@ class SqliteBackend(MemoryBackend):
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "type": self.type_name, "path": self.path, "schema_version": SCHEMA_VERSION,
-                "cache": self._cache.stats(), "kept_memories": self._tenants.stats()}
+                "cache": self._cache.stats(), "kept_memories": self._tenants.stats(),
+                "keyword_index": self._upkeep.stats()}
 
 
 def _count(connection: apsw.Connection, tenant: str) -> int:
