@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 
 from memroute.errors import ConfigError
-from memroute.models import ListFilter, Memory, MemoryPatch, NewMemory, SearchQuery
+from memroute.interfaces import MemoryAccess
+from memroute.models import ListFilter, Memory, MemoryPatch, NewMemory, SearchQuery, utcnow
 from memroute.settings import structure_options
+from memroute_builtins.backends.sqlite import upkeep as upkeep_module
 from memroute_builtins.backends.sqlite.backend import SqliteBackend, SqliteSettings
 from memroute_builtins.backends.sqlite.upkeep import segments
 from tests.unit.test_sqlite_tenant_memories import QUERIES, WORDS, hits, open_backend
@@ -74,18 +76,41 @@ def test_opening_merges_a_file_in_pieces_and_searches_stay_bit_identical(tmp_pat
 
 def test_own_writes_are_merged_once_they_pause(tmp_path):
     with closing(open_backend(tmp_path / "own.db")) as backend:
-        backend._upkeep.quiet_s = 0.3
-        for piece in range(12):  # a write every 50 ms: never a pause long enough
+        upkeep = backend._upkeep
+        upkeep.quiet_s = 60.0  # writes never pause that long here
+        for piece in range(12):
             fill(backend, "alice", 3, seed=piece)
-            time.sleep(0.05)
-        assert index_segments(backend) > 1
-        assert backend._upkeep.wait_idle(30)
+        assert index_segments(backend) > 1 and upkeep.steps == 0
+        upkeep.quiet_s = 0.2
+        upkeep.written()
+        assert upkeep.wait_idle(30)
         assert index_segments(backend) == 1
         search = every_search(backend)
         fill(backend, "alice", 3, seed=99)  # one more write: merged again after the pause
-        assert backend._upkeep.wait_idle(30) and index_segments(backend) == 1
+        assert upkeep.wait_idle(30) and index_segments(backend) == 1
         assert backend.describe()["keyword_index"]["merges"] == 2
         assert every_search(backend) != search  # the new memories are found
+
+
+def test_a_write_during_a_merge_sends_the_rest_to_the_next_pause(tmp_path, monkeypatch):
+    monkeypatch.setattr(upkeep_module, "MERGE_PAGES", 1)  # a step a page: a merge of many steps
+    path = tmp_path / "steps.db"
+    written_in_pieces(path)
+    with closing(open_backend(path)) as backend:
+        upkeep = backend._upkeep
+        upkeep.quiet_s = 0.3
+        step, steps = upkeep._write, []
+
+        def counted():
+            steps.append(time.monotonic())
+            if len(steps) == 1:
+                upkeep.written()  # a write lands while the first step runs
+            return step()
+
+        upkeep._write = counted
+        assert upkeep.wait_idle(30)
+        assert index_segments(backend) == 1 and len(steps) > 2
+        assert steps[1] - steps[0] >= 0.25  # the second step waited for the next pause
 
 
 def test_access_records_do_not_wake_it(tmp_path):
@@ -93,13 +118,12 @@ def test_access_records_do_not_wake_it(tmp_path):
     ids = written_in_pieces(path)
     with closing(open_backend(path)) as backend:
         assert backend._upkeep.wait_idle(30)
-        steps = backend._upkeep.steps
-        from memroute.interfaces import MemoryAccess
-        from memroute.models import utcnow
-
+        woken = []
+        backend._upkeep.written = lambda: woken.append(True)  # type: ignore[method-assign]
         backend.record_access("alice", {ids[1]: MemoryAccess(count=2, at=utcnow())})
-        time.sleep(backend._upkeep.quiet_s * 2)
-        assert backend._upkeep.steps == steps
+        assert woken == []
+        backend.update(ids[2], MemoryPatch(content="a new text for the index"))
+        assert woken == [True]
 
 
 def test_an_index_over_the_bound_is_left_to_fts5(tmp_path):
