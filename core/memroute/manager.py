@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import attrs
 
@@ -670,8 +670,9 @@ class _ManagedMarkers:
 
 
 def _as_markers(backend: MemoryBackend) -> ReindexMarkers:
-    assert isinstance(backend, ReindexMarkers)  # checked by MemoryManager.reindex_markers
-    return backend
+    # Checked once by MemoryManager.reindex_markers (a runtime protocol's isinstance costs 10-40 us, on every
+    # search's readiness count).
+    return cast(ReindexMarkers, backend)
 
 
 # --- re-checking what a backend returns ------------------------------------------------------------------

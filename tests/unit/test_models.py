@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+import attrs
 import pytest
 
 from memroute.errors import ValidationError
@@ -163,3 +164,14 @@ def test_token_estimate_is_ceil_len_over_4():
     assert estimate_tokens("") == 0
     assert estimate_tokens("abcd") == 1
     assert estimate_tokens("abcde") == 2
+    assert all(estimate_tokens("x" * n) == -(-n // 4) for n in range(0, 2000))
+
+
+def test_a_memorys_tokens_follow_its_own_content_and_stay_out_of_equality():
+    memory = NewMemory(api_key_id="t", content="abcdefgh", key="k").as_memory()
+    assert memory.tokens == 2 and memory.tokens == 2
+    changed = attrs.evolve(memory, content="x" * 9)
+    assert changed.tokens == 3 and memory.tokens == 2
+    assert attrs.evolve(changed, content="abcdefgh") == memory  # the worked-out tokens are not a field
+    assert "tokens" not in memory_to_dict(memory)
+    assert loads_memory(dumps_memory(memory)).tokens == 2
