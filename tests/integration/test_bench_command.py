@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from memroute.cli import main
 
 
@@ -32,10 +34,11 @@ def test_bench_reports_every_measurement(tmp_path, capsys):
 
 def test_bench_proxy_reports_added_latency_against_direct_calls(tmp_path, capsys):
     """``memroute bench --proxy`` starts a fake upstream and ``memroute serve`` in their own processes and reports
-    every measurement next to its direct baseline (tiny: 60 memories, 30 rounds)."""
+    every measurement next to its direct baseline (tiny: 60 memories, 30 rounds), at the budget ``--max-tokens``
+    gives its server."""
     output = tmp_path / "proxy.json"
     try:
-        main(["bench", "--proxy", "--quick", "--sizes", "60", "--output", str(output)])
+        main(["bench", "--proxy", "--quick", "--sizes", "60", "--max-tokens", "300", "--output", str(output)])
     except SystemExit as exc:
         assert not exc.code
     report = json.loads(capsys.readouterr().out)
@@ -49,6 +52,7 @@ def test_bench_proxy_reports_added_latency_against_direct_calls(tmp_path, capsys
             assert measured["p95_ms"] >= measured["p50_ms"] > 0
             assert measured["added_p50_ms"] == round(measured["p50_ms"] - section[kind]["direct"]["p50_ms"], 3)
     assert isinstance(section["target_met"], bool) and report["rounds"] == 30
+    assert report["max_tokens"] == 300
 
 
 def test_bench_proxy_refuses_bad_sizes(capsys):
@@ -57,6 +61,17 @@ def test_bench_proxy_refuses_bad_sizes(capsys):
     except SystemExit as exc:
         assert exc.code == 2
     assert "--sizes" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["--proxy", "--max-tokens", "0"], ["--proxy", "--max-tokens", "lots"],
+                                  ["--proxy", "--max-tokens", "16001"], ["--max-tokens", "500"]])
+def test_bench_refuses_a_bad_proxy_budget(argv, capsys):
+    """A budget out of ``[memory] max_tokens``' range, not a number, or without ``--proxy`` is a usage error
+    naming the option; nothing is started."""
+    with pytest.raises(SystemExit) as exited:
+        main(["bench", *argv])
+    assert exited.value.code == 2
+    assert "--max-tokens" in capsys.readouterr().err
 
 
 def test_bench_indexing_reports_each_source_against_its_own_batch_rate(tmp_path, capsys):

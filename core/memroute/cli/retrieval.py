@@ -67,6 +67,10 @@ def reindex(ctx: click.Context, force: bool, as_json: bool) -> None:
 @click.option("--proxy", "proxy", is_flag=True,
               help="Benchmark the memory proxy instead: added latency and time to first streamed byte against "
                    "the same requests sent straight to a loopback fake upstream (docs/proxy.md).")
+@click.option("--max-tokens", "max_tokens", type=click.IntRange(1, 16000), default=None,
+              help="With --proxy: the server's [memory] max_tokens, the budget that decides how many memories go "
+                   "into each request [default: 1000, about 55-65 of the bench's memories; 2000 is the embedded "
+                   "default's budget].")
 @click.option("--async", "async_", is_flag=True,
               help="Also benchmark the async API: search and add throughput, 1 vs 16 tasks against 1 vs 16 sync "
                    "threads, and the event loop's lag (docs/python-api.md).")
@@ -82,8 +86,8 @@ def reindex(ctx: click.Context, force: bool, as_json: bool) -> None:
 @click.pass_context
 def bench(ctx: click.Context, sizes: str, single_adds: int, tenants: int, per_tenant: int, queries: int,
           quick: bool, output: str | None, quality: bool, models: str, distractors: int, http: bool,
-          naive: bool, indexing: bool, proxy: bool, async_: bool, async_workers: int | None, backend: str,
-          dsn: str | None) -> None:
+          naive: bool, indexing: bool, proxy: bool, max_tokens: int | None, async_: bool,
+          async_workers: int | None, backend: str, dsn: str | None) -> None:
     """Benchmark the configured engine on synthetic data in a temporary directory (your data is untouched);
     with --quality, measure retrieval quality on the held-out set (docs/retrieval.md); with --http, also
     the server against in-process calls; with --naive, hybrid against a naive recipe; with --indexing,
@@ -101,10 +105,12 @@ def bench(ctx: click.Context, sizes: str, single_adds: int, tenants: int, per_te
         _bench_indexing(ctx, [m.strip() for m in models.split(",") if m.strip()],
                         sizes if explicit else ("300" if quick else "2000"), output)
         return
+    if max_tokens is not None and not proxy:
+        raise click.BadParameter("goes with --proxy (the proxy bench's budget)", param_hint="--max-tokens")
     if proxy:
         explicit = ctx.get_parameter_source("sizes") is not click.core.ParameterSource.DEFAULT
         report = _proxy_bench(sizes=sizes if explicit else ("500" if quick else "500,2000"),
-                              rounds=30 if quick else 200)
+                              rounds=30 if quick else 200, max_tokens=max_tokens)
         echo_json(report)
         if output:
             Path(output).write_text(json.dumps(report, indent=2, default=str), encoding="utf-8")
@@ -219,8 +225,9 @@ def _http_bench(*, memories: int, searches: int, adds: int) -> Any:
     return json.loads(run.stdout)
 
 
-def _proxy_bench(*, sizes: str, rounds: int) -> Any:
-    """Like the HTTP bench, in its own interpreter (it starts ``memroute serve`` and a fake upstream)."""
+def _proxy_bench(*, sizes: str, rounds: int, max_tokens: int | None) -> Any:
+    """Like the HTTP bench, in its own interpreter (it starts ``memroute serve`` and a fake upstream), its server's
+    ``[memory] max_tokens`` set to ``max_tokens`` (``None``: the bench's own default)."""
     import subprocess
 
     try:
@@ -229,9 +236,11 @@ def _proxy_bench(*, sizes: str, rounds: int) -> Any:
         raise click.BadParameter("expected comma-separated integers", param_hint="--sizes") from None
     if not size_list or min(size_list) < 1:
         raise click.BadParameter("expected tenant sizes of 1 memory or more", param_hint="--sizes")
-    click.echo(f"... memory proxy ({', '.join(map(str, size_list))} memories, {rounds} rounds)", err=True)
+    budget = [] if max_tokens is None else ["--max-tokens", str(max_tokens)]
+    click.echo(f"... memory proxy ({', '.join(map(str, size_list))} memories, {rounds} rounds"
+               f"{'' if max_tokens is None else f', max_tokens {max_tokens}'})", err=True)
     run = subprocess.run([sys.executable, "-m", "memroute.server.proxy.bench", "--sizes",
-                          ",".join(map(str, size_list)), "--rounds", str(rounds), "--json"],
+                          ",".join(map(str, size_list)), "--rounds", str(rounds), *budget, "--json"],
                          capture_output=True, text=True, check=False)
     if run.returncode != 0:
         raise click.ClickException(f"the proxy bench failed: {run.stderr.strip()[-500:]}")
