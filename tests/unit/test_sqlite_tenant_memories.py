@@ -119,6 +119,24 @@ def test_equal_ranks_come_newest_first_then_by_id(backend):
         memory_id for memory_id, _ in joined(backend, query)]
 
 
+@pytest.mark.parametrize("limit", [1, 3, 5, 11, 12, 13, 20])
+def test_a_limit_that_cuts_a_run_of_equal_ranks_takes_its_newest(backend, limit):
+    """The leg stops looking at the shortlist once it holds ``limit`` memories and the run of equal ranks the last
+    one is in has ended: a limit inside the run still gets the run's newest (then smallest ids), as the joined
+    statement does, and one past it the best of the next rank."""
+    best = backend.create(NewMemory(api_key_id="a", key="best", content="same words same words"))
+    twins = [backend.create(NewMemory(api_key_id="a", key=f"k{n}", content="same words here")) for n in range(12)]
+    backend.create_many([NewMemory(api_key_id="a", key=f"far{n}", content=f"same {n} words here and then some more")
+                         for n in range(6)])
+    query = SearchQuery(api_key_id="a", text="same words", limit=limit)
+    expected = sorted(twins, key=lambda m: m.id)
+    expected.sort(key=lambda m: m.created_at, reverse=True)
+    got = hits(backend, query)
+    assert got == joined(backend, query) and len(got) == min(limit, 19)
+    assert [memory_id for memory_id, _ in got[:13]] == [best.id, *[m.id for m in expected]][:limit]
+    assert hits(backend, query) == got  # again from the kept memories
+
+
 def test_a_warm_search_reads_no_rows_and_a_changed_count_reads_them_again(backend, monkeypatch):
     fill(backend, "a", 80, seed=3)
     query = SearchQuery(api_key_id="a", text="postgres billing", limit=20)

@@ -38,7 +38,7 @@ import builtins
 import json
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
@@ -742,8 +742,7 @@ class SqliteBackend(MemoryBackend):
             kept, foreign = entry.by_rowid, entry.foreign
             read = self._read_rowids(tenant, entry, stamp, [rowid for rowid, _ in shortlist
                                                      if rowid not in kept and rowid not in foreign])
-            hits = [(rank, memory) for rowid, rank in shortlist
-                    if (memory := kept.get(rowid) or read.get(rowid)) is not None and in_scope(memory)]
+            hits = _first_in_scope(shortlist, kept, read, in_scope, query.limit)
             if len(hits) >= query.limit or len(shortlist) < depth or not self._matches_past(match, depth):
                 break
             depth *= 8
@@ -946,6 +945,25 @@ class _KeptWrite:
         for tenant in tenants:
             if tenant not in self.before and self._kept.keeps(tenant):
                 self.before[tenant] = _count(self.connection, tenant)
+
+
+def _first_in_scope(shortlist: builtins.list[tuple[int, float]], kept: Mapping[int, Memory],
+                    read: Mapping[int, Memory], in_scope: Callable[[Memory], bool],
+                    limit: int) -> builtins.list[tuple[float, Memory]]:
+    """The shortlist's memories (kept or just ``read``) that are ``in_scope``, as ``(rank, memory)`` in its rank
+    order, up to the ``limit``-th and the rest of that one's run of equal ranks: the rows past it rank lower than
+    every one of the first ``limit`` after the tie order (newest, then id, within a rank), so they are never
+    returned, and are not looked at (a shortlist is four times the limit: 400 rows for an augment's 100)."""
+    hits: builtins.list[tuple[float, Memory]] = []
+    last = None
+    for rowid, rank in shortlist:
+        if len(hits) >= limit and rank != last:
+            break
+        memory = kept.get(rowid) or read.get(rowid)
+        if memory is not None and in_scope(memory):
+            hits.append((rank, memory))
+            last = rank
+    return hits
 
 
 def _scope_filter(query: SearchQuery) -> Any:
