@@ -442,6 +442,13 @@ class Memory:
         return self.expires_at is not None and self.expires_at <= (now or utcnow())
 
     @functools.cached_property
+    def created_timestamp(self) -> float:
+        """``created_at`` as POSIX seconds, worked out once per object: the one ordering's tie-break
+        (:func:`memroute.retrieval.ordering.order_key`, newest first) asks it of the same kept memories search
+        after search, and an aware datetime's ``timestamp()`` is not free."""
+        return self.created_at.timestamp()
+
+    @functools.cached_property
     def tokens(self) -> int:
         """:func:`estimate_tokens` of the content, worked out once per object (a search asks for the tokens of
         each of its ~150 candidates two or three times: the budget walk, the depth decision, the preview; the

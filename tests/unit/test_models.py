@@ -175,3 +175,17 @@ def test_a_memorys_tokens_follow_its_own_content_and_stay_out_of_equality():
     assert attrs.evolve(changed, content="abcdefgh") == memory  # the worked-out tokens are not a field
     assert "tokens" not in memory_to_dict(memory)
     assert loads_memory(dumps_memory(memory)).tokens == 2
+
+
+def test_a_memorys_created_timestamp_follows_its_own_created_at_and_stays_out_of_equality():
+    """The ordering's tie-break reads ``created_timestamp`` (worked out once per object): it is ``created_at``'s
+    POSIX seconds for every memory, an evolved copy works out its own, and it is no field."""
+    memory = NewMemory(api_key_id="t", content="abc", key="k").as_memory()
+    assert memory.created_timestamp == memory.created_at.timestamp() == memory.created_timestamp
+    later = attrs.evolve(memory, created_at=memory.created_at + timedelta(seconds=90, microseconds=7))
+    assert later.created_timestamp == later.created_at.timestamp() > memory.created_timestamp + 90
+    assert memory.created_timestamp == memory.created_at.timestamp()
+    assert attrs.evolve(later, created_at=memory.created_at) == memory
+    assert "created_timestamp" not in memory_to_dict(memory)
+    trusted = Memory.trusted(**{name: getattr(memory, name) for name in attrs.fields_dict(Memory)})
+    assert trusted.created_timestamp == memory.created_timestamp

@@ -18,12 +18,12 @@ T = TypeVar("T")
 
 def order_key(score: float, memory: Memory) -> tuple[float, float, str]:
     """The sort key of a scored memory: best score, then newest, then smallest id."""
-    return (-score, -memory.created_at.timestamp(), memory.id)
+    return (-score, -memory.created_timestamp, memory.id)
 
 
 def recency_key(memory: Memory) -> tuple[float, str]:
     """The sort key of the recency path: newest first, then smallest id."""
-    return (-memory.created_at.timestamp(), memory.id)
+    return (-memory.created_timestamp, memory.id)
 
 
 def order_hits(hits: Iterable[SearchHit]) -> list[SearchHit]:
