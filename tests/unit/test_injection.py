@@ -70,6 +70,28 @@ def test_a_memorys_line_follows_what_it_shows_not_its_access_counts():
     assert format_memory_block([original]) == first
 
 
+def test_a_memory_object_seen_before_gets_its_line_by_identity(monkeypatch):
+    """A memory object handled lately gets its line without its key being built; a category changed in its
+    metadata dict in place (read-only by contract) still changes the line; the memo of objects is bounded."""
+    from memroute.pipeline import inject
+
+    memo = inject._LineMemo(size=3)
+    monkeypatch.setattr(inject, "_LINES", memo)
+    original = memory("Drinks green tea", category="drink")
+    hit = SearchHit(memory=original, score=1.0, tier="hybrid")
+    first = inject.memory_lines([hit])
+    keys: list[object] = []
+    real_key = memo.key
+    monkeypatch.setattr(memo, "key", lambda m: keys.append(m) or real_key(m))
+    assert inject.memory_lines([hit, original]) == first * 2 and keys == []
+    original.metadata["category"] = "beverage"
+    assert inject.memory_lines([original]) == ['- beverage (2026-11-29): "Drinks green tea"'] and keys == [original]
+    others = [memory(f"fact {n}") for n in range(3)]
+    inject.memory_lines(others)  # three more objects: the bound drops the oldest
+    assert len(memo._objects) == 3 and id(original) not in memo._objects
+    assert inject.memory_lines([original]) == ['- beverage (2026-11-29): "Drinks green tea"']
+
+
 def test_memory_type_is_the_label_without_a_category():
     assert "- factual (2026-11-29): " in format_memory_block([memory("plain fact", category=None)])
 
