@@ -166,32 +166,39 @@ def fuse_scores(
     docstring. A memory only the keyword leg found starts from the lowest normalised vector score; a keyword
     hit that does not stand out above the median is left out unless the vector leg found it too. The hit's
     ``score`` is the fused score; ``ranks`` and ``leg_scores`` keep each leg's own rank and raw score."""
+    # Two dicts per candidate, not four: the fused score (the sort's key, read through the dict's own
+    # __getitem__) and the rest of the hit, its memory and each leg's rank and raw score (filled in by leg).
     scores: dict[str, float] = {}
-    memories: dict[str, Memory] = {}
-    ranks: dict[str, dict[str, int]] = {}
-    leg_scores: dict[str, dict[str, float]] = {}
+    parts: dict[str, tuple[Memory, dict[str, int], dict[str, float]]] = {}
     floor = 0.0
     if vector:
         median, spread = _vector_scale(vector)
         for rank, (memory, score) in enumerate(vector, start=1):
             scores[memory.id] = (score - median) / spread
-            memories[memory.id] = memory
-            ranks[memory.id] = {"vector": rank}
-            leg_scores[memory.id] = {"vector": float(score)}
+            parts[memory.id] = (memory, {"vector": rank}, {"vector": float(score)})
         floor = min(scores.values())
     if keyword:
         reference = statistics.median(score for _, score in keyword)
         for rank, (memory, score) in enumerate(keyword, start=1):
             strength = min(cap, max(0.0, (score / reference - 1.0) / stand_out)) if reference > 0 else 0.0
-            if memory.id not in scores and strength <= 0.0:
-                continue
-            scores[memory.id] = scores.get(memory.id, floor) + keyword_weight * strength
-            memories[memory.id] = memory
-            ranks.setdefault(memory.id, {})["keyword"] = rank
-            leg_scores.setdefault(memory.id, {})["keyword"] = float(score)
+            part = parts.get(memory.id)
+            if part is None:
+                if strength <= 0.0:
+                    continue
+                scores[memory.id] = floor + keyword_weight * strength
+                parts[memory.id] = (memory, {"keyword": rank}, {"keyword": float(score)})
+            else:
+                scores[memory.id] += keyword_weight * strength
+                part[1]["keyword"] = rank
+                part[2]["keyword"] = float(score)
+                if part[0] is not memory:  # the keyword leg's object wins, as it always did
+                    parts[memory.id] = (memory, part[1], part[2])
+    hits = []
     # The order by score alone when no two tie (order_scored), not the full key of every candidate.
-    return [SearchHit(memory=memories[mid], score=scores[mid], tier="hybrid" if len(legs := ranks[mid]) == 2
-                      else next(iter(legs)), ranks=legs, leg_scores=leg_scores[mid])
-            for mid in order_scored(list(scores), scores.__getitem__, memories.__getitem__)]
+    for mid in order_scored(list(scores), scores.__getitem__, lambda mid: parts[mid][0]):
+        memory, legs, leg = parts[mid]
+        hits.append(SearchHit(memory=memory, score=scores[mid], tier="hybrid" if len(legs) == 2
+                              else next(iter(legs)), ranks=legs, leg_scores=leg))
+    return hits
 
 
