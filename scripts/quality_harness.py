@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 
 import memroute
-from memroute.bench_quality import _memories, chat_distractors, queries
+from memroute.bench.quality import _memories, chat_distractors, queries
+from memroute.config.serialization import memory_to_dict
 from memroute.models import Memory, SearchQuery, new_memory_id, utcnow
 from memroute.retrieval.fusion import keyword_query
-from memroute.serialization import memory_to_dict
 
 CACHE = Path("/tmp/memroute-qh")
 KEYWORD_DEPTH = 50

@@ -22,9 +22,9 @@ import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from memroute import gil
 from memroute.errors import BackendUnavailableError, ValidationError
 from memroute.models import Memory
+from memroute.retrieval import gil
 from memroute.service import Memroute
 
 __all__ = ["HANDOFF_FROM_WORKERS", "AsyncMemroute", "auto_workers", "default_handoff", "open_async"]
@@ -53,8 +53,8 @@ HANDOFF_FROM_WORKERS = 4
 
 
 def default_handoff(max_workers: int) -> float:
-    """The ``gil_handoff`` that ``None`` picks for a pool of ``max_workers``: :data:`memroute.gil.DEFAULT_PAUSE`
-    from :data:`HANDOFF_FROM_WORKERS` workers up, else ``0`` (no handoff).
+    """The ``gil_handoff`` that ``None`` picks for a pool of ``max_workers``:
+    :data:`memroute.retrieval.gil.DEFAULT_PAUSE` from :data:`HANDOFF_FROM_WORKERS` workers up, else ``0`` (no handoff).
 
     Measured with ``memroute bench --async`` (docs/python-api.md, "The event loop and the GIL"): with a pool
     of eight the handoff lowered the loop's p99 lag in every run (1.25 to 5 times); with two workers on a
@@ -101,7 +101,7 @@ class AsyncMemroute:
     settles and stops the pool, and the service stays yours to close). ``max_workers=None`` sizes the pool
     from the service (:func:`auto_workers`); :attr:`max_workers` says what it is. ``gil_handoff`` is how long
     (seconds) a worker sleeps at each stage boundary of a call so the event loop can take the GIL
-    (:mod:`memroute.gil`; ``0``: never; ``None``: chosen from the pool's size by :func:`default_handoff`;
+    (:mod:`memroute.retrieval.gil`; ``0``: never; ``None``: chosen from the pool's size by :func:`default_handoff`;
     not applied to an ``executor`` you pass in)."""
 
     def __init__(self, service: Memroute, *, max_workers: int | None = None,

@@ -8,10 +8,10 @@ from typing import Any, Generic, Literal, TypeVar, overload
 
 import attrs
 
+from memroute.config.settings import ComponentConfig, structure_options
 from memroute.errors import ConfigError, MemrouteError, PluginError
 from memroute.interfaces import ComponentContext, EmbeddingSource, Extractor, MemoryBackend, Reranker, VectorStore
 from memroute.plugins import MemroutePluginManager
-from memroute.settings import ComponentConfig, structure_options
 from memroute.specs import ComponentSpec, EmbeddingSourceSpec, VectorStoreSpec
 
 __all__ = ["AutoChoice", "build_backend", "build_component", "choose_auto", "make_context"]

@@ -128,8 +128,8 @@ def memroute_register_commands(cli: click.Group) -> None:
 def memroute_state_store(primary: Any, context: Any) -> Any:
     """Called once per service, the first time it needs the deployment's shared state (API keys, runtime
     settings, maintenance leases). ``primary`` is the primary :class:`~memroute.interfaces.MemoryBackend`
-    instance; ``context`` a :class:`~memroute.state.StateStoreContext` (``state_dir``,
-    ``prepare_connection``). Return a :class:`~memroute.state.StateStore` when your backend keeps that state
+    instance; ``context`` a :class:`~memroute.deployment.state.StateStoreContext` (``state_dir``,
+    ``prepare_connection``). Return a :class:`~memroute.deployment.state.StateStore` when your backend keeps that state
     itself (so every process of a deployment sees one store), or None to let the next plugin (and finally the
     SQLite ``state.db`` in ``state_dir``) handle it. The first non-None result wins.
 

@@ -91,7 +91,7 @@ class BackendCapabilities:
     reindex_markers: bool = False
     """The backend implements :class:`ReindexMarkers` (a ``needs_reindex`` flag set in the write's own
     transaction). As the primary, the indexer then reads its work queue from those flags, through the
-    manager (:meth:`~memroute.manager.MemoryManager.reindex_markers`)."""
+    manager (:meth:`~memroute.routing.manager.MemoryManager.reindex_markers`)."""
     access_tracking: bool = False
     """The backend implements :class:`AccessRecorder` (it stores ``access_count`` / ``last_accessed_at``). As
     the primary it then receives the batched access telemetry of ``augment`` and ``search``; a backend
@@ -106,7 +106,7 @@ class BackendCapabilities:
     batch_create: bool = False
     """``create_many`` writes a batch in one transaction: atomic for a failure of the backend (it raises and
     stores none of the batch), per item for an item's own error (returned in its place, the others stored).
-    The service's group commit (:mod:`memroute.group_commit`) then writes concurrent adds in one call; a
+    The service's group commit (:mod:`memroute.deployment.group_commit`) then writes concurrent adds in one call; a
     backend without it gets them one ``create`` at a time."""
 
 

@@ -1,5 +1,5 @@
 """The typed reports the service returns: frozen attrs values, turned into JSON by one converter
-(:func:`memroute.serialization.to_jsonable`). Surfaces (the CLI's ``--json``, next the REST API's schemas)
+(:func:`memroute.config.serialization.to_jsonable`). Surfaces (the CLI's ``--json``, next the REST API's schemas)
 render these; they never build their own dicts of the same facts."""
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ class MaintenanceReport:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON shape (``memroute summarize / compact / prune --json``): :func:`to_jsonable` of it."""
-        from memroute.serialization import to_jsonable
+        from memroute.config.serialization import to_jsonable
 
         data: dict[str, Any] = to_jsonable(self)
         return data
@@ -218,7 +218,7 @@ class StatusReport:
     rerank: dict[str, Any] = attrs.field(factory=dict)
     health: HealthReport | None = None
     group_commit: dict[str, Any] = attrs.field(factory=dict)
-    """How this process's adds were batched since the service opened (:mod:`memroute.group_commit`):
+    """How this process's adds were batched since the service opened (:mod:`memroute.deployment.group_commit`):
     ``batches`` and ``items`` written, ``mean_batch`` / ``last_batch`` / ``largest_batch`` (items), the
     ``max_batch`` limit and the adds ``waiting`` now. Per process: a server's ``engine-status`` shows the
     server's."""

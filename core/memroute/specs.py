@@ -50,8 +50,8 @@ class Availability:
 
 Check = Callable[[Mapping[str, Any], Any], Availability]
 """``check(options, section)``: the component's own options table and the whole section's settings
-(``[embedding]`` → :class:`~memroute.settings.EmbeddingSettings`, ``[vectors]`` →
-:class:`~memroute.settings.VectorSettings`)."""
+(``[embedding]`` → :class:`~memroute.config.settings.EmbeddingSettings`, ``[vectors]`` →
+:class:`~memroute.config.settings.VectorSettings`)."""
 
 
 def _check_name(_inst: object, _attr: attrs.Attribute[Any], value: object) -> None:

@@ -15,9 +15,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import retrieval_dataset as dataset
 
 import memroute
+from memroute.config.serialization import memory_to_dict
 from memroute.models import Memory, SearchQuery, new_memory_id, utcnow
 from memroute.retrieval.fusion import keyword_query
-from memroute.serialization import memory_to_dict
 
 LEGS = ("keyword", "vector", "hybrid")
 

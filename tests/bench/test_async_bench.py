@@ -8,7 +8,7 @@ import json
 import pytest
 
 from memroute.aio import IN_PROCESS_WORKERS, default_handoff
-from memroute.bench_async import run_async_bench
+from memroute.bench.async_api import run_async_bench
 from memroute.service import Memroute
 
 pytestmark = pytest.mark.bench

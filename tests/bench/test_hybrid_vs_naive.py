@@ -10,7 +10,7 @@ import json
 import pytest
 
 import memroute
-from memroute.bench_speed import run_naive_comparison
+from memroute.bench.speed import run_naive_comparison
 
 pytestmark = pytest.mark.bench
 
@@ -20,8 +20,8 @@ def test_hybrid_against_the_naive_recipe(tmp_path):
         return memroute.open({}, data_dir=str(path), embedding={"source": "static"}, vectors={"store": "sqlite-vec"})
 
     def embedder_for(service):
+        from memroute.config.settings import load_settings
         from memroute.embedding import build_embedding_source
-        from memroute.settings import load_settings
 
         embedder, _ = build_embedding_source(load_settings({"embedding": {"source": "static"}}).embedding,
                                              service.plugins, service.data_dir)

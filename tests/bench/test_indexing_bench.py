@@ -12,10 +12,10 @@ import json
 import pytest
 
 import memroute
-from memroute.bench_indexing import TARGET_RATIO, run_indexing_comparison
+from memroute.bench.indexing import TARGET_RATIO, run_indexing_comparison
+from memroute.config.settings import load_settings
 from memroute.embedding import build_embedding_source
 from memroute.plugins import get_plugin_manager
-from memroute.settings import load_settings
 from memroute_builtins.embedding.transformers import missing_dependencies
 
 pytestmark = pytest.mark.bench

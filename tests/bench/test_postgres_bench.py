@@ -1,5 +1,5 @@
 """PostgreSQL + pgvector against the embedded default (SQLite + sqlite-vec), in one run on one machine, by the
-code behind ``memroute bench --backend postgres`` (:func:`memroute.bench.compare_engines`).
+code behind ``memroute bench --backend postgres`` (:func:`memroute.bench.engine.compare_engines`).
 
 ``pytest -m bench tests/bench/test_postgres_bench.py -s``: the full comparison at 10k memories per key
 (``MEMROUTE_BENCH_SIZES=10000,100000`` for more): single durable adds, bulk import, keyword / semantic /
@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 import memroute
-from memroute.bench import compare_engines
+from memroute.bench.engine import compare_engines
 from memroute.cli import main
 from tests.servers.postgres import PostgresServer
 

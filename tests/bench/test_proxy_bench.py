@@ -17,7 +17,7 @@ import json
 
 import pytest
 
-from memroute.server.proxy.bench import run_proxy_bench
+from memroute.bench.proxy import run_proxy_bench
 
 pytestmark = pytest.mark.bench
 

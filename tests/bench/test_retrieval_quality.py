@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 import memroute
-from memroute.bench_quality import run_quality, tables
+from memroute.bench.quality import run_quality, tables
 from tests.bench import quality
 
 pytestmark = pytest.mark.bench

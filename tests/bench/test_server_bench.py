@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from memroute.server.bench import run_http_bench
+from memroute.bench.http import run_http_bench
 
 pytestmark = pytest.mark.bench
 

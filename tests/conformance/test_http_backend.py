@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from memroute.config.serialization import structure_config
 from memroute.interfaces import MemoryBackend
-from memroute.serialization import structure_config
 from memroute.testing import BackendContract
 from memroute_builtins.backends.http import HttpBackend, HttpBackendSettings
 from memroute_builtins.backends.sqlite.backend import SqliteBackend

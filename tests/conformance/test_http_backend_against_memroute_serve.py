@@ -10,10 +10,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from memroute.config.serialization import structure_config
 from memroute.errors import BackendError, BackendUnavailableError
 from memroute.interfaces import MemoryAccess, MemoryBackend
 from memroute.models import ListFilter, NewMemory, utcnow
-from memroute.serialization import structure_config
 from memroute.testing import BackendContract
 from memroute_builtins.backends.http import HttpBackend, HttpBackendSettings
 from tests.servers.memroute_server import MemrouteServer

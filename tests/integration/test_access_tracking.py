@@ -15,9 +15,9 @@ import attrs
 import pytest
 
 import memroute
+from memroute.config.serialization import memory_to_dict, write_jsonl
 from memroute.errors import ValidationError
 from memroute.models import Memory, MemoryType, new_memory_id, utcnow
-from memroute.serialization import memory_to_dict, write_jsonl
 from memroute.service import Memroute
 from memroute.specs import BackendSpec
 from memroute.testing.fakes import HashingEmbeddingSource

@@ -135,7 +135,7 @@ def test_tenants_never_share_an_entry_and_one_tenants_write_keeps_the_others(mem
 def test_a_reused_retrieval_reads_its_memories_again_as_the_tenants_own(mem, monkeypatch):
     """On a hit the memories are read again by tenant (the key also names it): a memory id that another tenant
     holds is never read back into this tenant's block."""
-    from memroute.manager import MemoryManager
+    from memroute.routing.manager import MemoryManager
 
     first = augmented(mem, "alice")
     read_as: list[str | None] = []

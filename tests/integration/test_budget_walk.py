@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import memroute
-from memroute.bench import synthetic_contents
+from memroute.bench.engine import synthetic_contents
 from memroute.models import SearchQuery
 
 QUESTIONS = ["what does the user think about the billing service?", "marathon training plan", "trip to Lisbon",

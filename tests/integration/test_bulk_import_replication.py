@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 
 import memroute
+from memroute.config.serialization import memory_to_dict
 from memroute.models import Memory, new_memory_id, utcnow
-from memroute.serialization import memory_to_dict
 
 
 def test_import_reaches_the_fallback_exactly(tmp_path):

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from memroute.config.settings import ManagerSettings
 from memroute.errors import BackendUnavailableError
-from memroute.manager import MemoryManager
 from memroute.models import ListFilter, Memory, MemoryPatch, NewMemory, SearchQuery
+from memroute.routing.manager import MemoryManager
 from memroute.service import Memroute
-from memroute.settings import ManagerSettings
 from memroute.testing.faults import FaultyBackend, ManualClock
 from memroute_builtins.backends.sqlite.backend import SqliteBackend
 from tests.servers.faulty_sqlite import FaultySqlitePlugin

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import memroute
+from memroute.config.serialization import memory_to_dict
 from memroute.models import Memory, utcnow
-from memroute.serialization import memory_to_dict
 
 _CHILD = """
 import json, sys

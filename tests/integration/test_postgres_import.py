@@ -12,9 +12,9 @@ import psycopg
 import pytest
 
 import memroute
+from memroute.config.serialization import memory_to_dict
 from memroute.errors import BackendError
 from memroute.models import Memory, new_memory_id, utcnow
-from memroute.serialization import memory_to_dict
 from memroute_builtins.backends.postgres import backend as postgres_backend
 from tests.servers.postgres import PostgresServer, fresh_schema
 

@@ -10,10 +10,10 @@ from datetime import timedelta
 import pytest
 
 import memroute
+from memroute.config.serialization import memory_to_dict, to_jsonable
 from memroute.errors import ValidationError
 from memroute.models import Memory, MemoryType, new_memory_id, utcnow
 from memroute.reports import RetrievalPreview
-from memroute.serialization import memory_to_dict, to_jsonable
 from memroute.service import Memroute
 from memroute.specs import BackendSpec
 from memroute.testing.fakes import HashingEmbeddingSource

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 import memroute
+from memroute.config.serialization import to_jsonable
 from memroute.errors import ConfigError
-from memroute.serialization import to_jsonable
 from memroute.specs import VectorStoreSpec
 from memroute.testing.numpy_store import NumpyVectorStore
 

@@ -51,10 +51,10 @@ MUTANTS: tuple[Mutant, ...] = (
            """match = f'owner : "{owner}" AND {{content key}} : ({terms})'""",
            """match = f'{{content key}} : ({terms})'""",
            ("tests/unit/test_sqlite_backend.py::test_keyword_search_reads_only_the_tenants_postings",)),
-    Mutant("outbox ordering: newest entry first", "core/memroute/outbox.py",
+    Mutant("outbox ordering: newest entry first", "core/memroute/routing/outbox.py",
            "FROM outbox WHERE target = ? ORDER BY id LIMIT 1", "FROM outbox WHERE target = ? ORDER BY id DESC LIMIT 1",
            ("tests/unit/test_outbox.py::test_entries_are_fifo_per_target_and_removed_only_explicitly",)),
-    Mutant("manager: another tenant's search hits kept", "core/memroute/manager.py",
+    Mutant("manager: another tenant's search hits kept", "core/memroute/routing/manager.py",
            "hits = [h for h in raw if h.memory.api_key_id == query.api_key_id]", "hits = list(raw)",
            ("tests/unit/test_manager_foreign_rows.py",)),
 )

@@ -1,5 +1,5 @@
 """Concurrent POST /api/memory over real HTTP, two tenants at once: the adds that arrive together are written
-in one batch by the service's group commit (memroute.group_commit), and every response is still its own
+in one batch by the service's group commit (memroute.deployment.group_commit), and every response is still its own
 request's memory, in its own tenant; a bad request among them is its own 4xx and fails nobody else."""
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import time
 import pytest
 
 import memroute
-from memroute.state import RUNTIME_SETTINGS_TTL_S
+from memroute.deployment.state import RUNTIME_SETTINGS_TTL_S
 from tests.servers.memroute_server import MemrouteServer
 from tests.servers.qdrant_rest import QdrantRestServer
 

@@ -11,9 +11,9 @@ from datetime import timedelta
 import openai
 import pytest
 
+from memroute.deployment.state import RUNTIME_SETTINGS_TTL_S
 from memroute.models import utcnow
 from memroute.pipeline.inject import BLOCK_START
-from memroute.state import RUNTIME_SETTINGS_TTL_S
 from tests.servers.memroute_server import MemrouteServer
 from tests.servers.proxy_stack import proxy_stack
 

@@ -76,7 +76,7 @@ def test_add_makes_no_thread_hop_of_its_own(memroute_server, hops, monkeypatch):
         before = commit.items
         response = client.post("/api/memory", json={"content": "I prefer green tea", "key": "tea"})
     assert response.status_code == 201, response.text
-    # validated on the loop, queued for the group commit's writer thread (memroute.group_commit): no pool hop
+    # validated on the loop, queued for the group commit's writer thread (memroute.deployment.group_commit): no pool hop
     assert hops == [] and ran_in == []
     assert commit.items == before + 1
 

@@ -8,9 +8,9 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import memroute
+from memroute.config.settings import ServerSettings
 from memroute.models import utcnow
 from memroute.server.maintenance import Maintenance
-from memroute.settings import ServerSettings
 from tests.servers.memroute_server import MemrouteServer
 
 
@@ -85,7 +85,7 @@ def test_the_decay_sweep_is_scheduled_only_when_enabled(tmp_path):
 
 
 def test_the_http_bench_runs_end_to_end(tmp_path):
-    from memroute.server.bench import run_http_bench
+    from memroute.bench.http import run_http_bench
 
     report = run_http_bench(memories=40, searches=5, adds=16, clients=4, data_dir=tmp_path / "bench")
     assert report["search"]["http"]["p50_ms"] > 0 and report["search"]["in_process"]["p50_ms"] > 0

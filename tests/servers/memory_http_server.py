@@ -24,6 +24,7 @@ from typing import Any
 
 import attrs
 
+from memroute.config.serialization import memory_to_dict
 from memroute.errors import ConflictError, MemrouteError, ValidationError
 from memroute.interfaces import MemoryBackend
 from memroute.models import (
@@ -34,7 +35,6 @@ from memroute.models import (
     SearchQuery,
     as_utc,
 )
-from memroute.serialization import memory_to_dict
 from memroute.testing.memory import InMemoryBackend
 from tests.servers.loopback import LoopbackHTTPServer
 

@@ -25,7 +25,7 @@ or build one with your own configuration (``from tests.servers.memroute_server i
         httpx.get(server.base_url + "/healthz")
 
 ``server.base_url`` has no trailing slash. ``admin`` / ``tenant_a`` / ``tenant_b`` are secrets (``mr_…``);
-``keys["admin"]`` etc. hold the :class:`~memroute.keys.ApiKey` records. ``stop()`` (or leaving the ``with``)
+``keys["admin"]`` etc. hold the :class:`~memroute.deployment.keys.ApiKey` records. ``stop()`` (or leaving the ``with``)
 shuts the server down gracefully and closes the service; a fixture never leaves a process or thread behind.
 """
 

@@ -12,8 +12,8 @@ import pytest
 
 import memroute
 from memroute.aio import AsyncMemroute
+from memroute.config.serialization import dumps_memory
 from memroute.errors import BackendUnavailableError, ConflictError, ValidationError
-from memroute.serialization import dumps_memory
 
 TURN = {"model": "m", "messages": [{"role": "user", "content": "I prefer TypeScript over Python for web work"}]}
 
@@ -359,8 +359,8 @@ def test_the_pool_is_sized_from_what_the_service_runs(tmp_path):
 
 
 def test_workers_hand_the_gil_over_between_stages_and_no_other_thread_pauses(tmp_path, monkeypatch):
-    from memroute import gil
     from memroute.aio import HANDOFF_FROM_WORKERS, default_handoff
+    from memroute.retrieval import gil
 
     pauses: list[tuple[str, float]] = []
     real_sleep = gil._sleep

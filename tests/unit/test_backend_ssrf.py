@@ -1,6 +1,6 @@
 """The Obsidian and Notion backends send their bearer token only where the SSRF guard approves (issue 16).
 
-Before the fix neither ``base_url`` went through :mod:`memroute.netguard`: both sent the token to
+Before the fix neither ``base_url`` went through :mod:`memroute.config.netguard`: both sent the token to
 ``http://2130706433:PORT`` (127.0.0.1 spelt as one number), and nothing stopped a metadata address. A small
 loopback server records every request, so "refused" means the token never left the process.
 """

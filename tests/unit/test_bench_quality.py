@@ -1,4 +1,4 @@
-"""The production-like quality benchmark (memroute.bench_quality): its data is what the docs say it is, and a
+"""The production-like quality benchmark (memroute.bench.quality): its data is what the docs say it is, and a
 bounded smoke run (static embeddings, no distractors) shows hybrid at least as good as each leg. The full run
 (2,000 real chat turns per tenant, static and transformers) is tests/bench/test_retrieval_quality.py."""
 
@@ -9,8 +9,8 @@ from collections import Counter
 import pytest
 
 import memroute
-from memroute.bench_facts import FACTS
-from memroute.bench_quality import LEGS, chat_distractors, queries, run_quality, tables
+from memroute.bench.facts import FACTS
+from memroute.bench.quality import LEGS, chat_distractors, queries, run_quality, tables
 from memroute.retrieval.fusion import content_terms
 
 
@@ -71,7 +71,7 @@ def test_cli_refuses_a_negative_distractor_count(bad, tmp_path):
 
 
 def test_the_naive_recipe_finds_what_it_indexed():
-    from memroute.bench_speed import NaiveRecipe, chat_turns
+    from memroute.bench.speed import NaiveRecipe, chat_turns
     from memroute.testing.fakes import HashingEmbeddingSource
 
     turns = chat_turns(300)

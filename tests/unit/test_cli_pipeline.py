@@ -9,8 +9,8 @@ from datetime import timedelta
 import pytest
 
 from memroute.cli import main
+from memroute.config.serialization import memory_to_dict
 from memroute.models import Memory, new_memory_id, utcnow
-from memroute.serialization import memory_to_dict
 
 SEED = "I prefer TypeScript. I'll use Postgres for this project. I always commit before pushing. I hate Python."
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from memroute.db import ThreadConnections, released_gil_transaction
+from memroute.deployment.db import ThreadConnections, released_gil_transaction
 
 
 @pytest.fixture
@@ -79,7 +79,7 @@ def test_opening_waits_for_a_writer_holding_a_file_not_yet_in_wal_mode(tmp_path)
     import apsw
     import pytest
 
-    from memroute.db import open_connection
+    from memroute.deployment.db import open_connection
     from memroute.errors import BackendUnavailableError
 
     def locked(name: str) -> apsw.Connection:

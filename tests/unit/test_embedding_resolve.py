@@ -8,9 +8,9 @@ import attrs
 import pytest
 
 import memroute
+from memroute.config.settings import EmbeddingSettings, load_settings
 from memroute.embedding import CachedEmbeddingSource, Resolution, build_embedding_source, resolve
 from memroute.errors import ConfigError, EmbeddingError, UnknownComponentError
-from memroute.settings import EmbeddingSettings, load_settings
 from memroute.specs import EmbeddingSourceSpec
 from memroute.testing.fakes import HashingEmbeddingSource
 from memroute_builtins.embedding.remote import RemoteEmbeddingSource

@@ -1,4 +1,4 @@
-"""Group commit (memroute.group_commit): concurrent calls coalesce into batches, each caller gets exactly its
+"""Group commit (memroute.deployment.group_commit): concurrent calls coalesce into batches, each caller gets exactly its
 own outcome, a batch's own failure is every caller's (each its own copy), close writes what is queued.
 Batches are forced deterministically: the first batch waits until the others are queued behind it."""
 
@@ -10,8 +10,8 @@ import time
 
 import pytest
 
+from memroute.deployment.group_commit import GroupCommit
 from memroute.errors import BackendUnavailableError, ValidationError
-from memroute.group_commit import GroupCommit
 
 
 def _wait_for(condition, timeout=10.0):

@@ -11,8 +11,8 @@ import json
 
 import pytest
 
+from memroute.config.settings import ServerSettings
 from memroute.server.middleware import GuardMiddleware
-from memroute.settings import ServerSettings
 
 SCOPE = {"type": "http", "method": "GET", "path": "/api/memory", "headers": [(b"host", b"127.0.0.1")],
          "scheme": "http"}

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from memroute.calls import BackendCall, BackendCaller, CircuitOpenError
+from memroute.config.settings import ManagerSettings
 from memroute.errors import BackendError
 from memroute.models import HealthResult
-from memroute.settings import ManagerSettings
+from memroute.routing.calls import BackendCall, BackendCaller, CircuitOpenError
 from memroute.testing.memory import InMemoryBackend
 
 

@@ -15,8 +15,8 @@ import pytest
 
 import memroute
 from memroute.cli import main
+from memroute.config.settings import load_settings
 from memroute.errors import ConfigError, ValidationError
-from memroute.settings import load_settings
 
 SURROGATE = "x \ud800"
 NUL = "x\x00y"

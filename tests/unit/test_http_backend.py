@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
+from memroute.config.serialization import memory_to_dict, structure_config
 from memroute.errors import BackendError, BackendUnavailableError, ConfigError, ConflictError, ValidationError
 from memroute.models import ListFilter, Memory, MemoryPatch, NewMemory, SearchQuery
-from memroute.serialization import memory_to_dict, structure_config
 from memroute_builtins.backends.http import HttpBackend, HttpBackendSettings, memory_from_wire
 from tests.servers import fixtures
 from tests.servers.fixtures import FakeNetwork

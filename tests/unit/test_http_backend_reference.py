@@ -30,11 +30,11 @@ from typing import Any
 
 import pytest
 
+from memroute.config.serialization import memory_to_dict, structure_config
 from memroute.errors import BackendError, BackendUnavailableError, ConfigError
 from memroute.interfaces import ComponentContext
 from memroute.models import ListFilter, Memory, MemoryPatch, NewMemory, SearchQuery
 from memroute.plugins import make_plugin_manager
-from memroute.serialization import memory_to_dict, structure_config
 from memroute_builtins.backends.http import HttpBackend, HttpBackendSettings
 from tests.servers import fixtures
 from tests.servers.fixtures import FakeNetwork

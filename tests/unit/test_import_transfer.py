@@ -12,9 +12,9 @@ import json
 import pytest
 
 import memroute
+from memroute.config.serialization import memory_to_dict
 from memroute.errors import ValidationError
 from memroute.models import Memory, new_memory_id, utcnow
-from memroute.serialization import memory_to_dict
 
 
 @pytest.fixture

@@ -7,11 +7,11 @@ import contextlib
 import json
 from collections.abc import Iterator
 
+from memroute.config.serialization import memory_to_dict
+from memroute.config.settings import load_settings
 from memroute.models import Memory, new_memory_id, utcnow
 from memroute.retrieval.indexer import Indexer
-from memroute.serialization import memory_to_dict
 from memroute.service import Memroute
-from memroute.settings import load_settings
 from memroute.testing.fakes import HashingEmbeddingSource
 from memroute.testing.numpy_store import NumpyVectorStore
 

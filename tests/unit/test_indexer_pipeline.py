@@ -12,11 +12,11 @@ import time
 
 import numpy as np
 
+from memroute.config.serialization import memory_to_dict
+from memroute.config.settings import load_settings
 from memroute.errors import EmbeddingError
 from memroute.models import Memory, new_memory_id, utcnow
-from memroute.serialization import memory_to_dict
 from memroute.service import Memroute
-from memroute.settings import load_settings
 from memroute.testing.fakes import HashingEmbeddingSource
 
 BATCH = 8

@@ -5,9 +5,9 @@ left later memories of every tenant without vectors."""
 from __future__ import annotations
 
 import memroute
+from memroute.config.settings import load_settings
 from memroute.errors import VectorStoreError
 from memroute.service import Memroute
-from memroute.settings import load_settings
 from memroute.testing.fakes import HashingEmbeddingSource
 from memroute.testing.numpy_store import NumpyVectorStore
 

@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 
 import pytest
 
+from memroute.config.settings import MemorySettings
 from memroute.models import Memory, MemoryType, SearchHit
 from memroute.pipeline.gate import memory_enabled, opted_out, should_use_memory
 from memroute.pipeline.inject import (
@@ -18,7 +19,6 @@ from memroute.pipeline.inject import (
     format_memory_block,
     inject_memories,
 )
-from memroute.settings import MemorySettings
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
 

@@ -8,9 +8,9 @@ import json
 import pytest
 
 from memroute.cli import main
+from memroute.deployment.keys import hash_secret, parse_scopes
+from memroute.deployment.state import SqliteStateStore
 from memroute.errors import AuthenticationError, ConflictError, NotFoundError, ValidationError
-from memroute.keys import hash_secret, parse_scopes
-from memroute.state import SqliteStateStore
 
 
 @pytest.fixture

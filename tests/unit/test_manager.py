@@ -8,10 +8,10 @@ import time
 
 import pytest
 
+from memroute.config.settings import ManagerSettings
 from memroute.errors import BackendUnavailableError, ConfigError, ConflictError, ValidationError
-from memroute.manager import ManagedSearch, MemoryManager
 from memroute.models import ListFilter, MemoryPatch, NewMemory, SearchQuery
-from memroute.settings import ManagerSettings
+from memroute.routing.manager import ManagedSearch, MemoryManager
 from memroute.testing.faults import FaultyBackend, ManualClock
 from memroute.testing.memory import InMemoryBackend
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memroute.breaker import CircuitBreaker
+from memroute.routing.breaker import CircuitBreaker
 from memroute.testing.faults import ManualClock
 
 

@@ -8,10 +8,10 @@ import time
 
 import pytest
 
+from memroute.config.settings import ManagerSettings
 from memroute.errors import BackendUnavailableError
-from memroute.manager import BULK_SECONDS_PER_MEMORY, MemoryManager
 from memroute.models import Memory, new_memory_id, utcnow
-from memroute.settings import ManagerSettings
+from memroute.routing.manager import BULK_SECONDS_PER_MEMORY, MemoryManager
 from memroute.testing.memory import InMemoryBackend
 
 

@@ -18,7 +18,7 @@ def test_manager_doc_example_runs():
 def test_manager_doc_covers_every_manager_setting():
     import attrs
 
-    from memroute.settings import ManagerSettings
+    from memroute.config.settings import ManagerSettings
 
     text = DOC.read_text(encoding="utf-8")
     for field in attrs.fields(ManagerSettings):

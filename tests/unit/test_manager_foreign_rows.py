@@ -13,10 +13,10 @@ import logging
 import attrs
 import pytest
 
+from memroute.config.settings import ManagerSettings
 from memroute.errors import BackendUnavailableError
-from memroute.manager import MemoryManager
 from memroute.models import BackendHit, ListFilter, ListPage, Memory, MemoryPatch, NewMemory, SearchQuery
-from memroute.settings import ManagerSettings
+from memroute.routing.manager import MemoryManager
 from memroute.testing.memory import InMemoryBackend
 
 SETTINGS = ManagerSettings(health_interval_s=0, breaker_failures=3)
@@ -62,7 +62,7 @@ def manager():
 
 def test_list_export_and_search_drop_another_tenants_rows(manager, caplog):
     InMemoryBackend.create(manager.primary, NewMemory(api_key_id="a", key="mine", content="A's ramen note"))
-    with caplog.at_level(logging.WARNING, logger="memroute.manager"):
+    with caplog.at_level(logging.WARNING, logger="memroute.routing.manager"):
         page = manager.list(ListFilter(api_key_id="a"))
         exported = list(manager.iter_all("a"))
         hits = manager.search(SearchQuery(api_key_id="a", text="ramen", strategy="hybrid")).hits

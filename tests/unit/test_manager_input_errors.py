@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
+from memroute.config.settings import ManagerSettings
 from memroute.errors import ValidationError
-from memroute.manager import MemoryManager
 from memroute.models import Memory, NewMemory
-from memroute.settings import ManagerSettings
+from memroute.routing.manager import MemoryManager
 from memroute.testing.memory import InMemoryBackend
 
 

@@ -9,12 +9,12 @@ from collections.abc import Iterable
 import attrs
 import pytest
 
-from memroute.calls import CircuitOpenError
+from memroute.config.settings import ManagerSettings
 from memroute.errors import BackendUnavailableError, PluginError
 from memroute.interfaces import BackendCapabilities
-from memroute.manager import MemoryManager
 from memroute.models import Memory
-from memroute.settings import ManagerSettings
+from memroute.routing.calls import CircuitOpenError
+from memroute.routing.manager import MemoryManager
 from memroute.testing.memory import InMemoryBackend
 
 
@@ -96,7 +96,7 @@ def test_no_markers_without_the_capability_and_a_false_declaration_is_a_plugin_e
 
 def test_the_sqlite_primary_serves_the_indexer_through_the_manager(tmp_path):
     import memroute
-    from memroute.manager import _ManagedMarkers
+    from memroute.routing.manager import _ManagedMarkers
 
     with memroute.open({"backends": {"main": {"type": "sqlite", "path": str(tmp_path / "m.db")}},
                         "embedding": {"source": "static"}}) as mem:

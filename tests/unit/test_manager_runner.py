@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from memroute.runner import BackendRunner
+from memroute.routing.runner import BackendRunner
 
 
 def test_results_and_errors_come_back():

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta, timezone
 import attrs
 import pytest
 
+from memroute.config.serialization import dumps_memory, loads_memory, memory_from_dict, memory_to_dict
 from memroute.errors import ValidationError
 from memroute.models import (
     UNSET,
@@ -18,7 +19,6 @@ from memroute.models import (
     SearchQuery,
     estimate_tokens,
 )
-from memroute.serialization import dumps_memory, loads_memory, memory_from_dict, memory_to_dict
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
 

@@ -9,8 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from memroute.errors import MemrouteError, ValidationError
-from memroute.netguard import (
+from memroute.config.netguard import (
     BlockedUrlError,
     GuardedSession,
     HostResolutionError,
@@ -18,6 +17,7 @@ from memroute.netguard import (
     classify_address,
     parse_ip_host,
 )
+from memroute.errors import MemrouteError, ValidationError
 
 
 def fake_dns(table: dict[str, list[str]]):
@@ -334,7 +334,7 @@ def test_session_refuses_proxies(server):
 
 
 def test_parse_url_is_structural_only():
-    from memroute.netguard import parse_url
+    from memroute.config.netguard import parse_url
 
     parsed = parse_url("HTTP://Embed.Example.com:8080/v1/")
     assert (parsed.scheme, parsed.host, parsed.port, parsed.addresses) == ("http", "embed.example.com", 8080, ())

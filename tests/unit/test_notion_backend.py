@@ -12,9 +12,9 @@ from typing import Any
 import attrs
 import pytest
 
+from memroute.config.serialization import structure_config
 from memroute.errors import BackendUnavailableError, ConfigError, ConflictError, PluginError, ValidationError
 from memroute.models import ListFilter, Memory, MemoryPatch, NewMemory, SearchQuery
-from memroute.serialization import structure_config
 from memroute_builtins.backends.notion import schema as ns
 from memroute_builtins.backends.notion.backend import NotionBackend, NotionSettings
 from memroute_builtins.backends.notion.transport import make_client
@@ -408,7 +408,7 @@ def test_the_docs_configuration_examples_are_valid(monkeypatch: pytest.MonkeyPat
     except ImportError:  # Python 3.10
         import tomli as tomllib
 
-    from memroute.settings import load_settings
+    from memroute.config.settings import load_settings
 
     page = Path(__file__).parents[2] / "docs" / "backends" / "notion.md"
     blocks = re.findall(r"```toml\n(.*?)```", page.read_text(encoding="utf-8"), flags=re.S)

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 import yaml
 
+from memroute.config.settings import ComponentConfig
 from memroute.errors import BackendError, BackendUnavailableError, ConfigError
 from memroute.models import ListFilter, MemoryPatch, NewMemory, SearchQuery
 from memroute.plugins import make_plugin_manager
-from memroute.settings import ComponentConfig
 from memroute_builtins.backends.obsidian.backend import ObsidianBackend, ObsidianSettings
 from memroute_builtins.backends.obsidian.notes import note_filename, tenant_slug
 from tests.servers.obsidian_fake import ObsidianFake, make_self_signed_cert
@@ -424,7 +424,7 @@ def test_docs_list_every_option_and_the_example_configures_the_backend(monkeypat
 
     import attrs
 
-    from memroute.settings import load_settings, structure_options
+    from memroute.config.settings import load_settings, structure_options
 
     text = DOCS.read_text(encoding="utf-8")
     documented = set(re.findall(r"^\| `(\w+)` \|", text, re.M))

@@ -6,7 +6,7 @@ import pytest
 
 from memroute.errors import BackendUnavailableError
 from memroute.models import Memory, NewMemory
-from memroute.outbox import OP_DELETE, OP_PUT, Outbox, delete_payload, put_payload
+from memroute.routing.outbox import OP_DELETE, OP_PUT, Outbox, delete_payload, put_payload
 from memroute.testing.faults import ManualClock
 
 

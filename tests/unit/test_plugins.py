@@ -231,7 +231,7 @@ def test_spec_names_are_validated():
 def test_prepare_connection_hook_runs_for_every_connection(register_plugin, plugin_manager):
     import apsw
 
-    from memroute.db import open_connection
+    from memroute.deployment.db import open_connection
 
     class Plugin:
         @memroute.hookimpl

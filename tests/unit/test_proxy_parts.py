@@ -7,11 +7,11 @@ import json
 import httpx
 import pytest
 
+from memroute.config.settings import UpstreamSettings, load_settings
 from memroute.errors import ConfigError
 from memroute.pipeline.requests import assistant_text
 from memroute.server.proxy.sse import ReplyCollector, iter_events, reply_from_events
 from memroute.server.proxy.upstream import Upstream, forward_headers, response_headers
-from memroute.settings import UpstreamSettings, load_settings
 
 
 def test_upstream_settings_expand_the_environment_and_hide_the_key():

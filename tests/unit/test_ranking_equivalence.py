@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import memroute
-from memroute.bench import synthetic_contents
+from memroute.bench.engine import synthetic_contents
 from memroute.models import Memory, SearchHit, SearchQuery, require_id, require_ids, utcnow
 from memroute.retrieval import engine as engine_module
 from memroute.retrieval import fusion

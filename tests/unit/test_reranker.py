@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 
 import memroute
+from memroute.config.serialization import to_jsonable
 from memroute.errors import ConfigError, RerankError
 from memroute.interfaces import Reranker, RerankResult
-from memroute.serialization import to_jsonable
 from memroute.specs import RerankerSpec
 from memroute_builtins.rerankers.remote import RemoteReranker, RemoteRerankSettings, rerank_endpoint
 from tests.servers.rerank_api import rerank_server

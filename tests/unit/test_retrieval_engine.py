@@ -10,12 +10,12 @@ from datetime import timedelta
 
 import pytest
 
-from memroute.manager import MemoryManager
+from memroute.config.settings import MemorySettings
 from memroute.models import NewMemory, SearchQuery, utcnow
 from memroute.retrieval.budget import fit_budget
 from memroute.retrieval.engine import RetrievalEngine
 from memroute.retrieval.fusion import fuse, keyword_query
-from memroute.settings import MemorySettings
+from memroute.routing.manager import MemoryManager
 from memroute.testing.fakes import HashingEmbeddingSource
 from memroute.testing.memory import InMemoryBackend
 from memroute.testing.numpy_store import NumpyVectorStore
@@ -355,7 +355,7 @@ def test_indexer_survives_a_failing_backend_and_flush_reports_instead_of_raising
 
 def test_status_reports_the_embedding_cache(tmp_path):
     import memroute
-    from memroute.serialization import to_jsonable
+    from memroute.config.serialization import to_jsonable
 
     with memroute.open({}, data_dir=str(tmp_path / "d")) as mem:
         mem.add(api_key_id="a", content="hello there")

@@ -1,4 +1,4 @@
-"""The runtime vector-store overrides (``memroute.runtime_vectors``): how the stored qdrant settings apply on
+"""The runtime vector-store overrides (``memroute.retrieval.runtime_vectors``): how the stored qdrant settings apply on
 top of ``[vectors]``, URL building, the key mask, and opening a deployment whose stored target is down."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import logging
 import pytest
 
 import memroute
+from memroute.config.settings import VectorSettings
 from memroute.errors import ValidationError
-from memroute.runtime_vectors import effective_vectors, mask_secret, qdrant_url, validate_qdrant_change
-from memroute.settings import VectorSettings
+from memroute.retrieval.runtime_vectors import effective_vectors, mask_secret, qdrant_url, validate_qdrant_change
 from tests.servers.qdrant_rest import QdrantRestServer
 
 LOCAL = VectorSettings(store="qdrant", options={"qdrant": {"path": "/data/q", "collection": "c"}})

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 import memroute
+from memroute.config.serialization import to_jsonable
+from memroute.config.settings import EmbeddingSettings
 from memroute.embedding import resolve
 from memroute.errors import ConfigError
-from memroute.serialization import to_jsonable
-from memroute.settings import EmbeddingSettings
 from memroute.specs import Availability, BackendSpec, EmbeddingSourceSpec
 from memroute.testing.fakes import HashingEmbeddingSource
 from memroute.testing.faults import FaultyBackend

@@ -13,10 +13,10 @@ import time
 import pytest
 
 import memroute
+from memroute.config.settings import ManagerSettings
 from memroute.errors import ValidationError
-from memroute.manager import MemoryManager
 from memroute.models import Memory, NewMemory
-from memroute.settings import ManagerSettings
+from memroute.routing.manager import MemoryManager
 from memroute.testing.faults import FaultyBackend
 from memroute.testing.memory import InMemoryBackend
 from memroute_builtins.backends.sqlite.backend import SqliteBackend

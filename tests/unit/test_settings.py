@@ -9,8 +9,7 @@ from pathlib import Path
 import attrs
 import pytest
 
-from memroute.errors import ConfigError
-from memroute.settings import (
+from memroute.config.settings import (
     ENV_VARS,
     BackendsSettings,
     EmbeddingSettings,
@@ -26,6 +25,7 @@ from memroute.settings import (
     VectorSettings,
     load_settings,
 )
+from memroute.errors import ConfigError
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 

@@ -10,11 +10,11 @@ import apsw
 import attrs
 import pytest
 
+from memroute.config.settings import structure_options
 from memroute.errors import BackendUnavailableError, ConfigError, ValidationError
 from memroute.interfaces import ComponentContext, MemoryAccess
 from memroute.models import ListFilter, Memory, MemoryPatch, NewMemory, SearchQuery, new_memory_id, utcnow
 from memroute.plugins import make_plugin_manager
-from memroute.settings import structure_options
 from memroute.testing.backend import FTS_SYNTAX_QUERIES
 from memroute_builtins.backends.sqlite.backend import (
     MAX_QUERY_TERMS,
@@ -315,7 +315,7 @@ def test_path_in_a_file_is_unavailable_with_a_fix(tmp_path: Path) -> None:
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("x")
     with pytest.raises(BackendUnavailableError, match="path"):
-        open_backend(blocker / "memroute.db")
+        open_backend(blocker / "memroute.deployment.db")
 
 
 def test_directory_as_database_is_unavailable(tmp_path: Path) -> None:
@@ -362,9 +362,9 @@ def test_registered_as_a_plugin_with_default_path(tmp_path: Path) -> None:
     context = ComponentContext(instance_name="main", data_dir=tmp_path / "data")
     backend = spec.factory(structure_options({}, spec.settings_class, "backends.main"), context)
     try:
-        assert isinstance(backend, SqliteBackend) and backend.path == str(tmp_path / "data" / "memroute.db")
+        assert isinstance(backend, SqliteBackend) and backend.path == str(tmp_path / "data" / "memroute.deployment.db")
         backend.initialize()
-        assert (tmp_path / "data" / "memroute.db").exists()
+        assert (tmp_path / "data" / "memroute.deployment.db").exists()
     finally:
         backend.close()
 

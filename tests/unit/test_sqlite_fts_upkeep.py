@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from memroute.config.settings import structure_options
 from memroute.errors import ConfigError
 from memroute.interfaces import MemoryAccess
 from memroute.models import ListFilter, Memory, MemoryPatch, NewMemory, SearchQuery, utcnow
-from memroute.settings import structure_options
 from memroute_builtins.backends.sqlite import upkeep as upkeep_module
 from memroute_builtins.backends.sqlite.backend import SqliteBackend, SqliteSettings
 from memroute_builtins.backends.sqlite.upkeep import segments

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from memroute.components import build_component, make_context
-from memroute.db import open_connection
+from memroute.deployment.db import open_connection
 from memroute.errors import ConfigError, VectorStoreError
 from memroute.interfaces import ComponentContext, EmbeddingSignature, VectorItem
 from memroute.models import SearchQuery

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from memroute.settings import MemorySettings
-from memroute.state import RuntimeMemorySettings, SqliteStateStore, StateStore
+from memroute.config.settings import MemorySettings
+from memroute.deployment.state import RuntimeMemorySettings, SqliteStateStore, StateStore
 
 
 def _merge(field: str, value: Any) -> Callable[[Any], dict[str, Any]]:
@@ -112,7 +112,7 @@ def test_runtime_settings_changed_by_two_processes_at_once_keep_both(tmp_path):
 
 _WRITER = """
 import sys
-from memroute.state import SqliteStateStore
+from memroute.deployment.state import SqliteStateStore
 store = SqliteStateStore(sys.argv[1])
 field = sys.argv[2]
 for i in range(1, 41):

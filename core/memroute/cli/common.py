@@ -12,9 +12,9 @@ import click
 from memroute.errors import ValidationError
 
 if TYPE_CHECKING:
+    from memroute.config.settings import MemrouteSettings
     from memroute.models import Memory
     from memroute.service import Memroute
-    from memroute.settings import MemrouteSettings
 
 __all__ = [
     "CliState",
@@ -86,7 +86,7 @@ def load_cli_settings(ctx: click.Context) -> MemrouteSettings:
     """The settings this invocation uses (``--config``, else ``$MEMROUTE_CONFIG``, else ``./memroute.toml``,
     then the environment), without opening the service: for commands that set a backend up before it can
     open."""
-    from memroute.settings import load_settings
+    from memroute.config.settings import load_settings
 
     state = ctx.find_object(CliState)
     return load_settings(state.config_path if state else None)
@@ -123,7 +123,7 @@ def read_text_lines(file: str) -> list[str]:
 
 def echo_json(data: Any) -> None:
     """Print ``data`` (a report, a model, or plain data) as indented JSON through the one converter."""
-    from memroute.serialization import to_jsonable
+    from memroute.config.serialization import to_jsonable
 
     click.echo(json.dumps(to_jsonable(data), ensure_ascii=False, indent=2, default=str))
 

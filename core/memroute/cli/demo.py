@@ -44,8 +44,8 @@ def _suggest(command: list[str], db: Path) -> str:
 def run_demo(*, config_path: str | None = None, db_path: Path | None = None,
              echo: Callable[[str], Any] = click.echo) -> Path:
     """Run the demo; returns the database path it used."""
+    from memroute.config.settings import load_settings
     from memroute.service import Memroute
-    from memroute.settings import load_settings
 
     db = (db_path or load_settings(config_path).data_path / "demo.db").expanduser().resolve()
     db.parent.mkdir(parents=True, exist_ok=True)

@@ -9,9 +9,9 @@ from typing import Any
 import click
 
 from memroute.cli.common import echo_json, memory_line, open_service, read_text_lines
+from memroute.config.serialization import memory_to_dict, to_jsonable, write_jsonl
 from memroute.errors import NotFoundError, ValidationError
 from memroute.models import ORDER_FIELDS, STRATEGY_ALIASES, MemoryType
-from memroute.serialization import memory_to_dict, to_jsonable, write_jsonl
 
 TYPES = click.Choice([t.value for t in MemoryType])
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")

@@ -121,9 +121,9 @@ def bench(ctx: click.Context, sizes: str, single_adds: int, tenants: int, per_te
         if http:
             raise click.BadParameter("--http measures the SQLite deployment; run it without --backend postgres",
                                      param_hint="--http")
-    from memroute.bench import run_bench
+    from memroute.bench.engine import run_bench
+    from memroute.config.settings import load_settings
     from memroute.service import Memroute
-    from memroute.settings import load_settings
 
     state = ctx.find_object(CliState)
     assert state is not None
@@ -151,7 +151,7 @@ def bench(ctx: click.Context, sizes: str, single_adds: int, tenants: int, per_te
     report = run_bench(open_fresh, sizes=size_list, single_adds=single_adds, tenants=tenants,
                        per_tenant=per_tenant, queries=queries, progress=lambda m: click.echo(f"... {m}", err=True))
     if async_:
-        from memroute.bench_async import run_async_bench
+        from memroute.bench.async_api import run_async_bench
 
         report["async"] = run_async_bench(
             lambda path: open_fresh(path), memories=1000 if quick else 5000, operations=160 if quick else 640,
@@ -182,7 +182,7 @@ def _compare_postgres(base: Any, dsn: str, open_sqlite: Any, **sizes: Any) -> An
     """SQLite + sqlite-vec (the baseline) and postgres + pgvector, measured by the same code in one run."""
     import uuid
 
-    from memroute.bench import compare_engines, drop_postgres_schemas
+    from memroute.bench.engine import compare_engines, drop_postgres_schemas
     from memroute.service import Memroute
 
     schemas: list[str] = []
@@ -217,7 +217,7 @@ def _http_bench(*, memories: int, searches: int, adds: int) -> Any:
 
     # The target compares two p50s a millisecond or two apart: 50 searches (the speed bench's --queries
     # default) leave each p50 ±0.5 ms from run to run on a quiet machine, so the server gets at least 300.
-    run = subprocess.run([sys.executable, "-m", "memroute.server.bench", "--memories", str(memories),
+    run = subprocess.run([sys.executable, "-m", "memroute.bench.http", "--memories", str(memories),
                           "--searches", str(max(searches, HTTP_MIN_SEARCHES)), "--adds", str(max(adds, 8)), "--json"],
                          capture_output=True, text=True, check=False)
     if run.returncode != 0:
@@ -239,7 +239,7 @@ def _proxy_bench(*, sizes: str, rounds: int, max_tokens: int | None) -> Any:
     budget = [] if max_tokens is None else ["--max-tokens", str(max_tokens)]
     click.echo(f"... memory proxy ({', '.join(map(str, size_list))} memories, {rounds} rounds"
                f"{'' if max_tokens is None else f', max_tokens {max_tokens}'})", err=True)
-    run = subprocess.run([sys.executable, "-m", "memroute.server.proxy.bench", "--sizes",
+    run = subprocess.run([sys.executable, "-m", "memroute.bench.proxy", "--sizes",
                           ",".join(map(str, size_list)), "--rounds", str(rounds), *budget, "--json"],
                          capture_output=True, text=True, check=False)
     if run.returncode != 0:
@@ -250,9 +250,9 @@ def _proxy_bench(*, sizes: str, rounds: int, max_tokens: int | None) -> Any:
 def _bench_quality(ctx: click.Context, models: list[str], distractors: int, output: str | None) -> None:
     import tempfile
 
-    from memroute.bench_quality import run_quality, summary, tables
+    from memroute.bench.quality import run_quality, summary, tables
+    from memroute.config.settings import load_settings
     from memroute.service import Memroute
-    from memroute.settings import load_settings
 
     state = ctx.find_object(CliState)
     assert state is not None
@@ -279,9 +279,9 @@ def _bench_quality(ctx: click.Context, models: list[str], distractors: int, outp
 def _bench_naive(ctx: click.Context, sizes: str, output: str | None) -> None:
     import tempfile
 
-    from memroute.bench_speed import run_naive_comparison
+    from memroute.bench.speed import run_naive_comparison
+    from memroute.config.settings import load_settings
     from memroute.service import Memroute
-    from memroute.settings import load_settings
 
     state = ctx.find_object(CliState)
     assert state is not None
@@ -315,12 +315,12 @@ def _bench_indexing(ctx: click.Context, models: list[str], count: str, output: s
     import shutil
     import tempfile
 
-    from memroute.bench_indexing import run_indexing_comparison
+    from memroute.bench.indexing import run_indexing_comparison
+    from memroute.config.settings import load_settings
     from memroute.embedding import build_embedding_source
     from memroute.errors import MemrouteError
     from memroute.plugins import get_plugin_manager
     from memroute.service import Memroute
-    from memroute.settings import load_settings
 
     state = ctx.find_object(CliState)
     assert state is not None

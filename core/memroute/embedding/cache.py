@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from memroute.cache import MISSING, TTLCache
 from memroute.embedding.base import validate_texts
+from memroute.embedding.ttl_cache import MISSING, TTLCache
 from memroute.errors import EmbeddingError
 from memroute.interfaces import EmbeddingSignature, EmbeddingSource
 

@@ -7,11 +7,11 @@ from typing import Any
 
 import attrs
 
+from memroute.config.settings import EmbeddingSettings
 from memroute.embedding.cache import CachedEmbeddingSource
 from memroute.errors import EmbeddingError, UnknownComponentError
 from memroute.interfaces import EmbeddingSource
 from memroute.plugins import MemroutePluginManager
-from memroute.settings import EmbeddingSettings
 
 __all__ = ["Resolution", "build_embedding_source", "resolve"]
 

@@ -42,10 +42,10 @@ from memroute.reports import MaintenanceReport
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from memroute.config.settings import MemorySettings, MemrouteSettings
     from memroute.pipeline.augment_cache import AugmentCache
     from memroute.pipeline.ports import MemoryStore
     from memroute.plugins import MemroutePluginManager
-    from memroute.settings import MemorySettings, MemrouteSettings
 
 __all__ = ["NOT_CACHED", "Augmentation", "Conversation", "build_extractors", "run_extractors"]
 

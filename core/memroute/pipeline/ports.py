@@ -12,8 +12,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Any, Protocol
 
+from memroute.config.settings import MemorySettings
 from memroute.models import Memory, MemoryType, SearchResult
-from memroute.settings import MemorySettings
 
 __all__ = ["MemoryStore"]
 

@@ -10,12 +10,12 @@ from typing import Any
 import attrs
 
 from memroute.components import build_component, make_context
+from memroute.config.settings import MemrouteSettings
 from memroute.errors import ConfigError, MemrouteError
 from memroute.interfaces import EmbeddingSource, MemoryBackend, Reranker, VectorStore
-from memroute.manager import MemoryManager
 from memroute.plugins import MemroutePluginManager
 from memroute.retrieval.engine import RetrievalEngine
-from memroute.settings import MemrouteSettings
+from memroute.routing.manager import MemoryManager
 
 __all__ = ["build_reranker", "build_retrieval", "build_vector_store"]
 

@@ -18,18 +18,18 @@ from typing import Any
 
 import attrs
 
+from memroute.config.settings import MemorySettings
 from memroute.embedding.cache import uncached
 from memroute.errors import MemrouteError
-from memroute.gil import checkpoint
 from memroute.interfaces import EmbeddingSignature, EmbeddingSource, Reranker, VectorHit, VectorStore
-from memroute.manager import ManagedSearch, MemoryManager
 from memroute.models import Memory, Provenance, SearchHit, SearchQuery, SearchResult
 from memroute.retrieval import fusion
 from memroute.retrieval.budget import fit_budget
 from memroute.retrieval.fusion import DEFAULT_KEYWORD_WEIGHT, fuse, fuse_scores, keyword_query
+from memroute.retrieval.gil import checkpoint
 from memroute.retrieval.indexer import Indexer, IndexQueue, store_identity
 from memroute.retrieval.ordering import order_hits, order_pairs, recency_key
-from memroute.settings import MemorySettings
+from memroute.routing.manager import ManagedSearch, MemoryManager
 
 __all__ = ["BUDGET_TOKENS_PER_MEMORY", "CANDIDATE_CAP", "MIN_CANDIDATES", "RECENT_MATCH_DEPTH", "RetrievalEngine"]
 
@@ -316,7 +316,7 @@ class RetrievalEngine:
         if query.strategy == "hybrid":
             legs.keyword = self._keyword_leg(query, depth)
             legs.known = {h.memory.id: h.memory for h in legs.keyword.hits}
-            checkpoint()  # stage boundaries: where the async API's workers let the event loop in (memroute.gil)
+            checkpoint()  # stage boundaries: where the async API's workers let the event loop in (retrieval.gil)
         legs.vector = self._vector_candidates(query, self._vector_depth(query, depth, max_tokens), legs.reasons)
         checkpoint()
         if legs.vector is None and legs.keyword is None:

@@ -11,7 +11,7 @@ from typing import Any
 
 import apsw
 
-from memroute.db import open_connection, released_gil_transaction
+from memroute.deployment.db import open_connection, released_gil_transaction
 
 __all__ = ["IndexQueue"]
 

@@ -15,10 +15,10 @@ from fastapi.middleware.cors import CORSMiddleware
 
 import memroute
 from memroute.aio import DEFAULT_MAX_WORKERS, AsyncMemroute
+from memroute.config.settings import ServerSettings
 from memroute.server.errors import install_error_handlers
 from memroute.server.middleware import GuardMiddleware
 from memroute.server.openapi import install_openapi
-from memroute.settings import ServerSettings
 
 __all__ = ["create_app"]
 

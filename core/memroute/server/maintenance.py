@@ -21,10 +21,10 @@ import threading
 import time
 from typing import Any
 
+from memroute.config.settings import ServerSettings
+from memroute.deployment.state import lease_holder_id
 from memroute.models import utcnow
 from memroute.server.wire import jsonable
-from memroute.settings import ServerSettings
-from memroute.state import lease_holder_id
 
 __all__ = ["Maintenance"]
 

@@ -10,8 +10,8 @@ from typing import Any, Final
 
 from starlette.exceptions import HTTPException
 
+from memroute.config.settings import ServerSettings
 from memroute.server.errors import PROXY_PREFIX, api_error_body, api_style
-from memroute.settings import ServerSettings
 
 __all__ = ["GuardMiddleware", "PayloadTooLarge"]
 
@@ -49,7 +49,7 @@ def _json_error(status: int, message: str, scope: Scope) -> tuple[Message, Messa
 
 
 class GuardMiddleware:
-    """Wraps the app; configured by :class:`~memroute.settings.ServerSettings`. The memory proxy's routes
+    """Wraps the app; configured by :class:`~memroute.config.settings.ServerSettings`. The memory proxy's routes
     (``/v1/…``) take their body limit from ``proxy_max_body_bytes`` and have no time-to-first-byte limit: a model
     may think for minutes before it answers, and the proxy bounds the wait itself (``[proxy.*] timeout``)."""
 

@@ -8,7 +8,7 @@ camelCase name where the reference API used another, e.g. ``totalTokensUsed``). 
 ``tuple[X, ...]`` / ``frozenset[X]`` (as arrays), optional and ``Literal`` types are followed. Response models
 read attributes (``from_attributes``), so a route returns the typed report itself and FastAPI validates and
 serialises it against the same model the schema shows; they also carry the computed properties a report lists
-in ``_json_properties`` (the same ones :func:`memroute.serialization.to_jsonable` adds), typed from the
+in ``_json_properties`` (the same ones :func:`memroute.config.serialization.to_jsonable` adds), typed from the
 property's return annotation. Request models forbid unknown fields.
 """
 

@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memroute.components import build_backend
+from memroute.config.limits import InputLimits
+from memroute.config.settings import MemrouteSettings, load_settings
+from memroute.deployment.group_commit import GroupCommit
 from memroute.errors import ConfigError, ValidationError
-from memroute.group_commit import GroupCommit
 from memroute.interfaces import EmbeddingSource, MemoryBackend, VectorStore
-from memroute.limits import InputLimits
-from memroute.manager import MemoryManager
 from memroute.models import (
     ListFilter,
     ListPage,
@@ -54,14 +54,14 @@ from memroute.reports import (
     RetrievalPreview,
 )
 from memroute.retrieval.build import build_retrieval
+from memroute.routing.manager import MemoryManager
 from memroute.service.conversation import ConversationMethods
 from memroute.service.deployment import DeploymentMethods
-from memroute.settings import MemrouteSettings, load_settings
 
 if TYPE_CHECKING:
+    from memroute.deployment.state import RuntimeMemorySettings, StateStore
     from memroute.pipeline.conversation import Conversation
-    from memroute.runtime_vectors import VectorSwitch
-    from memroute.state import RuntimeMemorySettings, StateStore
+    from memroute.retrieval.runtime_vectors import VectorSwitch
 
 __all__ = ["Memroute", "derive_key"]
 
@@ -129,7 +129,7 @@ class Memroute(DeploymentMethods, ConversationMethods):
                 self._engine = build_retrieval(self._manager, settings, self.plugins, self.state_dir,
                                                embedder=embedder, vector_store=vector_store)
             else:  # the runtime qdrant settings (PUT /api/settings/qdrant) choose the store
-                from memroute.runtime_vectors import open_retrieval
+                from memroute.retrieval.runtime_vectors import open_retrieval
 
                 self._engine, self._vector_switch = open_retrieval(
                     settings, self._manager, self.plugins, self.state_dir, embedder, lambda: self.state)
@@ -214,7 +214,7 @@ class Memroute(DeploymentMethods, ConversationMethods):
         omitted. Returns the stored memory (with its id, kept across upserts).
 
         Concurrent adds (from threads, or :meth:`submit_add`) are written together, one transaction for all
-        of them (:mod:`memroute.group_commit`); each caller still gets its own memory or its own error."""
+        of them (:mod:`memroute.deployment.group_commit`); each caller still gets its own memory or its own error."""
         return self._adds.call(self._new_memory(api_key_id, content, key, type, session_id, metadata, expires_at))
 
     def submit_add(
@@ -250,8 +250,8 @@ class Memroute(DeploymentMethods, ConversationMethods):
         return new
 
     def _write_adds(self, news: Sequence[NewMemory]) -> builtins.list[Memory | Exception]:
-        """The group commit's batch (:mod:`memroute.group_commit`): concurrent adds, already validated, in one
-        backend write; then one indexer wake for all of them."""
+        """The group commit's batch (:mod:`memroute.deployment.group_commit`): concurrent adds, already validated,
+        in one backend write; then one indexer wake for all of them."""
         if len(news) == 1:  # a lone add: exactly the single-write path
             try:
                 outcomes: builtins.list[Memory | Exception] = [self._manager.create(news[0])]
@@ -454,7 +454,7 @@ class Memroute(DeploymentMethods, ConversationMethods):
         """Count one access of each of these memories of ``api_key_id`` (``access_count += 1``,
         ``last_accessed_at = now``): what ``augment`` does for the memories it injects, for an application
         that injects memories itself. Queued and written to the primary in the background, coalesced (see
-        :mod:`memroute.access`); ids of another tenant or of no memory are ignored; never raises for the
+        :mod:`memroute.routing.access`); ids of another tenant or of no memory are ignored; never raises for the
         backend. A no-op when the primary does not declare ``capabilities.access_tracking``."""
         tenant = require_tenant(api_key_id)
         if isinstance(memory_ids, str):

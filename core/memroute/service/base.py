@@ -12,16 +12,16 @@ from typing import TYPE_CHECKING
 from memroute.reports import RetrievalPreview
 
 if TYPE_CHECKING:
-    from memroute.group_commit import GroupCommit
-    from memroute.limits import InputLimits
-    from memroute.manager import MemoryManager
+    from memroute.config.limits import InputLimits
+    from memroute.config.settings import MemrouteSettings
+    from memroute.deployment.group_commit import GroupCommit
+    from memroute.deployment.state import RuntimeMemorySettings, StateStore
     from memroute.models import Memory, NewMemory, SearchHit, SearchResult
     from memroute.pipeline.conversation import Conversation
     from memroute.plugins import MemroutePluginManager
     from memroute.retrieval.engine import RetrievalEngine
-    from memroute.runtime_vectors import VectorSwitch
-    from memroute.settings import MemrouteSettings
-    from memroute.state import RuntimeMemorySettings, StateStore
+    from memroute.retrieval.runtime_vectors import VectorSwitch
+    from memroute.routing.manager import MemoryManager
 
 __all__ = ["ServiceBase"]
 

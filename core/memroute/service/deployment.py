@@ -13,15 +13,15 @@ import attrs
 from memroute.errors import ConfigError, ValidationError
 from memroute.models import Memory, is_memory_id, require_tenant
 from memroute.reports import BackendsStatus, HealthReport, MemoryStatus, ReindexReport, StatusReport
+from memroute.routing.verify import VerifyReport, verify_replicas
 from memroute.service.base import ServiceBase
-from memroute.transfer import ImportReport, import_memories, parse_jsonl
-from memroute.verify import VerifyReport, verify_replicas
+from memroute.service.transfer import ImportReport, import_memories, parse_jsonl
 
 if TYPE_CHECKING:
-    from memroute.keys import KeyStore
-    from memroute.settings import MemorySettings
-    from memroute.state import RuntimeMemorySettings, StateStore
-    from memroute.storage_api import StorageAPI
+    from memroute.config.settings import MemorySettings
+    from memroute.deployment.keys import KeyStore
+    from memroute.deployment.state import RuntimeMemorySettings, StateStore
+    from memroute.deployment.storage_api import StorageAPI
 
 __all__ = ["DeploymentMethods"]
 
@@ -29,13 +29,13 @@ __all__ = ["DeploymentMethods"]
 class DeploymentMethods(ServiceBase):
     """Keys, runtime settings, operations, import and export (see :class:`~memroute.service.Memroute`)."""
 
-    # --- deployment state: keys, runtime settings (memroute.state; docs/server.md) -------------------
+    # --- deployment state: keys, runtime settings (memroute.deployment.state; docs/server.md) -------------------
     @property
     def state(self) -> StateStore:
         """The deployment's shared state store (keys, runtime settings, leases), opened on first use."""
         with self._lock:
             if self._state is None:
-                from memroute.state import open_state_store
+                from memroute.deployment.state import open_state_store
 
                 self._state = open_state_store(self.plugins, self._manager.backends[0], self.state_dir)
             return self._state
@@ -43,8 +43,8 @@ class DeploymentMethods(ServiceBase):
     @property
     def storage(self) -> StorageAPI:
         """Backend-level, tenant-checked calls for the HTTP storage protocol (``/api/storage``: another
-        process's ``http`` backend using this deployment). See :mod:`memroute.storage_api`."""
-        from memroute.storage_api import StorageAPI
+        process's ``http`` backend using this deployment). See :mod:`memroute.deployment.storage_api`."""
+        from memroute.deployment.storage_api import StorageAPI
 
         return StorageAPI(self)
 
@@ -57,7 +57,7 @@ class DeploymentMethods(ServiceBase):
         """The ``[memory]`` settings in effect: the configured ones with the runtime overrides stored by
         :meth:`update_memory_settings` (in the shared state store). Search, preview, augment, observe and
         prune read them here; another process's change applies within
-        :data:`~memroute.state.RUNTIME_SETTINGS_TTL_S` (1 s), this process's at once. ``fresh`` reads the
+        :data:`~memroute.deployment.state.RUNTIME_SETTINGS_TTL_S` (1 s), this process's at once. ``fresh`` reads the
         store now instead."""
         return self._runtime_settings.current(fresh=fresh)
 
@@ -77,7 +77,7 @@ class DeploymentMethods(ServiceBase):
         with ``changes`` (``PUT``: wire names, ``null`` drops an override, ``apiKey: ""`` removes the key) they
         are validated strictly, the new target probed for real, and stored for every process only if it
         works (:class:`~memroute.errors.ValidationError` naming the field otherwise). This process switches
-        its vector store at once, the others within about a second. See :mod:`memroute.runtime_vectors`."""
+        its vector store at once, the others within about a second. See :mod:`memroute.retrieval.runtime_vectors`."""
         if self._vector_switch is None:
             raise ConfigError("this service was given its vector store in code; it has no runtime qdrant settings")
         if changes is not None:
@@ -88,7 +88,7 @@ class DeploymentMethods(ServiceBase):
     def _runtime_settings(self) -> RuntimeMemorySettings:
         with self._lock:
             if self._runtime is None:
-                from memroute.state import RuntimeMemorySettings
+                from memroute.deployment.state import RuntimeMemorySettings
 
                 self._runtime = RuntimeMemorySettings(self.settings.memory, lambda: self.state)
             return self._runtime
@@ -119,7 +119,7 @@ class DeploymentMethods(ServiceBase):
 
     def verify(self, *, repair: bool = False) -> VerifyReport:
         """Compare every fallback with the primary, memory by memory (the drift check); with ``repair``, replay
-        the primary's version of every difference through the outbox. See :mod:`memroute.verify`."""
+        the primary's version of every difference through the outbox. See :mod:`memroute.routing.verify`."""
         return verify_replicas(self._manager, repair=repair)
 
     def reindex(self, *, force: bool = False, progress: Callable[[int, int], None] | None = None) -> ReindexReport:
@@ -146,7 +146,7 @@ class DeploymentMethods(ServiceBase):
 
     def import_memories(self, memories: Iterable[Memory]) -> ImportReport:
         """Store memories exactly as given (ids, owners and timestamps kept): an operator's restore. Refused
-        whole when an id is not a UUID or exists under another tenant (see :mod:`memroute.transfer`)."""
+        whole when an id is not a UUID or exists under another tenant (see :mod:`memroute.service.transfer`)."""
         checked: builtins.list[tuple[int, Memory]] = []
         for number, memory in enumerate(memories, start=1):
             if not isinstance(memory, Memory):
@@ -164,7 +164,7 @@ class DeploymentMethods(ServiceBase):
         input is validated before the first write (the error names the line), an id that exists under another
         tenant is refused, and the memories are written in one backend call (one transaction on SQLite and
         PostgreSQL). With ``api_key_id``, every line must belong to that tenant or name none. See
-        :mod:`memroute.transfer` for what is guaranteed on backends without transactions."""
+        :mod:`memroute.service.transfer` for what is guaranteed on backends without transactions."""
         parsed = parse_jsonl(lines, api_key_id=api_key_id, limits=self._limits)
         return import_memories(self._manager, parsed, api_key_id=api_key_id, on_written=self._retrieval.on_written,
                                progress=progress)

@@ -2,7 +2,7 @@
 
 It honours the whole backend contract (upsert on ``(api_key_id, key)``, ``put`` replacing by id or key,
 filters, ordering, pagination, tenant isolation, search) without touching disk, so a user's tests can run a
-:class:`~memroute.manager.MemoryManager` or the service against it. It is deliberately not registered as a
+:class:`~memroute.routing.manager.MemoryManager` or the service against it. It is deliberately not registered as a
 plugin: construct it directly. Data lives as long as the object (``capabilities.persistent`` is False).
 """
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import attrs
+from memroute.config.serialization import memory_from_dict, memory_to_dict
 from memroute.errors import BackendError, ConfigError, ConflictError
 from memroute.interfaces import BackendCapabilities, MemoryBackend
 from memroute.models import (
@@ -35,7 +36,6 @@ from memroute.models import (
     NewMemory,
     SearchQuery,
 )
-from memroute.serialization import memory_from_dict, memory_to_dict
 
 __all__ = ["JsonlBackend", "JsonlSettings"]
 

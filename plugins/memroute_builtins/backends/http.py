@@ -9,7 +9,7 @@ What it fixes compared with the reference's ``GenericMemoryBackend`` (reference 
 - response bodies are validated and parsed into memroute models (dates revived); a malformed body is a
   :class:`~memroute.errors.BackendError` naming the endpoint;
 - retries with backoff happen only for idempotent calls (GET, PUT, DELETE), never for POST or PATCH;
-- every request, and every redirect hop, passes :mod:`memroute.netguard` (hostnames resolved, every address
+- every request, and every redirect hop, passes :mod:`memroute.config.netguard` (hostnames resolved, every address
   checked, credentials in URLs refused), with ``allow_private`` as the explicit opt-in for self-hosted servers;
 - ``Content-Type: application/json`` is sent only on requests that have a body.
 """
@@ -31,6 +31,7 @@ import attrs
 import requests
 
 import memroute
+from memroute.config.serialization import converter, memory_from_dict, memory_to_dict
 from memroute.errors import (
     BackendError,
     BackendUnavailableError,
@@ -53,7 +54,6 @@ from memroute.models import (
     as_utc,
     require_id,
 )
-from memroute.serialization import converter, memory_from_dict, memory_to_dict
 from memroute.specs import BackendSpec
 
 __all__ = ["DEFAULT_ENDPOINTS", "PRESETS", "HttpBackend", "HttpBackendSettings", "memory_from_wire"]
@@ -450,7 +450,7 @@ class HttpBackend(MemoryBackend):
     def _session(self) -> requests.Session:
         session: requests.Session | None = getattr(self._local, "session", None)
         if session is None:
-            from memroute.netguard import GuardedSession  # the SSRF guard the remote embedding source uses too
+            from memroute.config.netguard import GuardedSession  # the SSRF guard the remote embedding source uses too
 
             # Pinned to the checked address, no proxies or .netrc from the environment, every hop checked.
             session = GuardedSession(allow_private=self.settings.allow_private, max_redirects=_MAX_REDIRECTS,
@@ -543,7 +543,7 @@ class HttpBackend(MemoryBackend):
     def _send(self, method: str, url: str, data: bytes | None) -> _Response:
         """Send one request through the guarded session. Redirects are followed for GET only, each hop
         checked by the guard again (requests drops ``Authorization`` when a hop changes host)."""
-        from memroute.netguard import BlockedUrlError
+        from memroute.config.netguard import BlockedUrlError
 
         session = self._session()
         try:

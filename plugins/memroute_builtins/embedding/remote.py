@@ -1,7 +1,7 @@
 """The ``remote`` embedding source: any OpenAI-compatible ``POST {base_url}/embeddings`` endpoint.
 
 OpenAI, Azure-style gateways, vLLM, Ollama (``/v1``), LiteLLM, TEI and others speak it. Requests go
-through :class:`memroute.netguard.GuardedSession`: the host is resolved and every address checked before
+through :class:`memroute.config.netguard.GuardedSession`: the host is resolved and every address checked before
 each request, the connection is pinned to a checked address, redirects are not followed and credentials in
 the URL are refused. A self-hosted endpoint on loopback or a private network needs ``allow_private = true``
 (or ``allow_hosts``). Errors map to :class:`~memroute.errors.EmbeddingError` reasons as the reference
@@ -20,10 +20,10 @@ import attrs
 import numpy as np
 
 import memroute
+from memroute.config.netguard import BlockedUrlError, GuardedSession, HostResolutionError, Resolver, parse_url
 from memroute.embedding import fallback_vector, normalize_rows, validate_texts
 from memroute.errors import ConfigError, EmbeddingError
 from memroute.interfaces import ComponentContext, EmbeddingSource
-from memroute.netguard import BlockedUrlError, GuardedSession, HostResolutionError, Resolver, parse_url
 from memroute.specs import Availability, EmbeddingSourceSpec
 
 __all__ = ["RemoteEmbeddingSource", "RemoteSettings", "embeddings_endpoint"]

@@ -2,7 +2,7 @@
 
 Request ``{"model", "query", "documents": [text, ...], "top_n"}``; response ``{"results": [{"index",
 "relevance_score"}, ...]}`` (Cohere ``/v1/rerank`` and ``/v2/rerank``, Jina ``/v1/rerank``, vLLM, TEI and
-LiteLLM's rerank routes all answer so). Requests go through :class:`memroute.netguard.GuardedSession` (the
+LiteLLM's rerank routes all answer so). Requests go through :class:`memroute.config.netguard.GuardedSession` (the
 host is resolved and every address checked, the connection pinned to it, no redirects, no credentials in the
 URL); a self-hosted endpoint on loopback or a private network needs ``allow_private = true`` or
 ``allow_hosts``. Every failure is a :class:`~memroute.errors.RerankError` with a reason (``no_key``,
@@ -19,9 +19,9 @@ from typing import Any
 import attrs
 
 import memroute
+from memroute.config.netguard import BlockedUrlError, GuardedSession, HostResolutionError, Resolver, parse_url
 from memroute.errors import ConfigError, RerankError
 from memroute.interfaces import ComponentContext, Reranker, RerankResult
-from memroute.netguard import BlockedUrlError, GuardedSession, HostResolutionError, Resolver, parse_url
 from memroute.specs import RerankerSpec
 
 __all__ = ["RemoteReranker", "RemoteRerankSettings", "rerank_endpoint"]

@@ -7,8 +7,8 @@ from typing import Any, Literal
 import attrs
 from fastapi import Request
 
+from memroute.deployment.keys import ApiKey
 from memroute.errors import NotFoundError
-from memroute.keys import ApiKey
 from memroute.server.auth import ScopedRouter
 from memroute.server.schema import wire_model
 

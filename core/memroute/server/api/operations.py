@@ -13,10 +13,10 @@ from typing import Annotated, Any
 from fastapi import Query, Request
 from fastapi.responses import StreamingResponse
 
+from memroute.config.serialization import memory_to_dict
 from memroute.errors import ConflictError, ValidationError
 from memroute.models import utcnow
 from memroute.reports import RetrievalPreview
-from memroute.serialization import memory_to_dict
 from memroute.server.api import models as m
 from memroute.server.api.lean import LeanRoute
 from memroute.server.api.memory import MEMORY_EXAMPLE, TenantQuery, asvc, ok, svc

@@ -7,13 +7,13 @@ from typing import Any
 
 from fastapi import Request
 
+from memroute.deployment.state import RUNTIME_MEMORY_FIELDS
 from memroute.errors import NotFoundError
 from memroute.server.api import models as m
 from memroute.server.api.memory import MEMORY_EXAMPLE, ok
 from memroute.server.auth import CurrentPrincipal, ScopedRouter
 from memroute.server.schema import wire_model
 from memroute.server.wire import jsonable
-from memroute.state import RUNTIME_MEMORY_FIELDS
 
 router = ScopedRouter(prefix="/api/settings", tags=["settings"])
 
@@ -48,7 +48,7 @@ def put_memory_settings(request: Request, principal: CurrentPrincipal, body: Upd
     """Strict: unknown fields, wrong JSON types and out-of-range values are 422 with the field named, and
     nothing is stored. ``null`` drops a field's override (the ``memroute.toml`` value applies again). Stored
     in the deployment's state store: this process applies the change at once, every other worker process and
-    host within one second (``memroute.state.RUNTIME_SETTINGS_TTL_S``)."""
+    host within one second (``memroute.deployment.state.RUNTIME_SETTINGS_TTL_S``)."""
     changes = body.model_dump(by_alias=True, exclude_unset=True)  # type: ignore[attr-defined]
     mem = request.app.state.memroute
     mem.update_memory_settings(changes)

@@ -20,12 +20,12 @@ import attrs
 from fastapi import APIRouter, Depends, Request
 from starlette.concurrency import run_in_threadpool
 
+from memroute.deployment.keys import SCOPES
 from memroute.errors import AuthenticationError, PermissionDeniedError, ValidationError
-from memroute.keys import SCOPES
 from memroute.server.auth.sessions import COOKIE_NAME, CSRF_HEADER, check_csrf, resolve_session
 
 if TYPE_CHECKING:
-    from memroute.keys import ApiKey
+    from memroute.deployment.keys import ApiKey
 
 __all__ = [
     "PUBLIC",

@@ -27,8 +27,8 @@ if TYPE_CHECKING:
     from mcp.server.transport_security import TransportSecuritySettings
     from starlette.applications import Starlette
 
+    from memroute.config.settings import McpSettings, ServerSettings
     from memroute.service import Memroute
-    from memroute.settings import McpSettings, ServerSettings
 
 __all__ = ["MCP_PATH", "KeyStoreTokenVerifier", "mcp_routes", "mount_mcp", "request_caller", "transport_security"]
 

@@ -31,9 +31,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from memroute.config.netguard import BlockedUrlError
+from memroute.config.settings import ProxySettings
 from memroute.errors import MemrouteError, ValidationError
 from memroute.models import require_session
-from memroute.netguard import BlockedUrlError
 from memroute.pipeline.conversation import NOT_CACHED
 from memroute.pipeline.gate import SESSION_HEADERS, memory_enabled, opted_out
 from memroute.server.api.lean import InlineBudget
@@ -42,7 +43,6 @@ from memroute.server.errors import api_error_response
 from memroute.server.proxy.sse import Api, ReplyCollector, reply_from_events
 from memroute.server.proxy.stream import Outcome, RelayedStream
 from memroute.server.proxy.upstream import Upstream, response_headers
-from memroute.settings import ProxySettings
 
 __all__ = ["MEMORIES_HEADER", "MemoryProxy", "ProxyStats", "create_proxy_router"]
 

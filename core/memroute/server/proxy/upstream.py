@@ -2,7 +2,7 @@
 client and sent through the SSRF guard over memroute's own pooled HTTP/1.1 connections
 (:mod:`memroute.server.proxy.wire`), with memroute's own credential.
 
-Every request is checked by :func:`memroute.netguard.check_url` (``allow_private`` from ``[proxy.*]``) and its
+Every request is checked by :func:`memroute.config.netguard.check_url` (``allow_private`` from ``[proxy.*]``) and its
 connection is **pinned** to the address the check approved: the URL's host is replaced by that address for
 the socket while the ``Host`` header and TLS (SNI and certificate verification, through the
 ``sni_hostname`` extension) keep the name. A DNS answer that changes between check and connect cannot steer
@@ -23,9 +23,9 @@ import anyio.to_thread
 import httpcore
 import httpx
 
-from memroute.netguard import ParsedUrl, check_url, parse_ip_host
+from memroute.config.netguard import ParsedUrl, check_url, parse_ip_host
+from memroute.config.settings import UpstreamSettings
 from memroute.server.proxy.wire import LeanTransport
-from memroute.settings import UpstreamSettings
 
 __all__ = ["CHECK_TTL_S", "GuardedTransport", "Upstream", "forward_headers", "response_headers"]
 

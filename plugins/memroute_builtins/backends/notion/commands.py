@@ -14,8 +14,8 @@ from typing import Any
 import click
 
 from memroute.cli import configured_backends, echo_json
+from memroute.config.serialization import structure_config
 from memroute.errors import ConfigError
-from memroute.serialization import structure_config
 from memroute_builtins.backends.notion.backend import NotionSettings, check_database, create_database
 
 __all__ = ["notion_group"]

@@ -40,7 +40,7 @@ def make_client(settings: NotionSettings) -> Any:
         raise PluginError(f"the Notion backend needs notion-client 3.x: {INSTALL_HINT}") from exc
     import httpx
 
-    from memroute.netguard import check_configured_url, guarded_httpx_transport
+    from memroute.config.netguard import check_configured_url, guarded_httpx_transport
 
     check_configured_url(settings.base_url, "base_url", allow_private=settings.allow_private)
     # The bearer token only ever goes where the SSRF guard approved: every request checked and pinned, no
@@ -152,7 +152,7 @@ class NotionCaller:
         import httpx
         from notion_client.errors import HTTPResponseError, InvalidPathParameterError, RequestTimeoutError
 
-        from memroute.netguard import BlockedUrlError
+        from memroute.config.netguard import BlockedUrlError
 
         where = f"Notion backend {self.name!r} ({what})"
         if isinstance(exc, BlockedUrlError):  # the configuration's fault, not the caller's: a backend failure

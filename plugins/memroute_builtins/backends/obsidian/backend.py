@@ -155,7 +155,7 @@ class ObsidianBackend(MemoryBackend):
             raise ConfigError(
                 f"base_url: expected http(s)://host:port, got {settings.base_url!r}", [("base_url", "invalid")]
             )
-        from memroute.netguard import check_configured_url
+        from memroute.config.netguard import check_configured_url
 
         check_configured_url(settings.base_url, "base_url", allow_private=settings.allow_private)
         if not settings.timeout > 0:
@@ -215,7 +215,7 @@ class ObsidianBackend(MemoryBackend):
         # requests.Session is not documented as thread-safe: one per thread.
         session = getattr(self._local, "session", None)
         if session is None:
-            from memroute.netguard import GuardedSession
+            from memroute.config.netguard import GuardedSession
 
             # Every request is checked by the SSRF guard and pinned to the checked address; no proxies from
             # the environment (GuardedSession turns trust_env off), no redirects followed.
@@ -235,7 +235,7 @@ class ObsidianBackend(MemoryBackend):
     def _call(self, method: str, url: str, *, expect: tuple[int, ...] = (200,), missing_ok: bool = False,
               **kwargs: Any) -> Any:
         """One request; maps every failure to a memroute error. Returns ``None`` for a tolerated 404."""
-        from memroute.netguard import BlockedUrlError
+        from memroute.config.netguard import BlockedUrlError
 
         requests = self._requests
         try:

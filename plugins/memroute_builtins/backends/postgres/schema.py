@@ -171,7 +171,7 @@ class Sql:
             f"access_count = GREATEST({t}.access_count, EXCLUDED.access_count), "
             f"last_accessed_at = GREATEST({t}.last_accessed_at, EXCLUDED.last_accessed_at)"
         )
-        # Telemetry (memroute.access): the owner is part of the match (and RLS the second wall); GREATEST skips
+        # Telemetry (memroute.routing.access): the owner is part of the match (and RLS the second wall); GREATEST skips
         # NULLs, so the later time wins even when batches of several processes land out of order.
         self.record_access = (
             f"UPDATE {t} AS m SET access_count = m.access_count + a.n, "

@@ -19,10 +19,10 @@ from typing import Any
 
 import attrs
 
+from memroute.deployment.keys import ApiKey, KeyStore, hash_secret, new_key_id, new_secret
+from memroute.deployment.state import StateStore
 from memroute.errors import ConflictError, NotFoundError
-from memroute.keys import ApiKey, KeyStore, hash_secret, new_key_id, new_secret
 from memroute.models import utcnow
-from memroute.state import StateStore
 from memroute_builtins.backends.postgres.database import ALL_TENANTS, Database
 
 __all__ = ["PostgresKeyStore", "PostgresStateStore", "state_migration"]

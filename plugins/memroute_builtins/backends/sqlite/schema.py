@@ -185,7 +185,7 @@ _SQL_PUT = (
     "last_accessed_at = CASE WHEN excluded.last_accessed_at > coalesce(last_accessed_at, '') "
     "THEN excluded.last_accessed_at ELSE last_accessed_at END"
 )
-# Telemetry (memroute.access): the owner is part of the match, so a batch can never touch another tenant's row;
+# Telemetry (memroute.routing.access): the owner is part of the match, so a batch can never touch another tenant's row;
 # the later time wins (batches of several processes may land out of order). Columns outside the FTS trigger.
 _SQL_RECORD_ACCESS = (
     "UPDATE memories SET access_count = access_count + ?3, last_accessed_at = CASE WHEN ?4 > "

@@ -268,7 +268,7 @@ class SqliteVecStore(VectorStore):
     store_name = "sqlite-vec"
 
     def __init__(self, settings: SqliteVecSettings, context: ComponentContext) -> None:
-        from memroute.db import ThreadConnections
+        from memroute.deployment.db import ThreadConnections
 
         self.settings = settings
         self.path = Path(settings.path).expanduser() if settings.path else context.data_dir / "vectors.db"

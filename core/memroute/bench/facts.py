@@ -1,4 +1,4 @@
-"""The held-out facts and questions of the production-like quality benchmark (:mod:`memroute.bench_quality`).
+"""The held-out facts and questions of the production-like quality benchmark (:mod:`memroute.bench.quality`).
 
 Four tenants, 25 or 26 facts each, written the way users state them in chat; for every fact a *lexical* question
 (shares content words with the fact) and a *paraphrased* one (shares none), plus *task* questions: the

@@ -1,7 +1,7 @@
 """MemoryManager: routes every call to the primary backend with ordered fallbacks.
 
 Writes are served by one backend and replicated to every other one through the durable
-:class:`~memroute.outbox.Outbox`; reads fail over in order; a circuit breaker per backend skips a backend
+:class:`~memroute.routing.outbox.Outbox`; reads fail over in order; a circuit breaker per backend skips a backend
 that keeps failing; scheduled health checks close breakers again and wake the outbox replay. See
 ``docs/manager.md`` for the routing table and a failure walkthrough.
 
@@ -25,11 +25,8 @@ from typing import Any, TypeVar, cast
 
 import attrs
 
-from memroute.access import AccessLog
-from memroute.breaker import CircuitBreaker
-from memroute.calls import CLIENT_ERRORS, BackendCall, BackendCaller, CircuitOpenError
+from memroute.config.settings import ManagerSettings
 from memroute.errors import BackendError, BackendUnavailableError, ConfigError, PluginError, ValidationError
-from memroute.health import HealthMonitor
 from memroute.interfaces import AccessRecorder, MemoryAccess, MemoryBackend, ReindexMarkers, tenant_routed
 from memroute.models import (
     BackendHit,
@@ -43,13 +40,16 @@ from memroute.models import (
 )
 from memroute.models import require_id as _check_id
 from memroute.models import require_ids as _check_ids
-from memroute.outbox import OP_DELETE, OP_PUT, Outbox, delete_payload, put_payload
-from memroute.replication import INLINE_CATCH_UP_MAX, Replicator
-from memroute.settings import ManagerSettings
+from memroute.routing.access import AccessLog
+from memroute.routing.breaker import CircuitBreaker
+from memroute.routing.calls import CLIENT_ERRORS, BackendCall, BackendCaller, CircuitOpenError
+from memroute.routing.health import HealthMonitor
+from memroute.routing.outbox import OP_DELETE, OP_PUT, Outbox, delete_payload, put_payload
+from memroute.routing.replication import INLINE_CATCH_UP_MAX, Replicator
 
 __all__ = ["CircuitOpenError", "ManagedSearch", "MemoryManager"]
 
-log = logging.getLogger("memroute.manager")
+log = logging.getLogger("memroute.routing.manager")
 
 T = TypeVar("T")
 
@@ -75,9 +75,9 @@ class MemoryManager:
     the outbox backoff and ages; tests inject a fake one. ``replay_in_background=False`` leaves the outbox
     to :meth:`flush` (and write-time catch-up) so a test decides exactly when replay happens.
 
-    The parts: :class:`~memroute.calls.BackendCaller` (breakers, timeouts, worker threads: the one way a
-    backend is called), :class:`~memroute.replication.Replicator` (the outbox and its replay) and
-    :class:`~memroute.health.HealthMonitor` (probes). The routing rules live here.
+    The parts: :class:`~memroute.routing.calls.BackendCaller` (breakers, timeouts, worker threads: the one way a
+    backend is called), :class:`~memroute.routing.replication.Replicator` (the outbox and its replay) and
+    :class:`~memroute.routing.health.HealthMonitor` (probes). The routing rules live here.
     """
 
     def __init__(
@@ -569,7 +569,7 @@ class MemoryManager:
                               "mark_all_for_reindex")
         return _ManagedMarkers(self, primary)
 
-    # --- access telemetry (memroute.access) -----------------------------------------------------------
+    # --- access telemetry (memroute.routing.access) -----------------------------------------------------------
     def data_version(self, api_key_id: str) -> int | None:
         """The primary's data version of ``api_key_id`` (:class:`~memroute.interfaces.DataVersions`), or ``None``
         when there is none to trust: the primary keeps none, or it is not the backend that answers reads now
@@ -599,7 +599,7 @@ class MemoryManager:
         self._access.record(_check_id(api_key_id, "api_key_id"), memory_ids, at)
 
     def access_stats(self) -> dict[str, int]:
-        """The access telemetry's counters (see :meth:`memroute.access.AccessLog.stats`)."""
+        """The access telemetry's counters (see :meth:`memroute.routing.access.AccessLog.stats`)."""
         return self._access.stats()
 
     def write_access(self, api_key_id: str, accesses: Mapping[str, MemoryAccess]) -> int:

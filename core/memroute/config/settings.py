@@ -20,9 +20,9 @@ from typing import Any, Final
 import attrs
 import platformdirs
 
+from memroute.config.serialization import structure_config
 from memroute.errors import ConfigError
 from memroute.models import MAX_CONTENT_CHARS, MAX_METADATA_BYTES, MAX_METADATA_DEPTH, STRATEGY_ALIASES
-from memroute.serialization import structure_config
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -271,7 +271,7 @@ class ServerSettings:
 def _upstream_url(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if value is None:
         return
-    from memroute.netguard import BlockedUrlError, parse_url
+    from memroute.config.netguard import BlockedUrlError, parse_url
 
     try:
         parse_url(value)

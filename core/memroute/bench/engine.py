@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from memroute.config.serialization import memory_to_dict, to_jsonable
 from memroute.models import Memory, MemoryType, new_memory_id, utcnow
-from memroute.serialization import memory_to_dict, to_jsonable
 
 __all__ = ["compare_engines", "concurrent_adds", "drop_postgres_schemas", "machine_description",
            "one_of_many_tenants", "run_bench", "synthetic_contents"]

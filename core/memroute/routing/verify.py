@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from memroute.models import Memory
-from memroute.outbox import OP_DELETE, OP_PUT, delete_payload, put_payload
+from memroute.routing.outbox import OP_DELETE, OP_PUT, delete_payload, put_payload
 
 if TYPE_CHECKING:
     from memroute.interfaces import MemoryBackend
-    from memroute.manager import MemoryManager
+    from memroute.routing.manager import MemoryManager
 
 __all__ = ["ReplicaDrift", "VerifyReport", "verify_replicas"]
 

@@ -14,16 +14,16 @@ from collections.abc import Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
-from memroute.calls import BackendCaller
+from memroute.config.settings import ManagerSettings
 from memroute.errors import BackendUnavailableError
 from memroute.interfaces import MemoryBackend
 from memroute.models import HealthResult
-from memroute.replication import Replicator
-from memroute.settings import ManagerSettings
+from memroute.routing.calls import BackendCaller
+from memroute.routing.replication import Replicator
 
 __all__ = ["HealthMonitor"]
 
-log = logging.getLogger("memroute.manager")
+log = logging.getLogger("memroute.routing.manager")
 
 
 class HealthMonitor:

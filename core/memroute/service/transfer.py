@@ -24,13 +24,13 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from memroute.config.limits import InputLimits
+from memroute.config.serialization import memory_from_dict
 from memroute.errors import MemrouteError, ValidationError
-from memroute.limits import InputLimits
 from memroute.models import Memory, is_memory_id, require_tenant
-from memroute.serialization import memory_from_dict
 
 if TYPE_CHECKING:
-    from memroute.manager import MemoryManager
+    from memroute.routing.manager import MemoryManager
 
 __all__ = ["ImportReport", "import_memories", "parse_jsonl"]
 

@@ -11,7 +11,7 @@ stored in the deployment's state store under ``("settings", "qdrant")``. They ap
   qdrant.
 
 Every ``memroute.open`` applies the stored overrides before it builds the vector store; a process already
-running re-reads them at most every :data:`~memroute.state.RUNTIME_SETTINGS_TTL_S` and switches its store in
+running re-reads them at most every :data:`~memroute.deployment.state.RUNTIME_SETTINGS_TTL_S` and switches its store in
 the background (:meth:`memroute.retrieval.engine.RetrievalEngine.replace_vector_store`). A change is probed
 for real before it is stored: the new store is built, bound to the index's embedding signature and searched;
 a target that does not work is a :class:`~memroute.errors.ValidationError` naming ``host`` and nothing is
@@ -30,9 +30,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 import attrs
 
+from memroute.config.settings import MemrouteSettings, VectorSettings
+from memroute.deployment.state import RUNTIME_SETTINGS_TTL_S, StateStore
 from memroute.errors import ValidationError
-from memroute.settings import MemrouteSettings, VectorSettings
-from memroute.state import RUNTIME_SETTINGS_TTL_S, StateStore
 
 if TYPE_CHECKING:
     from memroute.interfaces import EmbeddingSource
@@ -117,7 +117,7 @@ def merge_qdrant_change(stored: Any, checked: Mapping[str, Any]) -> dict[str, An
 def qdrant_url(host: str, port: int | None) -> str:
     """``http://host:port`` from a host name or URL (the reference's rule: ``http://`` when there is no
     scheme, ``port`` (6333 by default) when the URL names none, no trailing slash)."""
-    from memroute.netguard import BlockedUrlError, parse_url
+    from memroute.config.netguard import BlockedUrlError, parse_url
 
     text = host.strip().rstrip("/")
     if "://" not in text:
@@ -329,9 +329,9 @@ class VectorSwitch:
     def _probe(self, wanted: VectorSettings) -> Any:
         """The store ``wanted`` names, built, bound to the index's signature and searched for real (a
         connection test with the deployment's own embedding), or a :class:`ValidationError` on ``host``."""
+        from memroute.config.netguard import check_url
         from memroute.errors import MemrouteError
         from memroute.models import SearchQuery
-        from memroute.netguard import check_url
 
         url = wanted.options.get("qdrant", {}).get("url") if wanted.store == "qdrant" else None
         if wanted.store == "qdrant" and not url:

@@ -13,8 +13,8 @@ from typing import Any
 
 import attrs
 
+from memroute.config.settings import LimitsSettings
 from memroute.errors import ValidationError
-from memroute.settings import LimitsSettings
 
 __all__ = ["InputLimits", "json_depth"]
 

@@ -26,10 +26,10 @@ try:
 except ImportError:  # pragma: no cover - Windows: no cross-process delivery lock (docs/manager.md)
     fcntl = None  # type: ignore[assignment]
 
-from memroute.db import open_connection, released_gil_transaction
+from memroute.config.serialization import memory_from_dict, memory_to_dict
+from memroute.deployment.db import open_connection, released_gil_transaction
 from memroute.errors import BackendError, BackendUnavailableError
 from memroute.models import Memory
-from memroute.serialization import memory_from_dict, memory_to_dict
 
 __all__ = ["OP_DELETE", "OP_PUT", "Outbox", "OutboxEntry"]
 
@@ -239,7 +239,7 @@ class Outbox:
     def dead_letter(self, entry: OutboxEntry, error: str) -> None:
         """Set a poison entry aside (kept in ``outbox_dead``, reported by :meth:`stats`), so the entries
         behind it are delivered. memroute calls this only for entries refused as invalid (see
-        ``memroute.replication.POISON_ATTEMPTS``); nothing is dropped without a trace."""
+        ``memroute.routing.replication.POISON_ATTEMPTS``); nothing is dropped without a trace."""
         with self._lock:
             self._check_open()
             with released_gil_transaction(self._connection):

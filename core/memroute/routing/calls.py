@@ -18,7 +18,7 @@ from typing import Any, Generic, TypeVar
 
 import attrs
 
-from memroute.breaker import CircuitBreaker
+from memroute.config.settings import ManagerSettings
 from memroute.errors import (
     BackendError,
     BackendUnavailableError,
@@ -28,12 +28,12 @@ from memroute.errors import (
     ValidationError,
 )
 from memroute.interfaces import MemoryBackend
-from memroute.runner import BackendRunner
-from memroute.settings import ManagerSettings
+from memroute.routing.breaker import CircuitBreaker
+from memroute.routing.runner import BackendRunner
 
 __all__ = ["CLIENT_ERRORS", "BackendCall", "BackendCaller", "CircuitOpenError"]
 
-log = logging.getLogger("memroute.manager")
+log = logging.getLogger("memroute.routing.manager")
 
 T = TypeVar("T")
 

@@ -1,5 +1,5 @@
 """HTTP benchmark of ``memroute serve`` against the same calls in-process, in one run (``memroute bench --http``
-runs this module; ``python -m memroute.server.bench --json`` too).
+runs this module; ``python -m memroute.bench.http --json`` too).
 
 Measures, on a fresh SQLite deployment in a temporary directory with ``N`` memories for one tenant:
 
@@ -375,7 +375,7 @@ def run_http_bench(*, memories: int = 1000, searches: int = 300, adds: int = 200
                    data_dir: Path | None = None, workers: int = 1) -> dict[str, Any]:
     """The report (a JSON-able dict); ``workers`` server processes (``memroute serve --workers``)."""
     import memroute
-    from memroute.bench import synthetic_contents
+    from memroute.bench.engine import synthetic_contents
 
     with tempfile.TemporaryDirectory(prefix="memroute-http-bench-") as scratch:
         root = Path(data_dir or scratch)

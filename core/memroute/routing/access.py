@@ -27,7 +27,7 @@ from memroute.models import utcnow
 
 __all__ = ["MAX_PENDING", "AccessLog"]
 
-log = logging.getLogger("memroute.access")
+log = logging.getLogger("memroute.routing.access")
 
 MAX_PENDING: Final = 10_000
 """Distinct (tenant, memory) pairs held between writes; accesses past it are dropped (and counted)."""

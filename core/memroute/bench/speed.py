@@ -11,7 +11,7 @@ memroute's hybrid search runs first on each question and pays the embedding too,
 (run next) is with the query vector cached.
 
 The memories are real chat turns (the ``chitchat-dataset`` package, ``pip install 'memroute[bench]'``), the
-questions the 246 of the quality benchmark (:mod:`memroute.bench_facts`).
+questions the 246 of the quality benchmark (:mod:`memroute.bench.facts`).
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from memroute.bench_quality import chat_distractors, queries
+from memroute.bench.quality import chat_distractors, queries
+from memroute.config.serialization import memory_to_dict
 from memroute.models import Memory, utcnow
-from memroute.serialization import memory_to_dict
 
 __all__ = ["NaiveRecipe", "chat_turns", "run_naive_comparison"]
 

@@ -1,5 +1,5 @@
 """Benchmark of the memory proxy: what memroute adds to a chat request, against the same requests sent straight to
-the same upstream, in one run (``memroute bench --proxy`` runs this module; ``python -m memroute.server.proxy.bench
+the same upstream, in one run (``memroute bench --proxy`` runs this module; ``python -m memroute.bench.proxy
 --json`` too).
 
 Three processes on loopback, so no two of them share a GIL:
@@ -7,7 +7,7 @@ Three processes on loopback, so no two of them share a GIL:
 - a fake OpenAI-compatible upstream (:func:`serve_fake_upstream`, ``--upstream`` mode of this module): a minimal
   asyncio HTTP/1.1 server with keep-alive that answers ``POST /v1/chat/completions`` at once, as JSON or as a stream
   of Server-Sent Events (one event per word), like a model that has its answer ready;
-- the real ``memroute serve`` (:class:`memroute.server.bench._Server`) on a fresh SQLite deployment in a temporary
+- the real ``memroute serve`` (:class:`memroute.bench.http._Server`) on a fresh SQLite deployment in a temporary
   directory: the embedded default (FTS5, the static embedding, sqlite-vec, hybrid retrieval), one tenant holding
   ``memories`` synthetic memories that match every query, ``[proxy.openai]`` pointed at the fake upstream;
 - this process, the client (``httpx``, keep-alive), which sends each request three ways through memroute, each
@@ -28,7 +28,7 @@ per request (from ``/proc``, Linux only), which, unlike wall-clock latency, does
 load. Each case through memroute also reports its ``memory_step`` (p50 / p95 of the ``memroute-memory`` duration
 memroute puts in ``Server-Timing``: retrieval and injection, timed in the server) and
 ``added_beside_memory_step_p50_ms``, what the request added without it (the proxy's own cost: the extra hop, the
-key check, the body). ``cold_call_factor`` (:func:`memroute.server.bench.cold_call_factor`, measured in this process
+key check, the body). ``cold_call_factor`` (:func:`memroute.bench.http.cold_call_factor`, measured in this process
 before the run) says how much slower this machine runs small work after a pause than back to back: 1.0 on a machine
 of its own; every request the server answers comes after one. Target: at most 3 ms added p50 with memories
 injected on the embedded default (``target_met`` for new messages, ``target_met_repeated`` for repeated ones;
@@ -133,7 +133,7 @@ class _Upstream:
     def __init__(self) -> None:
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.process = subprocess.Popen([sys.executable, "-m", "memroute.server.proxy.bench", "--upstream",
+        self.process = subprocess.Popen([sys.executable, "-m", "memroute.bench.proxy", "--upstream",
                                          "--port", str(self.port)], stdout=subprocess.PIPE, text=True)
         assert self.process.stdout is not None
         if self.process.stdout.readline().strip() != "ready":
@@ -290,8 +290,8 @@ def run_proxy_bench(*, sizes: tuple[int, ...] = (500, 2000), rounds: int = 200, 
     max_tokens``: the budget that decides how many memories go into a request (1000 fits about 55 of the
     synthetic ones)."""
     import memroute
-    from memroute.bench import machine_description, synthetic_contents
-    from memroute.server.bench import _Server, cold_call_factor
+    from memroute.bench.engine import machine_description, synthetic_contents
+    from memroute.bench.http import _Server, cold_call_factor
 
     report: dict[str, Any] = {"machine": machine_description(), "rounds": rounds, "max_tokens": max_tokens,
                               "engine": "sqlite + FTS5, static embedding (auto), sqlite-vec, hybrid",

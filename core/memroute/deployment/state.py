@@ -21,10 +21,10 @@ from typing import Any, Final
 
 import attrs
 
-from memroute.db import ThreadConnections
+from memroute.config.settings import MemorySettings
+from memroute.deployment.db import ThreadConnections
+from memroute.deployment.keys import KeyStore, SqliteKeyStore
 from memroute.errors import ConfigError, ValidationError
-from memroute.keys import KeyStore, SqliteKeyStore
-from memroute.settings import MemorySettings
 
 __all__ = [
     "RUNTIME_MEMORY_FIELDS",
@@ -190,7 +190,7 @@ class SqliteStateStore(StateStore):
         self._db.close()
 
 
-log = logging.getLogger("memroute.state")
+log = logging.getLogger("memroute.deployment.state")
 
 _holder_lock = threading.Lock()
 _holder: str | None = None

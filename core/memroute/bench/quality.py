@@ -1,6 +1,6 @@
 """``memroute bench --quality``: retrieval quality on a production-like, held-out set.
 
-Four tenants, 25 or 26 facts each as users state them (:mod:`memroute.bench_facts`), 246 questions (lexical,
+Four tenants, 25 or 26 facts each as users state them (:mod:`memroute.bench.facts`), 246 questions (lexical,
 paraphrased, and *task* openers a model would get at the start of a task), and real chat turns as
 distractors: 2,000 per tenant by default, drawn (deterministically, disjoint between tenants) from the
 ``chitchat-dataset`` package (MIT; ``pip install 'memroute[bench]'``; never vendored). Each fact, with its
@@ -31,10 +31,10 @@ from typing import Any
 
 import attrs
 
-from memroute.bench_facts import FACTS, TASKS
+from memroute.bench.facts import FACTS, TASKS
+from memroute.config.serialization import memory_to_dict
 from memroute.errors import ConfigError
 from memroute.models import Memory, utcnow
-from memroute.serialization import memory_to_dict
 
 __all__ = ["KINDS", "LEGS", "Query", "chat_distractors", "queries", "run_quality", "summary", "tables"]
 

@@ -228,7 +228,7 @@ class SqliteKeyStore(KeyStore):
     """A local file read in this process (the server authenticates on its event loop, without a thread hop)."""
 
     def __init__(self, connections: Any) -> None:
-        """``connections``: a :class:`memroute.db.ThreadConnections` to the state database."""
+        """``connections``: a :class:`memroute.deployment.db.ThreadConnections` to the state database."""
         super().__init__()
         self._db = connections
         with self._db.transaction() as conn:

@@ -33,11 +33,11 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from memroute import gil
 from memroute.aio import DEFAULT_MAX_WORKERS, AsyncMemroute, auto_workers, default_handoff
-from memroute.bench import _QUERIES, machine_description, synthetic_contents
+from memroute.bench.engine import _QUERIES, machine_description, synthetic_contents
+from memroute.config.serialization import memory_to_dict
 from memroute.models import Memory, MemoryType, new_memory_id, utcnow
-from memroute.serialization import memory_to_dict
+from memroute.retrieval import gil
 
 __all__ = ["LAG_TARGET_MS", "LagProbe", "lag_summary", "loop_lag_report", "run_async_bench"]
 
@@ -397,7 +397,7 @@ def first_call_report(open_service: Callable[..., Any], data_dir: Path, memories
         mem.flush()
     finally:
         mem.close()
-    code = f"from memroute.bench_async import _first_call_main; _first_call_main({str(data_dir)!r}, {strategy!r})"
+    code = f"from memroute.bench.async_api import _first_call_main; _first_call_main({str(data_dir)!r}, {strategy!r})"
     try:
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout,
                               check=False)

@@ -22,10 +22,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from memroute.config.serialization import memory_to_dict
 from memroute.embedding.cache import uncached
 from memroute.interfaces import EmbeddingSource
 from memroute.models import Memory, utcnow
-from memroute.serialization import memory_to_dict
 
 __all__ = ["MODES", "TARGET_RATIO", "run_indexing_comparison"]
 
@@ -116,7 +116,7 @@ def run_indexing_comparison(
     """The report: per source, per mode, both rates and their ratio (see the module docstring).
     ``build_source(name)`` returns a fresh embedding source, or a string saying why it is unavailable (that
     source is then reported as skipped). ``open_service(path, source)`` opens a fresh service indexing with it."""
-    from memroute.bench_speed import chat_turns
+    from memroute.bench.speed import chat_turns
 
     texts = chat_turns(count)
     report: dict[str, Any] = {"count": count, "rounds": rounds, "target_ratio": TARGET_RATIO,

@@ -15,16 +15,16 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from memroute.calls import BackendCall, BackendCaller, CircuitOpenError
+from memroute.config.settings import ManagerSettings
 from memroute.errors import ValidationError
 from memroute.interfaces import MemoryBackend, tenant_routed
 from memroute.models import Memory
-from memroute.outbox import OP_PUT, Outbox, OutboxEntry, put_payload
-from memroute.settings import ManagerSettings
+from memroute.routing.calls import BackendCall, BackendCaller, CircuitOpenError
+from memroute.routing.outbox import OP_PUT, Outbox, OutboxEntry, put_payload
 
 __all__ = ["INLINE_CATCH_UP_MAX", "Replicator"]
 
-log = logging.getLogger("memroute.manager")
+log = logging.getLogger("memroute.routing.manager")
 
 _DEFAULT_FLUSH_TIMEOUT_S = 30.0
 INLINE_CATCH_UP_MAX = 100
