@@ -204,18 +204,45 @@ def search(ctx: click.Context, api_key: str, strategy: str | None, limit: int | 
 
 
 @click.command(name="import")
+@click.option("--from", "source", type=click.Choice(["memroute", "omniroute"]), default="memroute", show_default=True,
+              help="What FILE is: memroute's JSONL, or the SQLite database of the system memroute re-implements "
+                   "(OmniRoute; every api_key_id becomes a tenant).")
 @click.option("--api-key", "api_key", default=None,
               help="Every line must belong to this tenant (a line naming none is given to it).")
 @click.option("--all-tenants", is_flag=True, help="Lines may belong to any tenant (an operator's restore).")
+@click.option("--dry-run", is_flag=True, help="--from omniroute: report what would be carried, write nothing.")
+@click.option("--skip-uncarried", is_flag=True,
+              help="--from omniroute: import even though some rows cannot be carried (they are reported).")
+@click.option("--unowned-tenant", default=None,
+              help="--from omniroute: the tenant for rows with an empty api_key_id (else they are not carried).")
+@click.option("--duplicates", type=click.Choice(["newest", "keep"]), default="newest", show_default=True,
+              help="--from omniroute: for rows sharing an api_key_id and key, keep the newest, or keep all (the "
+                   "older under KEY#<id prefix>).")
+@click.option("--skip-expired", is_flag=True, help="--from omniroute: leave out rows already past their expiry.")
 @json_option
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
 @click.pass_context
-def import_(ctx: click.Context, api_key: str | None, all_tenants: bool, as_json: bool, file: str) -> None:
-    """Import memories from a JSONL FILE (as `export` writes; '-' reads stdin) for one tenant (--api-key) or
-    every tenant (--all-tenants): every line is validated before the first write, and the memories are
-    written in one transaction (on SQLite / PostgreSQL)."""
+def import_(ctx: click.Context, source: str, api_key: str | None, all_tenants: bool, dry_run: bool,
+            skip_uncarried: bool, unowned_tenant: str | None, duplicates: str, skip_expired: bool, as_json: bool,
+            file: str) -> None:
+    """Import memories from FILE: a JSONL file (as `export` writes; '-' reads stdin) for one tenant (--api-key)
+    or every tenant (--all-tenants), or with --from omniroute the reference system's SQLite database. Every
+    line (row) is validated before the first write, and the memories are written in one transaction (on
+    SQLite / PostgreSQL)."""
     from rich.progress import Progress
 
+    if source == "omniroute":
+        from memroute.cli.omniroute import import_database
+
+        if api_key is not None or all_tenants:
+            raise click.UsageError("--from omniroute imports every tenant of the database: drop --api-key / "
+                                   "--all-tenants")
+        import_database(ctx, file, dry_run=dry_run, skip_uncarried=skip_uncarried, unowned_tenant=unowned_tenant,
+                        duplicates=duplicates, skip_expired=skip_expired, as_json=as_json)
+        return
+    if dry_run or skip_uncarried or unowned_tenant is not None or skip_expired or duplicates != "newest":
+        raise click.UsageError("--dry-run, --skip-uncarried, --unowned-tenant, --duplicates and --skip-expired "
+                               "go with --from omniroute")
     tenant_or_all(api_key, all_tenants)
     lines = read_text_lines(file)
     service = open_service(ctx)

@@ -85,12 +85,12 @@ def create_app(mem: Any, *, settings: ServerSettings | None = None, close_servic
 
 
 def _include_rest(app: FastAPI) -> None:
-    from memroute.server.api import health, keys, memory, operations, settings, storage
+    from memroute.server.api import health, keys, memory, omniroute, operations, settings, storage
 
     # A request is matched against the routes in order: the hot memory routes (list, create, search) come first;
     # operations' fixed paths (/api/memory/health, /export, ...) must come before /api/memory/{id}.
-    for router in (memory.router, health.router, keys.router, operations.router, memory.by_id, settings.router,
-                   storage.router):
+    for router in (memory.router, health.router, keys.router, operations.router, omniroute.router, memory.by_id,
+                   settings.router, storage.router):
         app.include_router(router)
 
 

@@ -22,6 +22,8 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 IMPORT_PATH: Final = "/api/memory/import"
+IMPORT_PATHS: Final = (IMPORT_PATH, IMPORT_PATH + "/omniroute")
+"""The routes whose bodies may be as large as ``[server] max_import_bytes``."""
 _DOCS_PATHS: Final = ("/docs", "/redoc")
 _SECURITY_HEADERS: Final = (
     (b"x-content-type-options", b"nosniff"),
@@ -91,7 +93,7 @@ class GuardMiddleware:
                 await guarded_send(message)
             return
         proxied = path.startswith(PROXY_PREFIX)
-        limit = (self.settings.max_import_bytes if path == IMPORT_PATH
+        limit = (self.settings.max_import_bytes if path in IMPORT_PATHS
                  else self.proxy_max_body_bytes if proxied else self.settings.max_body_bytes)
         declared = self._content_length(scope)
         if declared is not None and declared > limit:

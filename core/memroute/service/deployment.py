@@ -5,6 +5,7 @@ settings, the storage protocol), operations (health, status, verify, reindex) an
 from __future__ import annotations
 
 import builtins
+import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +16,7 @@ from memroute.models import Memory, is_memory_id, require_tenant
 from memroute.reports import BackendsStatus, HealthReport, MemoryStatus, ReindexReport, StatusReport
 from memroute.routing.verify import VerifyReport, verify_replicas
 from memroute.service.base import ServiceBase
+from memroute.service.omniroute import Duplicates, OmnirouteImportReport, Progress, import_omniroute
 from memroute.service.transfer import ImportReport, import_memories, parse_jsonl
 
 if TYPE_CHECKING:
@@ -168,3 +170,17 @@ class DeploymentMethods(ServiceBase):
         parsed = parse_jsonl(lines, api_key_id=api_key_id, limits=self._limits)
         return import_memories(self._manager, parsed, api_key_id=api_key_id, on_written=self._retrieval.on_written,
                                progress=progress)
+
+    def import_omniroute(self, path: str | os.PathLike[str], *, dry_run: bool = False, skip_uncarried: bool = False,
+                         unowned_tenant: str | None = None, duplicates: Duplicates = "newest",
+                         skip_expired: bool = False, progress: Progress | None = None) -> OmnirouteImportReport:
+        """Import the reference system's SQLite database (its ``memories`` table, opened read-only): each
+        ``api_key_id`` becomes a tenant, ids, keys, types, metadata, sessions, timestamps and expiry kept. Every
+        row is checked before the first write, and the memories are written in one backend call; a row that
+        cannot be carried stops the import (a :class:`~memroute.errors.ValidationError` saying why) unless
+        ``skip_uncarried``. ``dry_run`` reports the same counts and writes nothing. An operator's call: the
+        rows may belong to any tenant. See :mod:`memroute.service.omniroute` for each quirk of the reference's
+        data and what is done with it."""
+        return import_omniroute(self._manager, path, dry_run=dry_run, skip_uncarried=skip_uncarried,
+                                unowned_tenant=unowned_tenant, duplicates=duplicates, skip_expired=skip_expired,
+                                limits=self._limits, on_written=self._retrieval.on_written, progress=progress)
