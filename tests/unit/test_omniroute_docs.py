@@ -10,6 +10,7 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -83,3 +84,39 @@ def test_the_toml_and_json_examples_parse():
         tomllib.loads(block)
     for block in blocks("json"):
         json.loads(block)
+
+
+def alias_sections() -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    part = DOC.read_text(encoding="utf-8").split("## MCP tool aliases", 1)[1].split("\n## ", 1)[0]
+    sections = []
+    for chunk in re.split(r"^### ", part, flags=re.M)[1:]:
+        name = re.match(r"`(\w+)\(", chunk)
+        assert name, chunk[:80]
+        call, result = re.findall(r"```json\n(.*?)```", chunk, flags=re.S)
+        sections.append((name.group(1), json.loads(call), json.loads(result)))
+    return sections
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_each_alias_section_replays_with_the_documented_shape(tmp_path, anyio_backend):
+    from mcp import Client
+
+    import memroute
+    from memroute.server.mcp import build_mcp_server
+    from memroute.server.mcp.tools import Caller
+    from tests.unit.test_mcp_docs import _same_shape
+
+    sections = alias_sections()
+    with memroute.open({"embedding": {"source": "none"}, "vectors": {"store": "none"}}, use_env=False,
+                       data_dir=str(tmp_path / "data")) as mem:
+        server = build_mcp_server(mem, lambda: Caller(tenant="shop", scopes=frozenset({"read", "write"})))
+        async with Client(server) as client:
+            aliases = {t.name for t in (await client.list_tools()).tools if t.name.startswith("omniroute_")}
+            assert {name for name, _, _ in sections} == aliases
+            for name, arguments, documented in sections:
+                result = await client.call_tool(name, arguments)
+                assert not result.is_error, (name, result.content)
+                _same_shape(documented, result.structured_content, name)
+                if name == "omniroute_memory_clear":
+                    assert result.structured_content == documented

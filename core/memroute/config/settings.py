@@ -348,6 +348,10 @@ class McpSettings:
     allowed_origins: tuple[str, ...] = ()
     """``Origin`` values accepted from browsers besides loopback ones (``https://app.example.com``; a ``:*``
     suffix allows any port). Requests without an ``Origin`` (every non-browser client) are not affected."""
+    omniroute_tools: bool = True
+    """Also serve ``omniroute_memory_search`` / ``_add`` / ``_clear``, the tools of the system memroute
+    re-implements, with its argument names, so agents written for it keep working (docs/omniroute-compatibility.md,
+    "MCP tool aliases"). The tenant still comes from the key. ``false`` serves memroute's own tools only."""
     resource_url: str | None = None
     """The public URL of ``/mcp``, announced in the OAuth protected-resource metadata and the 401's
     ``WWW-Authenticate`` (default: ``http://<server.host>:<server.port>/mcp``). Set it behind a reverse proxy."""

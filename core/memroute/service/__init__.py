@@ -37,6 +37,7 @@ from memroute.models import (
     NewMemory,
     SearchQuery,
     SearchResult,
+    as_utc,
     check_storable,
     require_key,
     require_memory_id,
@@ -333,19 +334,26 @@ class Memroute(DeploymentMethods, ConversationMethods):
         type: MemoryType | str | None = None,
         session_id: str | None = None,
         older_than_days: int | None = None,
+        created_before: datetime | str | None = None,
         dry_run: bool = False,
     ) -> ClearReport:
         """Delete every memory of ``api_key_id`` matching the filters (all types / sessions / ages when
         omitted): the bulk delete behind MCP ``memory_clear``, with no page cap. Each deletion goes through the
         manager (replicated to fallbacks) and removes the vector. ``older_than_days=N`` keeps memories created
-        in the last N days. ``dry_run`` only reports what would be deleted. The report's ``deleted`` is the
-        real count."""
+        in the last N days; ``created_before`` (a time, as the reference's ``olderThan``) keeps those created at
+        or after it. ``dry_run`` only reports what would be deleted. The report's ``deleted`` is the real
+        count."""
         tenant = require_tenant(api_key_id)
         kind = None if type is None else require_type(type)
         session = require_session(session_id)
         if older_than_days is not None:
             older_than_days = _check_range("older_than_days", older_than_days, 0, 36_500)
+        if older_than_days is not None and created_before is not None:
+            raise ValidationError("give older_than_days or created_before, not both",
+                                  [("created_before", "exclusive")])
         cutoff = None if older_than_days is None else utcnow() - timedelta(days=older_than_days)
+        if created_before is not None:
+            cutoff = as_utc(created_before, "created_before")
         matched = [
             m for m in self._iter_tenant(tenant, type=kind, session_id=session)
             if cutoff is None or m.created_at < cutoff

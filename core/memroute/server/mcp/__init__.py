@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from memroute.server.mcp.omniroute import OmnirouteTools
 from memroute.server.mcp.tools import Caller, register_tools
 
 if TYPE_CHECKING:
@@ -41,5 +42,7 @@ def build_mcp_server(mem: Memroute, resolve: Callable[[], Caller], **server_opti
         SERVER_NAME, title="memroute memory", version=version("memroute"), instructions=INSTRUCTIONS,
         log_level="WARNING", **server_options,
     )
-    register_tools(server, mem, resolve)
+    # The reference's tool names too, unless the deployment turned them off ([mcp] omniroute_tools).
+    extra = [OmnirouteTools(mem)] if mem.settings.mcp.omniroute_tools else []
+    register_tools(server, mem, resolve, extra=extra)
     return server

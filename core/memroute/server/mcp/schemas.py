@@ -68,6 +68,7 @@ def model_from_attrs(
     descriptions: Mapping[str, str] | None = None,
     extra: Mapping[str, tuple[Any, str]] | None = None,
     doc: str | None = None,
+    base: type[BaseModel] | None = None,
 ) -> type[BaseModel]:
     """A pydantic model with the fields of the attrs class ``cls`` (minus ``exclude``), each required (a
     result always carries every field), plus ``extra`` fields given as ``{name: (type, description)}``."""
@@ -83,7 +84,7 @@ def model_from_attrs(
         )
     for field_name, (annotation, description) in (extra or {}).items():
         fields[field_name] = (annotation, Field(description=description))
-    model: type[BaseModel] = create_model(name, __base__=Output, __doc__=doc or cls.__doc__, **fields)
+    model: type[BaseModel] = create_model(name, __base__=base or Output, __doc__=doc or cls.__doc__, **fields)
     return model
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import base64
 import binascii
 import inspect
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
     from memroute.service import Memroute
 
-__all__ = ["Caller", "MemoryTools", "register_tools"]
+__all__ = ["Caller", "MemoryTools", "declare_tool", "register_tools"]
 
 SEARCH_LIMIT_MAX = 50
 LIST_LIMIT_MAX = 100
@@ -112,9 +112,10 @@ class _ToolSpec:
     annotations: ToolAnnotations
 
 
-def _tool(scope: str, title: str, *, read_only: bool = False, destructive: bool = False,
-          idempotent: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Declare a method of :class:`MemoryTools` as a tool needing ``scope``."""
+def declare_tool(scope: str, title: str, *, read_only: bool = False, destructive: bool = False,
+                 idempotent: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Declare a method of a tools class (:class:`MemoryTools`, the OmniRoute aliases) as a tool needing
+    ``scope``."""
     def declare(fn: Callable[..., Any]) -> Callable[..., Any]:
         fn._mcp_tool = _ToolSpec(  # type: ignore[attr-defined]
             scope, title, ToolAnnotations(title=title, read_only_hint=read_only, destructive_hint=destructive,
@@ -148,7 +149,7 @@ class MemoryTools:
     def __init__(self, mem: Memroute) -> None:
         self.mem = mem
 
-    @_tool("read", "Search memories", read_only=True)
+    @declare_tool("read", "Search memories", read_only=True)
     def memory_search(
         self,
         caller: Caller,
@@ -173,7 +174,7 @@ class MemoryTools:
             note=result.provenance.reason,
         )
 
-    @_tool("write", "Remember something", idempotent=True)
+    @declare_tool("write", "Remember something", idempotent=True)
     def memory_add(
         self,
         caller: Caller,
@@ -199,7 +200,7 @@ class MemoryTools:
         )
         return AddOut(memory=to_output(MemoryOut, memory), created=memory.created_at == memory.updated_at)
 
-    @_tool("read", "List memories", read_only=True)
+    @declare_tool("read", "List memories", read_only=True)
     def memory_list(
         self,
         caller: Caller,
@@ -220,7 +221,7 @@ class MemoryTools:
             next_cursor=_encode_cursor(following) if page.data and following < page.total else None,
         )
 
-    @_tool("read", "Get a memory", read_only=True)
+    @declare_tool("read", "Get a memory", read_only=True)
     def memory_get(self, caller: Caller, id: IdArg) -> MemoryOut:
         """Fetch one memory by id (an id from memory_search or memory_list), with its full content and metadata."""
         memory = self.mem.get(id, api_key_id=caller.tenant)
@@ -228,7 +229,7 @@ class MemoryTools:
             raise _not_found(id)
         return to_output(MemoryOut, memory)
 
-    @_tool("write", "Update a memory", idempotent=True)
+    @declare_tool("write", "Update a memory", idempotent=True)
     def memory_update(
         self,
         caller: Caller,
@@ -255,14 +256,14 @@ class MemoryTools:
             raise _not_found(id)
         return to_output(MemoryOut, memory)
 
-    @_tool("write", "Delete a memory", destructive=True, idempotent=True)
+    @declare_tool("write", "Delete a memory", destructive=True, idempotent=True)
     def memory_delete(self, caller: Caller, id: IdArg) -> DeleteOut:
         """Delete one memory by id (for example when the user asks to forget something specific)."""
         if not self.mem.delete(id, api_key_id=caller.tenant):
             raise _not_found(id)
         return DeleteOut(id=id, deleted=True)
 
-    @_tool("write", "Clear memories", destructive=True)
+    @declare_tool("write", "Clear memories", destructive=True)
     def memory_clear(
         self,
         caller: Caller,
@@ -285,7 +286,7 @@ def _not_found(memory_id: str) -> ToolError:
     return ToolError(f"no memory with id {memory_id!r}")
 
 
-def _tool_methods(tools: MemoryTools) -> Iterator[tuple[Callable[..., Any], _ToolSpec]]:
+def _tool_methods(tools: object) -> Iterator[tuple[Callable[..., Any], _ToolSpec]]:
     for _name, method in inspect.getmembers(tools, predicate=inspect.ismethod):
         spec = getattr(method, "_mcp_tool", None)
         if isinstance(spec, _ToolSpec):
@@ -316,11 +317,12 @@ def _bind(method: Callable[..., Any], spec: _ToolSpec, resolve: Callable[[], Cal
     return call
 
 
-def register_tools(server: MCPServer, mem: Memroute, resolve: Callable[[], Caller]) -> list[str]:
-    """Add every memory tool to ``server``, acting for whoever ``resolve()`` says is calling. Returns the
-    tool names."""
+def register_tools(server: MCPServer, mem: Memroute, resolve: Callable[[], Caller], *,
+                   extra: Iterable[object] = ()) -> list[str]:
+    """Add every memory tool to ``server`` (memroute's own, then those of the ``extra`` tools objects), acting
+    for whoever ``resolve()`` says is calling. Returns the tool names."""
     names = []
-    for method, spec in _tool_methods(MemoryTools(mem)):
+    for method, spec in (m for tools in (MemoryTools(mem), *extra) for m in _tool_methods(tools)):
         server.add_tool(_bind(method, spec, resolve), name=method.__name__, title=spec.title,
                         description=inspect.getdoc(method), annotations=spec.annotations,
                         structured_output=True)
