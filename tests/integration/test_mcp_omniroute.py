@@ -104,3 +104,16 @@ async def test_over_http_each_key_reaches_only_its_tenant(memroute_server):
     async with mcp_client(server, reader) as read_only:
         assert "'write' scope" in await call_error(read_only, "omniroute_memory_clear")
         assert (await call(read_only, "omniroute_memory_search", query="Bluebird"))["data"]["count"] == 1
+
+
+def test_clear_by_creation_time_refuses_bad_input(tmp_path):
+    from memroute.errors import ValidationError
+
+    with memroute.open(KEYWORD_ONLY, use_env=False, data_dir=str(tmp_path / "data")) as mem:
+        mem.add(api_key_id="a", content="A note to keep")
+        with pytest.raises(ValidationError, match="created_before: not an ISO-8601"):
+            mem.clear("a", created_before="last week")
+        with pytest.raises(ValidationError, match="not both"):
+            mem.clear("a", created_before="2020-01-01", older_than_days=3)
+        assert mem.clear("a", created_before="2020-01-01").deleted == 0
+        assert mem.clear("a", created_before=datetime.now(timezone.utc) + timedelta(seconds=1)).deleted == 1

@@ -38,7 +38,9 @@ def commands(block: str) -> list[str]:
 @pytest.fixture
 def reference_db(tmp_path, monkeypatch):
     monkeypatch.setenv("MEMORY_EMBEDDING_SOURCE", "none")
-    return build_reference_db(tmp_path / "storage.sqlite", per_tenant=100)  # the tests run in tmp_path
+    # The tests run in tmp_path: the files the commands name are there (settings.json: the doc's own example).
+    (tmp_path / "settings.json").write_text(blocks("json")[-1])
+    return build_reference_db(tmp_path / "storage.sqlite", per_tenant=100)
 
 
 def run_cli(command: str) -> None:
@@ -80,10 +82,21 @@ def test_the_python_examples_run(reference_db, capsys):
 
 
 def test_the_toml_and_json_examples_parse():
+    from memroute.config.settings import load_settings
+
     for block in blocks("toml"):
-        tomllib.loads(block)
+        load_settings(tomllib.loads(block), use_env=False)
     for block in blocks("json"):
         json.loads(block)
+
+
+def test_the_settings_example_converts_to_the_documented_toml(tmp_path, capsys):
+    part = DOC.read_text(encoding="utf-8").split("## Settings JSON", 1)[1].split("\n## ", 1)[0]
+    source = re.search(r"```json\n(.*?)```", part, re.S).group(1)
+    documented = re.search(r"```toml\n(.*?)```", part, re.S).group(1)
+    (tmp_path / "in.json").write_text(source)
+    run_cli(f"memroute config import --from omniroute {tmp_path / 'in.json'}")
+    assert capsys.readouterr().out == documented
 
 
 def alias_sections() -> list[tuple[str, dict[str, Any], dict[str, Any]]]:

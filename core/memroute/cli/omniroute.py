@@ -13,7 +13,7 @@ from memroute.cli.common import echo_json, open_service
 if TYPE_CHECKING:
     from memroute.service.omniroute import OmnirouteImportReport
 
-__all__ = ["import_database"]
+__all__ = ["COMMANDS", "import_database", "toml_text"]
 
 
 def import_database(ctx: click.Context, file: str, *, dry_run: bool, skip_uncarried: bool,
@@ -64,3 +64,83 @@ def _print_report(report: OmnirouteImportReport) -> None:
             click.echo(f"  {row.id}  [{row.api_key_id or '(no owner)'}] {row.key}: {row.reason}")
         if report.skipped > 20:
             click.echo(f"  ... and {report.skipped - 20} more (--json lists the first {len(report.skipped_rows)})")
+
+
+# --- memroute config import --from omniroute ---------------------------------------------------------------
+
+@click.group("config")
+def config_group() -> None:
+    """memroute.toml helpers."""
+
+
+@config_group.command("import")
+@click.option("--from", "source", type=click.Choice(["omniroute"]), required=True,
+              help="Whose settings FILE holds: OmniRoute's memory settings JSON (GET /api/settings/memory).")
+@click.option("--output", "-o", type=click.Path(dir_okay=False), default=None,
+              help="Write the memroute.toml here (refuses to replace an existing file) instead of stdout.")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
+def config_import(source: str, output: str | None, file: str) -> None:
+    """Turn OmniRoute's memory settings (the JSON its GET /api/settings/memory returns) into memroute.toml.
+    Fields with no memroute meaning are listed as comments at the top and on stderr."""
+    import json
+    from pathlib import Path
+
+    from memroute.cli.common import read_text
+    from memroute.config.omniroute import settings_from_json
+    from memroute.config.settings import load_settings
+    from memroute.errors import ValidationError
+
+    try:
+        data = json.loads(read_text(file))
+    except json.JSONDecodeError as exc:
+        raise ValidationError(f"{file}: not valid JSON ({exc.msg} at line {exc.lineno})", [(file, "json")]) from None
+    result = settings_from_json(data)
+    # What is written must load: ${VAR} placeholders stand for secrets the operator sets later.
+    load_settings(result.config, environ={"OBSIDIAN_API_KEY": "set-later"}, use_env=False)
+    text = "".join(f"# {note}\n" for note in result.notes) + ("\n" if result.notes else "") + toml_text(result.config)
+    for note in result.notes:
+        click.echo(f"memroute: note: {note}", err=True)
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    target = Path(output)
+    if target.exists():
+        raise click.UsageError(f"{output} exists; choose another --output or move it away first")
+    target.write_text(text, encoding="utf-8")
+    click.echo(f"wrote {output}", err=True)
+
+
+def toml_text(config: dict[str, Any]) -> str:
+    """``config`` (sections of scalars, lists and tables) as TOML: sections and their sub-tables as ``[a.b]``
+    tables, anything deeper inline."""
+    import json
+
+    def value(item: Any) -> str:
+        if isinstance(item, bool):
+            return "true" if item else "false"
+        if isinstance(item, (int, float)):
+            return repr(item)
+        if isinstance(item, str):
+            return json.dumps(item, ensure_ascii=False)  # a JSON string is a TOML basic string
+        if isinstance(item, (list, tuple)):
+            return "[" + ", ".join(value(v) for v in item) + "]"
+        if isinstance(item, dict):
+            return "{ " + ", ".join(f"{json.dumps(str(k))} = {value(v)}" for k, v in item.items()) + " }"
+        raise TypeError(f"cannot write {type(item).__name__} as TOML")
+
+    lines: list[str] = []
+
+    def table(name: str, data: dict[str, Any], depth: int) -> None:
+        nested = {k: v for k, v in data.items() if isinstance(v, dict) and depth < 2}
+        lines.append(f"[{name}]")
+        lines.extend(f"{k} = {value(v)}" for k, v in data.items() if k not in nested)
+        lines.append("")
+        for key, sub in nested.items():
+            table(f"{name}.{key}", sub, depth + 1)
+
+    for section, data in config.items():
+        table(section, data, 1)
+    return "\n".join(lines)
+
+
+COMMANDS: list[click.Command] = [config_group]

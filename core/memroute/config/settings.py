@@ -20,6 +20,7 @@ from typing import Any, Final
 import attrs
 import platformdirs
 
+from memroute.config.omniroute import backend_env_defaults, reference_env_layer, warn_ignored
 from memroute.config.serialization import structure_config
 from memroute.errors import ConfigError
 from memroute.models import MAX_CONTENT_CHARS, MAX_METADATA_BYTES, MAX_METADATA_DEPTH, STRATEGY_ALIASES
@@ -606,6 +607,10 @@ def _load_settings(config: Any, environ: Mapping[str, str] | None, use_env: bool
     merged = _normalise(raw)
     db_path: str | None = None
     if use_env:
+        # The reference system's own variables (memroute.config.omniroute) sit under the file and memroute's.
+        reference, ignored = reference_env_layer(environ)
+        merged = _deep_merge(_normalise(reference), merged)
+        warn_ignored(ignored)
         env = _env_layer(environ)
         db_path = env.pop("_db_path", None)
         merged = _deep_merge(merged, _normalise(env))
@@ -616,6 +621,10 @@ def _load_settings(config: Any, environ: Mapping[str, str] | None, use_env: bool
         merged = _deep_merge(merged, _normalise(layer))
     if db_path:
         merged = _with_primary_db_path(merged, db_path)
+    if use_env and isinstance(merged.get("backends"), Mapping) and merged["backends"].get("instances"):
+        backends = dict(merged["backends"])
+        backends["instances"] = backend_env_defaults(backends["instances"], environ)
+        merged = {**merged, "backends": backends}
     return structure_config(merged, MemrouteSettings)
 
 
