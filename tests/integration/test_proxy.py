@@ -147,6 +147,22 @@ def test_provider_without_system_role_gets_memory_as_a_user_message(stack):
     assert [m["role"] for m in stack.upstream.last["body"]["messages"]] == ["user", "user"]
 
 
+@pytest.mark.parametrize("model", ["glm-4", "glm-4.6", "z-ai/glm-4.5-air", "glm/glm-4-plus", "o1-2024-12-17"])
+def test_a_glm_or_o1_model_gets_memory_as_a_user_message_by_its_name(stack, model):
+    # No [proxy.openai] provider is configured: the model name alone must say the API rejects a system role.
+    remember(stack, "alice")
+    completion = oai(stack).chat.completions.create(model=model, messages=[{"role": "user", "content": QUESTION}])
+    assert completion.choices[0].message.content == "OK."
+    messages = stack.upstream.last["body"]["messages"]
+    assert [m["role"] for m in messages] == ["user", "user"] and BLOCK_START in messages[0]["content"]
+
+
+def test_a_model_of_another_family_keeps_the_system_message(stack):
+    remember(stack, "alice")
+    oai(stack).chat.completions.create(model="gpt-4o-glm-tuned", messages=[{"role": "user", "content": QUESTION}])
+    assert [m["role"] for m in stack.upstream.last["body"]["messages"]] == ["system", "user"]
+
+
 # --- streaming -------------------------------------------------------------------------------------------------
 
 STREAMS = {

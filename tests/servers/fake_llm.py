@@ -20,6 +20,7 @@ HTTP/1.1 with keep-alive (streams use chunked transfer encoding), like a real AP
 from __future__ import annotations
 
 import json
+import re
 import select
 import socket
 import threading
@@ -269,7 +270,8 @@ class _Handler(BaseHTTPRequestHandler):
             if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
                 self._send(400, {"error": {"message": "messages is required"}})
                 return
-            if any(m.get("role") == "system" for m in body["messages"]) and body.get("model", "").startswith("o1"):
+            if any(m.get("role") == "system" for m in body["messages"]) and _rejects_system(body.get("model")):
+                # As the o1 and GLM APIs do (the reference's #1522: GLM's 400 "Request contains an invalid argument").
                 self._send(400, {"error": {"message": "system role not supported by this model"}})
                 return
             if stream:
@@ -341,3 +343,8 @@ class FakeAnthropicClient:
 
     def __init__(self, base_url: str) -> None:
         self.messages = _Resource(base_url, "/v1/messages")
+
+
+def _rejects_system(model: object) -> bool:
+    """o1 models and the GLM family (``glm-4``, ``z-ai/glm-4.6``) refuse a system message."""
+    return isinstance(model, str) and re.search(r"(^|/)(o1|glm)", model.lower()) is not None

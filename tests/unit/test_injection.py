@@ -18,6 +18,7 @@ from memroute.pipeline.inject import (
     PROVIDERS_WITHOUT_SYSTEM_MESSAGE,
     format_memory_block,
     inject_memories,
+    normalize_provider,
 )
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
@@ -347,3 +348,20 @@ def test_session_from_headers():
     assert session_from_headers({"x-memroute-session-id": "  "}) is None
     assert session_from_headers({"x-memroute-session-id": "x" * 300}) is None
     assert session_from_headers(None) is None and session_from_headers(7) is None
+
+
+@pytest.mark.parametrize(("name", "provider"), [
+    ("GLM", "glm"), ("glm-4", "glm"), ("glm-4.6", "glm"), ("chatglm3-6b", "glm"), ("z-ai/glm-4.5", "glm"),
+    ("glm-cn/glm-4", "glm-cn"), ("zai/anything", "zai"), ("o1", "o1"), ("o1-mini", "o1-mini"),
+    ("o1-2024-12-17", "o1"), ("openai/o1-preview", "o1-preview"), ("ernie-4.0-8k", "qianfan"),
+    ("mimo-v2-flash", "mimo"), ("xiaomi-mimo", "xiaomi-mimo"),
+    ("gpt-4o", "gpt-4o"), ("glmx", "glmx"), ("o10", "o10"), ("my-glm-4", "my-glm-4"), (None, ""),
+])
+def test_a_model_name_selects_its_providers_placement_rules(name, provider):
+    assert normalize_provider(name) == provider
+
+
+def test_glm_4_gets_a_user_message_not_a_system_one():
+    request = {"model": "glm-4", "messages": [{"role": "user", "content": "hi"}]}
+    out = inject_memories(request, [memory("I like tea")], provider="glm-4")
+    assert [m["role"] for m in out["messages"]] == ["user", "user"]

@@ -75,9 +75,37 @@ _BRACKETS = str.maketrans({c: f"\\u{ord(c):04x}" for c in "<>\uff1c\uff1e\u2039\
 _LABEL = re.compile(r"[^\w-]+")
 
 
+_MODEL_FAMILIES: Final = (
+    (re.compile(r"(?:chat)?glm(?:$|[-_.\d])"), "glm"),
+    (re.compile(r"o1(?:$|-)"), "o1"),
+    (re.compile(r"ernie(?:$|[-_.\d])"), "qianfan"),
+    (re.compile(r"mimo(?:$|[-_.\d])"), "mimo"),
+)
+"""Model names whose provider the placement rules know, matched at the start of the name: the proxy knows a
+request's ``model`` and often nothing else (``glm-4`` used to get a system message the GLM API rejects, the
+reference's #1522, because only the provider id ``glm`` itself was recognised)."""
+_KNOWN_PROVIDERS: Final = PROVIDERS_WITHOUT_SYSTEM_MESSAGE | PROVIDERS_SYSTEM_MUST_BE_FIRST
+
+
 def normalize_provider(provider: str | None) -> str:
-    """Provider ids compare trimmed and lower-cased; ``None`` means an unknown provider."""
-    return provider.strip().lower() if isinstance(provider, str) else ""
+    """The provider id placement rules use, from a provider id or a model name: trimmed and lower-cased; a
+    known provider id as it is; ``provider/model`` (the reference's model ids, OpenRouter's) by its known
+    provider part; a model of a known family (``glm-4.6``, ``o1-2024-12-17``, ``ernie-4.0``) by its family's
+    provider. ``None`` or an unknown name means a provider that takes every role."""
+    name = provider.strip().lower() if isinstance(provider, str) else ""
+    if name in _KNOWN_PROVIDERS:
+        return name
+    parts = name.split("/")
+    for part in parts[:-1]:
+        if part in _KNOWN_PROVIDERS:
+            return part
+    model = parts[-1]
+    if model in _KNOWN_PROVIDERS:
+        return model
+    for pattern, family in _MODEL_FAMILIES:
+        if pattern.match(model):
+            return family
+    return name
 
 
 def _memory_of(item: Any) -> Any:
