@@ -192,6 +192,8 @@ def test_operations_routes(clients):
     assert health["working"] is True and a.get("/api/memory").json()["total"] == 1  # the probe wrote nothing
     status = a.get("/api/memory/engine-status").json()
     assert {"keyword", "embedding", "vector_store", "maintenance"} <= set(status) and "data_dir" not in status
+    # the reference's qdrant block, off where the vector store is not Qdrant
+    assert status["qdrant"] == {"enabled": False, "healthy": False, "latencyMs": None, "error": None}
     providers = a.get("/api/memory/embedding-providers").json()["providers"]
     assert any(p["active"] for p in providers)
     started = a.post("/api/memory/reindex", json={"force": True})

@@ -10,6 +10,7 @@ import pytest
 
 from memroute.models import utcnow
 from tests.servers.memroute_server import MemrouteServer
+from tests.servers.qdrant_rest import QdrantRestServer
 
 OLD_ID = "5d0c8a4e-0d7f-4e8e-8f0a-1b2c3d4e5f60"
 
@@ -34,6 +35,35 @@ def test_the_view_names_the_collection_and_never_a_secret(qdrant_server):
         assert admin.put("/api/settings/qdrant", json={"enabled": None}).status_code == 200
         assert admin.get("/api/settings/qdrant/health").json()["ok"] is True
         assert a.get("/api/settings/qdrant").status_code == 403  # a tenant key does not see deployment settings
+
+
+def test_health_and_engine_status_carry_a_real_probe_with_its_latency(qdrant_server):
+    # The reference's shapes: qdrant/health {ok, latencyMs, error}; engine-status qdrant {enabled, healthy, ...}.
+    with qdrant_server.client(qdrant_server.admin) as admin, qdrant_server.client(qdrant_server.tenant_a) as a:
+        health = admin.get("/api/settings/qdrant/health").json()
+        assert health["ok"] is True and health["error"] is None
+        assert isinstance(health["latencyMs"], float) and health["latencyMs"] >= 0
+        block = a.get("/api/memory/engine-status").json()["qdrant"]
+        assert block["enabled"] and block["healthy"] and block["latencyMs"] >= 0 and block["error"] is None
+        embedding = a.get("/api/memory/engine-status").json()["embedding"]
+        models = a.get("/api/settings/qdrant/embedding-models").json()["models"]
+        assert models == [{"id": f"{embedding['source']}/{embedding['model']}", "name": embedding["model"],
+                           "dimensions": embedding["dimensions"]}]
+
+
+def test_a_qdrant_server_that_stops_answering_is_reported_unhealthy(tmp_path):
+    qdrant = QdrantRestServer().start()
+    config = {"vectors": {"store": "qdrant", "options": {"qdrant": {"url": qdrant.url, "timeout": 2}}}}
+    try:
+        with MemrouteServer(tmp_path, config=config) as server, server.client(server.admin) as admin:
+            assert admin.get("/api/settings/qdrant/health").json()["ok"] is True
+            qdrant.stop()
+            down = admin.get("/api/settings/qdrant/health").json()
+            assert down["ok"] is False and down["error"] and down["latencyMs"] is not None
+            block = admin.get("/api/memory/engine-status").json()["qdrant"]
+            assert block["enabled"] and not block["healthy"] and block["error"]
+    finally:
+        qdrant.stop()
 
 
 def test_search_runs_on_qdrant_for_the_callers_tenant_only(qdrant_server):

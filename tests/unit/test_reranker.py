@@ -127,6 +127,20 @@ def test_engine_applies_the_reranker_and_names_it(tmp_path, server):
         assert status["rerank"]["enabled"] and status["rerank"]["model"] == "jina/jina-reranker-v2"
 
 
+def test_flat_rerank_options_without_a_reranker_name_use_remote(tmp_path, server):
+    # docs/configuration.md calls "remote" the default; flat options without `reranker` used to be a ConfigError.
+    from memroute.testing.fakes import HashingEmbeddingSource
+    from memroute.testing.numpy_store import NumpyVectorStore
+
+    config = {"memory": {"rerank_enabled": True, "rerank_provider_model": "jina/jina-reranker-v2"},
+              "rerank": {"base_url": server.base_url, "api_key": "sk-test", "allow_private": True}}
+    with memroute.open(config, data_dir=str(tmp_path), embedder=HashingEmbeddingSource(64),
+                       vector_store=NumpyVectorStore()) as mem:
+        seed(mem)
+        result = mem.search("June trip Lisbon family", api_key_id="alice", strategy="hybrid", limit=3)
+        assert result.provenance.rerank == "remote:jina/jina-reranker-v2" and server.requests
+
+
 def test_a_failing_reranker_keeps_the_fused_order_visibly(tmp_path, server):
     with open_service(tmp_path, server) as mem:
         seed(mem)

@@ -508,6 +508,15 @@ _SECTION_RESERVED: Final = {
 }
 
 
+def _selector_default(section_name: str) -> Any:
+    sections = {"embedding": (EmbeddingSettings, "source"), "vectors": (VectorSettings, "store"),
+                "rerank": (RerankSettings, "reranker")}
+    if section_name not in sections:
+        return None
+    cls, field = sections[section_name]
+    return getattr(attrs.fields(cls), field).default
+
+
 def _normalise(raw: Mapping[str, Any]) -> dict[str, Any]:
     """From the TOML shape to the attrs shape: backend instance tables go under ``instances``; flat component
     options go under ``options[<selected name>]`` and sub-tables under ``options[<table name>]``."""
@@ -555,7 +564,8 @@ def _normalise(raw: Mapping[str, Any]) -> dict[str, Any]:
             else:
                 flat[key] = value
         if flat:
-            target = fixed.get(selector)
+            # An unset selector means its default: flat [rerank] options go to "remote", as documented.
+            target = fixed.get(selector, _selector_default(section_name))
             if not isinstance(target, str) or target in ("auto", "none") or section_name == "extraction":
                 raise ConfigError(
                     f"{', '.join(f'{section_name}.{k}' for k in sorted(flat))}: unknown field (component options "

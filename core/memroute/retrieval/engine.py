@@ -554,8 +554,13 @@ class RetrievalEngine:
             "reason": self.vector_reason,
         }
         if self.indexer is not None and self.vector_store is not None:
+            try:
+                rows: int | None = self.vector_store.count()
+            except MemrouteError as exc:  # a store that does not answer is reported, not a failed status
+                rows = None
+                vector.update(available=False, reason=f"the vector store does not answer: {exc}")
             vector.update(
-                rows=self.vector_store.count(), pending_reindex=self.indexer.depth(),
+                rows=rows, pending_reindex=self.indexer.depth(),
                 signature=self.indexer.signature, failing=self.indexer.queue.failing(),
                 last_error=self.indexer.last_error,
             )

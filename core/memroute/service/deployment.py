@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from memroute.errors import ConfigError, ValidationError
-from memroute.models import Memory, is_memory_id, require_tenant
+from memroute.models import HealthResult, Memory, is_memory_id, require_tenant
 from memroute.reports import BackendsStatus, HealthReport, MemoryStatus, ReindexReport, StatusReport
 from memroute.routing.verify import VerifyReport, verify_replicas
 from memroute.service.base import ServiceBase
@@ -118,6 +118,12 @@ class DeploymentMethods(ServiceBase):
             rerank=dict(engine.get("rerank", {})),
             health=self.health(), group_commit=self._adds.counters(),
         )
+
+    def vector_store_health(self) -> HealthResult | None:
+        """Probe the vector store in use now, for real (Qdrant: one round trip): whether it answered and how
+        long it took; ``None`` when there is no vector store."""
+        store = self._retrieval.vector_store
+        return None if store is None else store.health()
 
     def verify(self, *, repair: bool = False) -> VerifyReport:
         """Compare every fallback with the primary, memory by memory (the drift check); with ``repair``, replay

@@ -199,6 +199,11 @@ class EmbeddingModelInfo:
 
 
 @attrs.frozen(kw_only=True)
+class EmbeddingModels:
+    models: tuple[EmbeddingModelInfo, ...]
+
+
+@attrs.frozen(kw_only=True)
 class EmbeddingProvider:
     provider: str
     has_key: bool

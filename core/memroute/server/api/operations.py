@@ -96,18 +96,34 @@ async def retrieve_preview(request: Request, principal: CurrentPrincipal, body: 
                           "vector_store": {"backend": "sqlite-vec", "available": True, "rows": 12},
                           "group_commit": {"batches": 891, "items": 3079, "mean_batch": 3.46, "last_batch": 2,
                                            "largest_batch": 8, "max_batch": 64, "waiting": 0},
-                          "maintenance": {"prune": {"ran_at": "2026-01-01T12:00:00Z", "ok": True}}}))
+                          "maintenance": {"prune": {"ran_at": "2026-01-01T12:00:00Z", "ok": True}},
+                          "qdrant": {"enabled": False, "healthy": False, "latencyMs": None, "error": None}}))
 def engine_status(request: Request) -> dict[str, Any]:
     """The service's status report plus the last scheduled maintenance runs (from the shared state store).
     ``group_commit`` shows how this server process batched its adds (batches, items, mean / last / largest
-    batch)."""
+    batch). ``qdrant`` is the reference's block (``enabled``, ``healthy``, ``latencyMs``, ``error``), probed for
+    real when the vector store is Qdrant."""
     mem = request.app.state.memroute
     status = dict(jsonable(mem.status()))
     status.pop("data_dir", None)  # server paths are an operator's business, not a client's
     status.pop("state_dir", None)
     maintenance = getattr(request.app.state, "maintenance", None)
     status["maintenance"] = maintenance.last_runs() if maintenance is not None else {}
+    status["qdrant"] = qdrant_block(mem, status.get("vector_store") or {})
     return status
+
+
+def qdrant_block(mem: Any, vector_store: dict[str, Any]) -> dict[str, Any]:
+    """The reference's engine-status ``qdrant`` block, named as it named it: ``enabled`` when the vector store
+    in use is Qdrant, then a real probe's ``healthy`` and ``latencyMs`` and the ``error`` if any."""
+    if vector_store.get("backend") != "qdrant":
+        return {"enabled": False, "healthy": False, "latencyMs": None, "error": None}
+    probe = mem.vector_store_health()
+    if probe is None:
+        return {"enabled": True, "healthy": False, "latencyMs": None, "error": vector_store.get("reason")}
+    error = probe.error or vector_store.get("last_error")
+    return {"enabled": True, "healthy": probe.ok and error is None, "latencyMs": round(probe.latency_ms, 3),
+            "error": error}
 
 
 @router.get("/embedding-providers", scope="read", response_model=wire_model(m.EmbeddingProviders),

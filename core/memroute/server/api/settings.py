@@ -111,12 +111,33 @@ def put_qdrant(request: Request, principal: CurrentPrincipal, body: QdrantUpdate
     return _qdrant_view(request.app.state.memroute.qdrant_settings(changes))
 
 
-@router.get("/qdrant/health", scope="admin", summary="Whether Qdrant answers",
-            responses={**ok({"ok": True, "error": None}), **_NO_QDRANT})
+@router.get("/qdrant/health", scope="admin", summary="Whether Qdrant answers, and how fast",
+            responses={**ok({"ok": True, "latencyMs": 1.9, "error": None}), **_NO_QDRANT})
 def qdrant_health(request: Request) -> dict[str, Any]:
-    store = _qdrant(request.app.state.memroute)
-    return {"ok": bool(store.get("available")) and not store.get("last_error"),
-            "error": store.get("reason") or store.get("last_error")}
+    """A real round trip to Qdrant (the reference's ``{ok, latencyMs, error}``); ``ok`` is false, with the
+    reason, when Qdrant does not answer or the vector store is not serving from it."""
+    mem = request.app.state.memroute
+    store = _qdrant(mem)
+    probe = mem.vector_store_health()
+    error = (probe.error if probe is not None else None) or store.get("reason") or store.get("last_error")
+    return {"ok": probe is not None and probe.ok and bool(store.get("available")) and error is None,
+            "latencyMs": round(probe.latency_ms, 3) if probe is not None else None, "error": error}
+
+
+@router.get("/qdrant/embedding-models", scope="read", response_model=wire_model(m.EmbeddingModels),
+            summary="The embedding model whose vectors Qdrant holds",
+            responses=ok({"models": [{"id": "static/minishlab/potion-base-8M", "name": "minishlab/potion-base-8M",
+                                      "dimensions": 256}]}))
+def qdrant_embedding_models(request: Request) -> m.EmbeddingModels:
+    """The reference listed every embedding model of its provider catalogue here, for a Qdrant-only embedding
+    setting. memroute's Qdrant holds the vectors of the one ``[embedding]`` source in use, so this lists that
+    model (none when no source is available); ``GET /api/memory/embedding-providers`` lists the sources."""
+    embedding = jsonable(request.app.state.memroute.status()).get("embedding", {})
+    source, model = embedding.get("source"), embedding.get("model")
+    if not embedding.get("available") or not source or not model:
+        return m.EmbeddingModels(models=())
+    return m.EmbeddingModels(models=(m.EmbeddingModelInfo(id=f"{source}/{model}", name=str(model),
+                                                          dimensions=embedding.get("dimensions")),))
 
 
 QdrantSearchBody = wire_model(m.QdrantSearchRequest, mode="request")
