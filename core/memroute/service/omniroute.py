@@ -326,17 +326,21 @@ def _recency(item: tuple[int, Memory]) -> tuple[datetime, datetime, int]:
 
 
 def _replaced(manager: MemoryManager, memories: list[tuple[int, Memory]]) -> int:
-    """How many stored memories the import replaces: the same id, or the same tenant and key."""
-    ids = [m.id for _, m in memories]
-    existing = {}
-    for start in range(0, len(ids), 500):
-        existing.update(manager.get_many(ids[start:start + 500]))
-    count = len(existing)
+    """How many carried memories replace a stored one (the same id, or the same tenant and key). Reads each
+    importing tenant's stored memories once: an import usually lands in empty or small tenants, so this costs
+    far less than a lookup per imported row."""
+    by_tenant: dict[str, list[Memory]] = {}
     for _, memory in memories:
-        if memory.id in existing:
-            continue
-        stored = manager.get_by_key(memory.api_key_id, memory.key)
-        count += stored is not None
+        by_tenant.setdefault(memory.api_key_id, []).append(memory)
+    count = 0
+    for tenant, carried in by_tenant.items():
+        ids: set[str] = set()
+        keys: set[str] = set()
+        for stored in manager.iter_all(tenant):
+            ids.add(stored.id)
+            keys.add(stored.key)
+        if ids:
+            count += sum(1 for m in carried if m.id in ids or m.key in keys)
     return count
 
 
