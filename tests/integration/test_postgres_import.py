@@ -72,3 +72,28 @@ def test_a_failure_late_in_the_import_writes_nothing(service: Any, postgres_serv
     with psycopg.connect(postgres_server.dsn()) as raw:
         raw.execute("SELECT set_config('memroute.all_tenants', 'on', false)")
         assert raw.execute(f'SELECT count(*) FROM "{schema}".memories').fetchone()[0] == 0
+
+
+def test_an_omniroute_database_lands_per_tenant_all_or_nothing(service: Any, postgres_server: PostgresServer,
+                                                              tmp_path: Path) -> None:
+    from tests.servers.omniroute_db import TENANTS, build_reference_db, needle
+
+    reference = build_reference_db(tmp_path / "storage.sqlite", per_tenant=200)
+    schema = service.settings.backends.instances["main"].options["schema"]
+    postgres_server.admin(
+        f'CREATE FUNCTION "{schema}".refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN '
+        "IF NEW.content LIKE 'Carol%' THEN RAISE EXCEPTION 'refused by the test'; END IF; RETURN NEW; END $$; "
+        f'CREATE TRIGGER refuse BEFORE INSERT ON "{schema}".memories FOR EACH ROW EXECUTE FUNCTION "{schema}".refuse()',
+        "memroute")
+    with pytest.raises(BackendError):  # the last tenant's needle is refused by the server: nothing stays
+        service.import_omniroute(reference.path, skip_uncarried=True)
+    assert all(service.list(api_key_id=t).total == 0 for t in TENANTS)
+    postgres_server.admin(f'DROP TRIGGER refuse ON "{schema}".memories', "memroute")
+
+    report = service.import_omniroute(reference.path, skip_uncarried=True)
+    assert report.imported == report.carried == sum(report.tenants.values())
+    for tenant in TENANTS:
+        assert service.list(api_key_id=tenant).total == report.tenants[tenant]
+        hits = service.search(needle(tenant), api_key_id=tenant).hits
+        assert hits and hits[0].memory.content == needle(tenant)
+        assert all(h.memory.api_key_id == tenant for h in service.search(needle("tenant-a"), api_key_id=tenant).hits)

@@ -72,3 +72,27 @@ def test_bad_uploads_and_options_are_4xx_and_write_nothing(memroute_server, data
     _error(admin.post(url, content=raw, headers=SQLITE, params={"unownedTenant": ""}), 422)
     assert memroute_server.mem.tenants() == []
     admin.close()
+
+
+def test_a_database_larger_than_max_import_bytes_is_413(tmp_path, database):
+    from tests.servers.memroute_server import MemrouteServer
+
+    _, raw = database
+    with MemrouteServer(tmp_path, config={"server": {"max_import_bytes": 65536}}) as server, \
+            server.client(server.admin) as admin:
+        assert len(raw) > 65536
+        _error(admin.post("/api/memory/import/omniroute", content=raw, headers=SQLITE), 413)
+        assert server.mem.tenants() == []
+        small = admin.post("/api/memory/import/omniroute", content=b"x" * 2000, headers=SQLITE)
+        assert small.status_code == 422  # within the limit: read, and refused for what it is
+
+
+def test_the_import_limit_not_the_body_limit_applies(tmp_path, database):
+    from tests.servers.memroute_server import MemrouteServer
+
+    _, raw = database
+    config = {"server": {"max_body_bytes": 1024, "max_import_bytes": 16 * 1024 * 1024}}
+    with MemrouteServer(tmp_path, config=config) as server, server.client(server.admin) as admin:
+        answer = admin.post("/api/memory/import/omniroute", content=raw, headers=SQLITE, params={"dryRun": "true"})
+        assert answer.status_code == 200 and answer.json()["carried"] > 0
+        _error(admin.post("/api/memory", json={"content": "x" * 2000}), 413)  # other routes keep theirs
