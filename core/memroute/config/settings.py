@@ -1,7 +1,8 @@
 """memroute's settings: attrs classes with the reference system's names and defaults, loaded from
 ``memroute.toml``, overridden by environment variables, then by keyword overrides.
 
-Precedence (lowest first): defaults → the TOML file (``--config``, ``MEMROUTE_CONFIG``, or
+Precedence (lowest first): defaults → the reference's own variables that map to a setting
+(``QDRANT_HOST``, ...: :mod:`memroute.config.omniroute`) → the TOML file (``--config``, ``MEMROUTE_CONFIG``, or
 ``./memroute.toml``) → environment variables (``MEMROUTE_*`` and the reference's ``MEMORY_*``) →
 ``memroute.open(**overrides)``. ``"${VAR}"`` (or ``"${VAR:-default}"``) inside a string expands from the
 environment.

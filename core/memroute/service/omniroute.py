@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 
     from memroute.routing.manager import MemoryManager
 
-__all__ = ["DUPLICATE_POLICIES", "OmnirouteImportReport", "SkippedRow", "import_omniroute", "read_omniroute"]
+__all__ = ["DUPLICATE_POLICIES", "OmnirouteImportReport", "SkippedRow", "import_omniroute"]
 
 DUPLICATE_POLICIES: Final = ("newest", "keep")
 Duplicates = Literal["newest", "keep"]
@@ -232,6 +232,7 @@ def _memory(row: Mapping[str, Any], tenant: str, limits: InputLimits) -> tuple[M
         memory = Memory(
             id=memory_id, api_key_id=tenant, session_id=_text(row.get("session_id")) or None, type=kind,
             key=f"omniroute:{memory_id}" if generated else key, content=content, metadata=metadata,
+            # A row edited by hand can say it was updated before it was created; memroute's never does.
             created_at=created, updated_at=max(updated, created), expires_at=_when(row.get("expires_at"), "expires_at"),
             access_count=count if isinstance(count, int) and count >= 0 else 0,
             last_accessed_at=_when(row.get("last_accessed_at"), "last_accessed_at"),
@@ -247,7 +248,7 @@ def _reason_kind(reason: str) -> str:
     return reason.split(":", 1)[0]
 
 
-def read_omniroute(
+def _read(
     path: str | os.PathLike[str],
     *,
     limits: InputLimits | None = None,
@@ -358,7 +359,7 @@ def import_omniroute(
     progress: Progress | None = None,
 ) -> OmnirouteImportReport:
     """Import the reference's database at ``path`` (see the module docstring); ``dry_run`` writes nothing."""
-    reading = read_omniroute(path, limits=limits, unowned_tenant=unowned_tenant, duplicates=duplicates,
+    reading = _read(path, limits=limits, unowned_tenant=unowned_tenant, duplicates=duplicates,
                              skip_expired=skip_expired, progress=progress)
     blocking = [s for s in reading.skipped if not s.reason.startswith(("superseded", "expired"))]
     if blocking and not dry_run and not skip_uncarried:
