@@ -180,3 +180,24 @@ def test_bad_settings_are_one_line_errors(run, tmp_path, body, message):
     source.write_text(body)
     code, out, err = run("config", "import", "--from", "omniroute", str(source))
     assert code == 2 and message in err and out == "" and "Traceback" not in err
+
+
+def test_the_warning_is_printed_at_start_up_naming_the_variable(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMROUTE_", "MEMORY_", "QDRANT_"))}
+    env.update(MEMROUTE_DATA_DIR=str(tmp_path / "data"), MEMORY_EMBEDDING_SOURCE="none",
+               DATA_DIR=str(tmp_path / ".omniroute"), QDRANT_VECTOR_SIZE="1536")
+    done = subprocess.run([sys.executable, "-m", "memroute.cli", "list", "--api-key", "a", "--json"], env=env,
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "DATA_DIR is set but memroute does not use it" in done.stderr
+    assert "QDRANT_VECTOR_SIZE is set but memroute does not use it" in done.stderr
+    assert json.loads(done.stdout)["total"] == 0  # the command itself ran as usual
+    env["QDRANT_PORT"] = "http"
+    refused = subprocess.run([sys.executable, "-m", "memroute.cli", "list", "--api-key", "a"], env=env,
+                             capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert refused.returncode == 2 and "QDRANT_PORT: expected a port number" in refused.stderr
+    assert "Traceback" not in refused.stderr
