@@ -246,3 +246,31 @@ def test_the_cli_refuses_mixed_options(run, reference):
     assert code == 2 and "every tenant" in err
     code, _, err = run("import", "--dry-run", "--api-key", "a", str(reference.path))
     assert code == 2 and "go with --from omniroute" in err
+
+
+def test_an_omniroute_qdrant_collection_is_left_untouched(tmp_path):
+    # The reference's collection (payload of its section 10): memroute refuses to index into it, says so, keeps
+    # answering from the keyword leg, and never deletes or rewrites a point of it.
+    from qdrant_client.http import models as qm
+
+    from tests.servers.qdrant_rest import QdrantRestServer
+
+    with QdrantRestServer() as qdrant:
+        qdrant.client.create_collection("omniroute_memory",
+                                        vectors_config=qm.VectorParams(size=256, distance=qm.Distance.COSINE))
+        points = [qm.PointStruct(id=str(uuid.uuid4()), vector=[0.1 * (i + 1)] * 256, payload={
+            "kind": "omniroute_memory", "apiKeyId": "a", "sessionId": "", "type": "semantic", "key": f"k{i}",
+            "content": f"reference memory {i}", "metadata": {}, "createdAtUnix": 1_700_000_000, "expiresAtUnix": None,
+        }) for i in range(3)]
+        qdrant.client.upsert("omniroute_memory", points=points)
+        config = {"vectors": {"store": "qdrant", "qdrant": {"url": qdrant.url, "collection": "omniroute_memory"}},
+                  "embedding": {"source": "static"}}
+        with memroute.open(config, use_env=False, data_dir=str(tmp_path / "data")) as mem:
+            mem.add(api_key_id="a", content="Keeps bees on the roof", key="hobby:bees")
+            assert mem.flush(30)
+            assert "was not created by memroute" in mem.status().vector_store["reason"]
+            result = mem.search("bees on the roof", api_key_id="a")
+            assert result.provenance.degraded and [h.memory.key for h in result.hits] == ["hobby:bees"]
+        kept = qdrant.client.retrieve("omniroute_memory", ids=[p.id for p in points], with_payload=True)
+        assert sorted(p.payload["key"] for p in kept) == ["k0", "k1", "k2"]
+        assert qdrant.client.count("omniroute_memory").count == 3
