@@ -274,3 +274,21 @@ def test_an_omniroute_qdrant_collection_is_left_untouched(tmp_path):
         kept = qdrant.client.retrieve("omniroute_memory", ids=[p.id for p in points], with_payload=True)
         assert sorted(p.payload["key"] for p in kept) == ["k0", "k1", "k2"]
         assert qdrant.client.count("omniroute_memory").count == 3
+
+
+def test_the_counts_are_of_carried_rows_and_a_repeated_id_is_refused(mem, tmp_path):
+    stale = _row(key="pref:tea", content="I like green tea", metadata="{oops", expires_at="2001-01-01T00:00:00Z",
+                 created_at="2024-01-01T00:00:00.000Z", updated_at="2024-01-01T00:00:00.000Z")
+    fresh = _row(key="pref:tea", content="I like oolong tea", created_at="2025-01-01T00:00:00.000Z",
+                 updated_at="2025-01-01T00:00:00.000Z")
+    ddl = ("CREATE TABLE memories (id TEXT, api_key_id TEXT, session_id TEXT, type TEXT, key TEXT, content TEXT, "
+           "metadata TEXT, created_at TEXT, updated_at TEXT, expires_at TEXT)")  # no PRIMARY KEY
+    path = _foreign_db(tmp_path / "dupes.sqlite", [fresh, stale], ddl=ddl)
+    report = mem.import_omniroute(path, dry_run=True)
+    assert (report.carried, report.expired, report.metadata_unreadable) == (1, 0, 0)
+    assert report.skipped_rows[0].id == stale[0] and report.skipped_rows[0].reason.startswith("superseded")
+    twice = _foreign_db(tmp_path / "twice.sqlite", [_row(id=stale[0], key="a"), _row(id=stale[0], key="b")],
+                        ddl=ddl)
+    with pytest.raises(ValidationError, match="repeats an earlier row's id"):
+        mem.import_omniroute(twice)
+    assert stored(mem, "a") == 0

@@ -270,7 +270,8 @@ def _read(
         kept: dict[tuple[str, str], tuple[int, Memory]] = {}
         extra: list[tuple[int, Memory]] = []
         skipped: list[SkippedRow] = []
-        counts: Counter[str] = Counter()
+        notes: dict[str, tuple[bool, bool, bool]] = {}  # per memory: key generated, id derived, metadata unreadable
+        renamed = 0
         now = utcnow()
         done = 0
         for row in _rows(connection, table, columns):
@@ -289,13 +290,14 @@ def _read(
                 except ValidationError as exc:
                     raise _Uncarried(f"api_key_id: {exc}") from None
                 memory, generated, derived, unreadable = _memory(row, tenant, limits)
+                if memory.id in notes:  # only a table without the reference's PRIMARY KEY can repeat an id
+                    raise _Uncarried(f"id: {memory.id} repeats an earlier row's id")
                 if skip_expired and memory.expires_at is not None and memory.expires_at <= now:
                     raise _Uncarried("expired: past its expiry (--skip-expired)")
             except _Uncarried as exc:
                 skipped.append(attrs.evolve(where, reason=exc.reason))
                 continue
-            counts.update(generated=generated, derived=derived, unreadable=unreadable,
-                          expired=memory.expires_at is not None and memory.expires_at <= now)
+            notes[memory.id] = (generated, derived, unreadable)
             slot = (memory.api_key_id, memory.key)
             earlier = kept.get(slot)
             if earlier is None:
@@ -305,7 +307,7 @@ def _read(
             kept[slot] = newer
             if duplicates == "keep":
                 extra.append((older[0], attrs.evolve(older[1], key=f"{older[1].key}#{older[1].id[:8]}")))
-                counts["renamed"] += 1
+                renamed += 1
             else:
                 skipped.append(SkippedRow(id=older[1].id, api_key_id=older[1].api_key_id, key=older[1].key,
                                           reason=f"superseded: a newer row ({newer[1].id}) has the same "
@@ -315,9 +317,11 @@ def _read(
     finally:
         connection.close()
     memories = sorted([*kept.values(), *extra], key=lambda item: item[0])
-    return _Reading(table=table, rows=total, memories=memories, skipped=skipped, expired=counts["expired"],
-                    keys_generated=counts["generated"], keys_renamed=counts["renamed"],
-                    ids_derived=counts["derived"], metadata_unreadable=counts["unreadable"])
+    carried = [notes[m.id] for _, m in memories]  # the counts are of carried rows, never of superseded ones
+    return _Reading(table=table, rows=total, memories=memories, skipped=skipped,
+                    expired=sum(1 for _, m in memories if m.expires_at is not None and m.expires_at <= now),
+                    keys_generated=sum(n[0] for n in carried), keys_renamed=renamed,
+                    ids_derived=sum(n[1] for n in carried), metadata_unreadable=sum(n[2] for n in carried))
 
 
 def _recency(item: tuple[int, Memory]) -> tuple[datetime, datetime, int]:
