@@ -142,7 +142,7 @@ def test_config_import_writes_a_memroute_toml_that_loads(run, tmp_path):
     source.write_text(json.dumps(REFERENCE_SETTINGS))
     code, _, err = run("config", "import", "--from", "omniroute", str(source), "--output", str(tmp_path / "m.toml"))
     assert code == 0, err
-    assert "note: skillsEnabled" in err and "note: backends.notion" in err
+    assert "note: skillsEnabled" in err and "note: backends.notion" in err and "note: backends.obsidian" in err
     loaded = load_settings(tmp_path / "m.toml", environ={"OBSIDIAN_API_KEY": "from-env"})
     assert (loaded.memory.enabled, loaded.memory.max_tokens, loaded.memory.retention_days,
             loaded.memory.strategy) == (True, 3000, 90, "recent")

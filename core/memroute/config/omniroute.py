@@ -218,15 +218,21 @@ def _backend(name: str, config: Mapping[str, Any], notes: list[str]) -> dict[str
         notes.append("backends.notion: memroute's notion backend needs a database (database_id); create one with "
                      "memroute notion init and add the [backends.notion] table it prints")
         return None
-    if not isinstance(base_url, str) or not base_url:
+    has_url = isinstance(base_url, str) and bool(base_url)
+    if name == "obsidian":  # memroute's obsidian backend has a default address (and OBSIDIAN_API_URL)
+        table: dict[str, Any] = {"type": "obsidian", **({"base_url": base_url} if has_url else {})}
+        if isinstance(config.get("apiKey"), str) and config["apiKey"]:
+            table["api_key"] = config["apiKey"]
+        else:
+            table["api_key"] = "${OBSIDIAN_API_KEY}"
+            notes.append("backends.obsidian: api_key is read from the OBSIDIAN_API_KEY environment variable")
+        return table
+    if not has_url:
         notes.append(f"backends.{name}: no baseUrl in backendConfigs; not carried")
         return None
-    table: dict[str, Any] = {"type": "obsidian" if name == "obsidian" else "http", "base_url": base_url}
+    table = {"type": "http", "base_url": base_url}
     if isinstance(config.get("apiKey"), str) and config["apiKey"]:
         table["api_key"] = config["apiKey"]
-    if name == "obsidian":
-        table.setdefault("api_key", "${OBSIDIAN_API_KEY}")
-        return table
     if isinstance(config.get("timeout"), (int, float)) and not isinstance(config["timeout"], bool):
         table["timeout"] = config["timeout"] / 1000  # the reference's milliseconds; memroute's seconds
     for source, option in (("headers", "headers"), ("endpoints", "endpoints"), ("queryParams", "query_params"),
