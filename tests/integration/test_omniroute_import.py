@@ -292,3 +292,20 @@ def test_the_counts_are_of_carried_rows_and_a_repeated_id_is_refused(mem, tmp_pa
     with pytest.raises(ValidationError, match="repeats an earlier row's id"):
         mem.import_omniroute(twice)
     assert stored(mem, "a") == 0
+
+
+def test_imported_memories_are_embedded_and_found_by_meaning(tmp_path):
+    # The embedded default (static model, sqlite-vec): the import's memories are indexed in the background and
+    # a semantic search, worded unlike the memory, finds the tenant's own and never another's.
+    reference = build_reference_db(tmp_path / "storage.sqlite", per_tenant=150)
+    config = {"embedding": {"source": "static"}, "vectors": {"store": "sqlite-vec"}}
+    with memroute.open(config, use_env=False, data_dir=str(tmp_path / "data")) as mem:
+        report = mem.import_omniroute(reference.path, skip_uncarried=True)
+        assert mem.flush(60)
+        assert mem.status().vector_store["rows"] == report.carried
+        for tenant, question in (("tenant-a", "what is the name of my pet cat"),
+                                 ("tenant-b", "what did I call my bread starter")):
+            result = mem.search(question, api_key_id=tenant, strategy="semantic", limit=5)
+            assert "vector" in result.provenance.legs and not result.provenance.degraded
+            assert needle(tenant) in [h.memory.content for h in result.hits]
+            assert all(h.memory.api_key_id == tenant for h in result.hits)
