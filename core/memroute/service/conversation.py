@@ -8,7 +8,7 @@ from __future__ import annotations
 import builtins
 from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
-from memroute.errors import ValidationError
+from memroute.errors import MemrouteError, ValidationError
 from memroute.interfaces import ExtractedFact
 from memroute.models import Memory, require_tenant
 from memroute.reports import AugmentReport, MaintenanceReport
@@ -76,6 +76,15 @@ class ConversationMethods(ServiceBase):
         return AugmentReport(request=done.request, query=done.query, block=done.block, skipped=done.skipped,
                              preview=shown, count=done.count, searched=done.searched,
                              memory_ids=tuple(hit.memory.id for hit in done.hits) if done.block else ())
+
+    def extraction_status(self) -> dict[str, Any]:
+        """The ``extraction`` block of :meth:`status`: the extractor chain, failed background jobs and each
+        background extractor's counters (an ``llm`` extractor's requests, tokens per tenant and failures by
+        reason). A chain that cannot be built reports its error here instead of failing the status."""
+        try:
+            return self._conversation.status()
+        except MemrouteError as exc:
+            return {"extractors": list(self.settings.extraction.extractors), "error": str(exc)}
 
     def observe(self, request: Any, response: Any = None, *, api_key_id: str, session_id: str | None = None,
                 headers: Any = None, wait: bool = False) -> builtins.list[Memory]:

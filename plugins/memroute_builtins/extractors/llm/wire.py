@@ -1,0 +1,198 @@
+"""The ``llm`` extractor's HTTP client: one Chat Completions request (``POST {base_url}/chat/completions``) with
+``httpx`` through memroute's SSRF guard (:func:`memroute.config.netguard.guarded_httpx_transport`: every address
+checked, the connection pinned to it, no redirects, no environment proxies), and the tolerant reading of the
+answer.
+
+Failures become :class:`~memroute.errors.ExtractionError` with a reason: a 429 is waited out once when its
+``Retry-After`` is short enough, a 5xx or a dropped connection is tried once more, a 400 that refuses
+``response_format`` is asked again without it (and it is not sent again). The API key never appears in a
+message.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import threading
+import time
+from typing import Any
+
+import attrs
+
+from memroute.config.netguard import BlockedUrlError, HostResolutionError
+from memroute.errors import ExtractionError
+
+__all__ = ["ChatClient", "ModelReply", "chat_endpoint", "first_json_object", "retry_after_seconds"]
+
+_RETRY_5XX_S = 0.5
+
+
+@attrs.frozen(kw_only=True)
+class ModelReply:
+    """The model's text and what the server said it cost (``None``: not reported)."""
+
+    text: str
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+def chat_endpoint(base_url: str) -> str:
+    """``base_url`` without trailing slashes, plus ``/chat/completions`` unless it already ends with it."""
+    root = base_url.strip().rstrip("/")
+    return root if root.endswith("/chat/completions") else root + "/chat/completions"
+
+
+def retry_after_seconds(value: str | None) -> float | None:
+    """A ``Retry-After`` header's wait: delay-seconds or an HTTP date; ``None`` when absent or unreadable."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def first_json_object(text: str) -> dict[str, Any] | None:
+    """The answer as a JSON object: the whole text when it is one, else the first object inside it (a server
+    without structured outputs wraps it in prose or a code fence); ``None`` when there is none."""
+    decoder = json.JSONDecoder()
+    stripped = text.strip()
+    try:
+        whole = json.loads(stripped)
+    except (ValueError, RecursionError):
+        whole = None
+    if isinstance(whole, dict):
+        return whole
+    start = stripped.find("{")
+    while start != -1:
+        try:
+            found, _end = decoder.raw_decode(stripped, start)
+        except (ValueError, RecursionError):
+            found = None
+        if isinstance(found, dict):
+            return found
+        start = stripped.find("{", start + 1)
+    return None
+
+
+class ChatClient:
+    """One OpenAI-compatible Chat Completions endpoint. Thread-safe (one ``httpx.Client``)."""
+
+    def __init__(self, *, base_url: str, model: str, api_key: str | None, timeout: float, connect_timeout: float,
+                 allow_private: bool, allow_hosts: tuple[str, ...], headers: dict[str, str],
+                 structured_outputs: bool, temperature: float, max_output_tokens: int, max_retry_wait: float,
+                 stop: threading.Event) -> None:
+        import httpx
+
+        from memroute.config.netguard import guarded_httpx_transport
+
+        self.endpoint = chat_endpoint(base_url)
+        self.model = model
+        self.structured_outputs = structured_outputs
+        self.temperature = temperature
+        self.max_output_tokens = max_output_tokens
+        self.max_retry_wait = max_retry_wait
+        self.timeout = timeout
+        self._stop = stop
+        request_headers = {**headers, "Content-Type": "application/json", "Accept": "application/json"}
+        if api_key:
+            request_headers["Authorization"] = f"Bearer {api_key}"
+        self._httpx = httpx
+        self._client = httpx.Client(
+            transport=guarded_httpx_transport(allow_private=allow_private, allow_hosts=allow_hosts),
+            headers=request_headers, follow_redirects=False,
+            timeout=httpx.Timeout(timeout, connect=connect_timeout),
+        )
+
+    def complete(self, system: str, user: str, *, schema_name: str, schema: dict[str, Any]) -> ModelReply:
+        """Ask once (with the retries above); the reply's text and token usage."""
+        body: dict[str, Any] = {
+            "model": self.model, "temperature": self.temperature, "max_tokens": self.max_output_tokens,
+            "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+        }
+        if self.structured_outputs:
+            body["response_format"] = {"type": "json_schema",
+                                       "json_schema": {"name": schema_name, "strict": True, "schema": schema}}
+        retried: set[str] = set()
+        while True:
+            response = self._post(body)
+            status = response.status_code
+            if 200 <= status < 300:
+                return self._reply(response)
+            if status == 400 and "response_format" in body and "schema" not in retried \
+                    and "response_format" in response.text:
+                retried.add("schema")
+                self.structured_outputs = False  # this server does not take it: never send it again
+                body = {k: v for k, v in body.items() if k != "response_format"}
+                continue
+            if status == 429:
+                wait = retry_after_seconds(response.headers.get("retry-after"))
+                if "429" in retried or wait is None or wait > self.max_retry_wait:
+                    raise ExtractionError(f"{self._where()}: HTTP 429: rate limited", reason="rate_limited")
+                retried.add("429")
+                if self._stop.wait(wait):
+                    raise ExtractionError(f"{self._where()}: closing", reason="request_failed")
+                continue
+            if status >= 500 and "5xx" not in retried:
+                retried.add("5xx")
+                if self._stop.wait(_RETRY_5XX_S):
+                    raise ExtractionError(f"{self._where()}: closing", reason="request_failed")
+                continue
+            raise self._status_error(status)
+
+    def _post(self, body: dict[str, Any]) -> Any:
+        httpx = self._httpx
+        try:
+            return self._client.post(self.endpoint, json=body)
+        except BlockedUrlError as exc:
+            raise ExtractionError(f"{self._where()}: {exc}", reason="blocked") from None
+        except HostResolutionError as exc:
+            raise ExtractionError(f"{self._where()}: {exc}", reason="request_failed") from None
+        except httpx.TimeoutException:
+            raise ExtractionError(f"{self._where()}: timed out after {self.timeout:g} s", reason="timeout") from None
+        except httpx.HTTPError as exc:
+            raise ExtractionError(f"{self._where()}: request failed: {type(exc).__name__}",
+                                  reason="request_failed") from None
+
+    def _status_error(self, status: int) -> ExtractionError:
+        if status in (401, 403):
+            return ExtractionError(f"{self._where()}: HTTP {status}: the server refused the credentials (api_key)",
+                                   reason="no_key")
+        if 300 <= status < 400:
+            return ExtractionError(f"{self._where()}: HTTP {status}: redirects are not followed (point base_url at "
+                                   "the final URL)", reason="request_failed")
+        return ExtractionError(f"{self._where()}: HTTP {status}",
+                               reason="server_error" if status >= 500 else "request_failed")
+
+    def _reply(self, response: Any) -> ModelReply:
+        try:
+            payload = response.json()
+        except ValueError:
+            raise ExtractionError(f"{self._where()}: the response is not JSON", reason="invalid_response") from None
+        choices = payload.get("choices") if isinstance(payload, dict) else None
+        first = choices[0] if isinstance(choices, list) and choices else None
+        message = first.get("message") if isinstance(first, dict) else None
+        text = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(text, str):
+            raise ExtractionError(f"{self._where()}: no message content (a refusal, or not Chat Completions)",
+                                  reason="invalid_response")
+        usage = payload.get("usage")
+        usage = usage if isinstance(usage, dict) else {}
+        return ModelReply(text=text, prompt_tokens=_count(usage.get("prompt_tokens")),
+                          completion_tokens=_count(usage.get("completion_tokens")))
+
+    def _where(self) -> str:
+        return f"llm extractor ({self.endpoint}, {self.model})"
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def _count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
