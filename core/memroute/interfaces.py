@@ -553,8 +553,11 @@ class BackgroundExtractor(Extractor):
         del timeout
         return True
 
-    def status(self) -> dict[str, Any]:
-        """Counters for ``memroute status`` (requests, tokens per tenant, failures by reason). No secrets."""
+    def status(self, api_key_id: str | None = None) -> dict[str, Any]:
+        """Counters for ``memroute status`` (requests, tokens per tenant, failures by reason). No secrets. With
+        ``api_key_id``: that tenant's counters only, nothing about any other tenant (a tenant key's
+        ``engine-status``)."""
+        del api_key_id
         return {}
 
     def close(self) -> None:

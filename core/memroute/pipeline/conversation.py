@@ -303,14 +303,17 @@ class Conversation:
             chain = self._extractors or []
         return flush_background(chain, None if deadline is None else max(0.0, deadline - time.monotonic()))
 
-    def status(self) -> dict[str, Any]:
+    def status(self, api_key_id: str | None = None) -> dict[str, Any]:
         """``memroute status``'s ``extraction`` block: the chain, the background jobs that failed, and each
-        background extractor's own counters (requests, tokens per tenant, failures by reason)."""
+        background extractor's own counters (requests, tokens per tenant, failures by reason). With
+        ``api_key_id``: the chain and that tenant's counters only."""
         chain = self.extractors()
+        names = [name for name, _ in chain]
+        if api_key_id is not None:
+            return {"extractors": names, **background_status(chain, api_key_id)}
         with self._lock:
             failures, pending = self.failures, self._pending
-        return {"extractors": [name for name, _ in chain], "failures": failures, "pending": pending,
-                **background_status(chain)}
+        return {"extractors": names, "failures": failures, "pending": pending, **background_status(chain)}
 
     def close(self, timeout: float | None = 10.0) -> None:
         """Finish queued work (up to ``timeout``) and stop the worker."""

@@ -84,12 +84,13 @@ def flush_background(chain: Sequence[tuple[str, Extractor]], timeout: float | No
     return done
 
 
-def background_status(chain: Sequence[tuple[str, Extractor]]) -> dict[str, Any]:
-    """Each background extractor's :meth:`~memroute.interfaces.BackgroundExtractor.status`, by name."""
+def background_status(chain: Sequence[tuple[str, Extractor]], api_key_id: str | None = None) -> dict[str, Any]:
+    """Each background extractor's :meth:`~memroute.interfaces.BackgroundExtractor.status` (of one tenant with
+    ``api_key_id``), by name."""
     out: dict[str, Any] = {}
     for name, extractor in background_extractors(chain):
         try:
-            out[name] = extractor.status()
+            out[name] = extractor.status(api_key_id)
         except Exception as exc:  # a status must never break `memroute status`
             out[name] = {"error": f"{type(exc).__name__}: {exc}"}
     return out

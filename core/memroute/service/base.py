@@ -44,7 +44,7 @@ class ServiceBase:
     _state: StateStore | None
     _runtime: RuntimeMemorySettings | None
 
-    def extraction_status(self) -> dict[str, Any]:
+    def extraction_status(self, api_key_id: str | None = None) -> dict[str, Any]:
         """Defined by :class:`~memroute.service.conversation.ConversationMethods`."""
         raise NotImplementedError
 

@@ -77,12 +77,14 @@ class ConversationMethods(ServiceBase):
                              preview=shown, count=done.count, searched=done.searched,
                              memory_ids=tuple(hit.memory.id for hit in done.hits) if done.block else ())
 
-    def extraction_status(self) -> dict[str, Any]:
+    def extraction_status(self, api_key_id: str | None = None) -> dict[str, Any]:
         """The ``extraction`` block of :meth:`status`: the extractor chain, failed background jobs and each
         background extractor's counters (an ``llm`` extractor's requests, tokens per tenant and failures by
-        reason). A chain that cannot be built reports its error here instead of failing the status."""
+        reason). With ``api_key_id``: the chain and that tenant's counters only, for a tenant's own view. A
+        chain that cannot be built reports its error here instead of failing the status."""
+        tenant = None if api_key_id is None else require_tenant(api_key_id)
         try:
-            return self._conversation.status()
+            return self._conversation.status(tenant)
         except MemrouteError as exc:
             return {"extractors": list(self.settings.extraction.extractors), "error": str(exc)}
 

@@ -93,6 +93,12 @@ class Usage:
             for row in self._rows(tenant):
                 _bump(row[group], key, by)
 
+    def of_tenant(self, tenant: str) -> dict[str, Any]:
+        """One tenant's counters (zeros when it has none)."""
+        with self._lock:
+            row = self._tenants.get(tenant) or self._blank()
+            return {k: dict(v) if isinstance(v, dict) else v for k, v in row.items()}
+
     def snapshot(self) -> dict[str, Any]:
         def copy(row: dict[str, Any]) -> dict[str, Any]:
             return {k: dict(v) if isinstance(v, dict) else v for k, v in row.items()}

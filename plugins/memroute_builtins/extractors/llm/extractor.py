@@ -247,14 +247,15 @@ class LlmExtractor(BackgroundExtractor):
         with self._lock:
             return self._changed.wait_for(lambda: self._queued == 0 and self._busy == 0, timeout)
 
-    def status(self) -> dict[str, Any]:
+    def status(self, api_key_id: str | None = None) -> dict[str, Any]:
+        config = {"model": self.client.model, "structured_outputs": self.client.structured_outputs,
+                  "budget": {"requests_per_minute": self.settings.requests_per_minute,
+                             "tokens_per_minute": self.settings.tokens_per_minute}}
+        if api_key_id is not None:
+            return {**config, "tenant": api_key_id, **self.usage.of_tenant(api_key_id)}
         with self._lock:
             queued = self._queued
-        return {"model": self.client.model, "endpoint": self.client.endpoint,
-                "structured_outputs": self.client.structured_outputs, "queued": queued,
-                "budget": {"requests_per_minute": self.settings.requests_per_minute,
-                           "tokens_per_minute": self.settings.tokens_per_minute},
-                **self.usage.snapshot()}
+        return {**config, "endpoint": self.client.endpoint, "queued": queued, **self.usage.snapshot()}
 
     def close(self) -> None:
         """Work through what is queued for up to 10 s, then abandon the rest (counted ``closed``)."""
