@@ -224,8 +224,8 @@ class StatusReport:
     server's."""
     extraction: dict[str, Any] = attrs.field(factory=dict)
     """The extractor chain (``extractors``), background extraction jobs that failed (``failures``) or wait
-    (``pending``), and one block per background extractor (``llm``: requests, tokens per tenant, failures by
-    reason; docs/extraction.md). Per process, like ``group_commit``."""
+    (``pending``) in this process, and one block per background extractor (``llm``: requests, tokens per tenant,
+    failures by reason, which it keeps in the data directory; docs/extraction.md)."""
 
 
 @attrs.frozen(kw_only=True)

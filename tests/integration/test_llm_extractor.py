@@ -383,3 +383,25 @@ def test_random_ids_and_unknown_tenants_never_reach_other_tenants(tmp_path, mode
         mem.observe(turn("I live in Lisbon."), api_key_id=ALICE)
         assert mem.flush(30)
         assert [m.content for m in mem.export(ALICE)] == ["Lives in Berlin"]
+
+
+def test_memroute_status_in_another_process_shows_the_usage(tmp_path, model, monkeypatch, capsys):
+    from memroute.cli import main
+    from tests.servers.memroute_server import write_toml
+
+    config = write_toml(tmp_path / "memroute.toml", {
+        "data_dir": str(tmp_path / "data"), "memory": {"enabled": True}, "embedding": {"source": "none"},
+        "extraction": {"extractors": ["regex", "llm"],
+                       "llm": {"base_url": model.base_url, "model": "m", "allow_private": True}}})
+    monkeypatch.setenv("MEMROUTE_CONFIG", str(config))
+    model.on_extract({"facts": [{"content": "Lives in Lisbon", "type": "factual", "category": "location"}]},
+                     Status(500, "down"), Status(500, "down"))
+    with memroute.open() as mem:
+        mem.observe(turn("I live in Lisbon."), api_key_id=ALICE)
+        mem.observe(turn("I live in Madrid."), api_key_id=BOB)
+        assert mem.flush(30)
+    main(["status", "--json"])  # a fresh service, as `memroute status` opens in its own process
+    llm = json.loads(capsys.readouterr().out)["extraction"]["llm"]
+    assert llm["tenants"][ALICE]["requests"] == 1 and llm["tenants"][ALICE]["prompt_tokens"] == 120
+    assert llm["tenants"][ALICE]["operations"] == {"add": 1}
+    assert llm["tenants"][BOB]["failures"] == {"server_error": 1} and llm["tenants"][BOB]["requests"] == 0

@@ -118,8 +118,8 @@ def test_an_unlimited_budget_always_allows():
     assert budget.allows("a")
 
 
-def test_usage_is_counted_per_tenant_and_in_total():
-    usage = Usage()
+def test_usage_is_counted_per_tenant_and_in_total_and_shared_through_its_file(tmp_path):
+    usage = Usage(tmp_path / "usage.db")
     usage.request("a", 100, 10)
     usage.request(None, 50, 5)  # an explicit extract: no tenant
     usage.count("a", "operations", "add", 2)
@@ -131,6 +131,12 @@ def test_usage_is_counted_per_tenant_and_in_total():
     assert snapshot["failures"] == {"timeout": 1}
     assert usage.of_tenant("b")["failures"] == {"timeout": 1}
     assert usage.of_tenant("nobody")["requests"] == 0
+    with pytest.raises(ValueError):
+        usage.count("a", "tokens", "x")
+    usage.close()
+    again = Usage(tmp_path / "usage.db")  # another process, or after a restart
+    assert again.snapshot() == snapshot
+    again.close()
 
 
 def test_keys_are_stable_readable_and_distinct():

@@ -22,6 +22,7 @@ from .settings import LlmExtractorSettings
 
 __all__ = [
     "ACTOR",
+    "USAGE_FILE",
     "DECIDE_PROMPT",
     "DECIDE_SCHEMA",
     "EXTRACT_PROMPT",
@@ -31,6 +32,10 @@ __all__ = [
     "build_llm_extractor",
     "llm_key",
 ]
+
+
+USAGE_FILE = "llm-extractor.db"
+"""The counters ``memroute status`` shows, in the data directory (shared by every process on the machine)."""
 
 
 def _with_proxy_upstream(settings: LlmExtractorSettings, context: ComponentContext) -> LlmExtractorSettings:
@@ -65,6 +70,7 @@ def build_llm_extractor(settings: LlmExtractorSettings, context: ComponentContex
         import httpx  # noqa: F401 - the client's transport
     except ImportError:
         raise PluginError("the llm extractor needs httpx: pip install 'memroute[llm]'") from None
+    from .budget import Usage
     from .wire import ChatClient
 
     stop = threading.Event()
@@ -75,7 +81,12 @@ def build_llm_extractor(settings: LlmExtractorSettings, context: ComponentContex
         structured_outputs=settings.structured_outputs, temperature=settings.temperature,
         max_output_tokens=settings.max_output_tokens, max_retry_wait=settings.max_retry_wait, stop=stop,
     )
-    return LlmExtractor(settings, client, stop)
+    try:
+        usage = Usage(context.data_dir / USAGE_FILE)
+    except BaseException:
+        client.close()
+        raise
+    return LlmExtractor(settings, client, stop, usage)
 
 
 @memroute.hookimpl

@@ -2,8 +2,8 @@
 
 :class:`TenantBudget` is a one-minute sliding window per tenant over requests and tokens: a batch starts only
 while the tenant is under both limits, so one chatty tenant cannot spend another's share of the model (or the
-operator's bill). :class:`Usage` counts what was spent and what went wrong, per tenant and in total, for
-``memroute status``. Both are per process.
+operator's bill); it is per process. :class:`Usage` counts what was spent and what went wrong, per tenant and
+in total, for ``memroute status``, in a file every process on the machine shares.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 __all__ = ["TenantBudget", "Usage"]
@@ -54,54 +55,81 @@ class TenantBudget:
                     del self._spent[idle]
 
 
-def _bump(counts: dict[str, int], key: str, by: int = 1) -> None:
-    counts[key] = counts.get(key, 0) + by
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS llm_usage (
+    api_key_id TEXT NOT NULL,   -- '' for an explicit `memroute extract` (no tenant)
+    grp TEXT NOT NULL,          -- usage | operations | dropped | failures
+    name TEXT NOT NULL,
+    n INTEGER NOT NULL,
+    PRIMARY KEY (api_key_id, grp, name)
+) WITHOUT ROWID;
+"""
+_USAGE = ("requests", "prompt_tokens", "completion_tokens")
+_GROUPS = ("operations", "dropped", "failures")
+
+
+def _blank() -> dict[str, Any]:
+    return {**dict.fromkeys(_USAGE, 0), **{group: {} for group in _GROUPS}}
 
 
 class Usage:
-    """Requests, tokens, operations, dropped answers and failures: per tenant and in total."""
+    """Requests, tokens, operations, dropped answers and failures, per tenant, kept in a small SQLite file in the
+    data directory: every process of the deployment on this machine adds to the same counters, so ``memroute
+    status`` in another process (or after a restart) shows them."""
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._total: dict[str, Any] = self._blank()
-        self._tenants: dict[str, dict[str, Any]] = {}
+    def __init__(self, path: Path) -> None:
+        from memroute.deployment.db import ThreadConnections
 
-    @staticmethod
-    def _blank() -> dict[str, Any]:
-        return {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0, "operations": {}, "dropped": {},
-                "failures": {}}
+        self.path = path
+        self._connections = ThreadConnections(path, on_open=lambda connection: connection.execute(_SCHEMA))
+        self._connections.get()  # a bad path fails when the extractor is built, not on its first request
 
-    def _rows(self, tenant: str | None) -> list[dict[str, Any]]:
-        rows = [self._total]
-        if tenant is not None:
-            rows.append(self._tenants.setdefault(tenant, self._blank()))
-        return rows
+    def _add(self, tenant: str | None, rows: list[tuple[str, str, int]]) -> None:
+        with self._connections.transaction() as connection:
+            connection.executemany(
+                "INSERT INTO llm_usage (api_key_id, grp, name, n) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (api_key_id, grp, name) DO UPDATE SET n = n + excluded.n",
+                [(tenant or "", group, name, by) for group, name, by in rows if by > 0])
 
     def request(self, tenant: str | None, prompt_tokens: int, completion_tokens: int) -> None:
-        with self._lock:
-            for row in self._rows(tenant):
-                row["requests"] += 1
-                row["prompt_tokens"] += prompt_tokens
-                row["completion_tokens"] += completion_tokens
+        self._add(tenant, [("usage", "requests", 1), ("usage", "prompt_tokens", prompt_tokens),
+                           ("usage", "completion_tokens", completion_tokens)])
 
     def count(self, tenant: str | None, group: str, key: str, by: int = 1) -> None:
         """``group``: ``operations`` (add / update / delete / none), ``dropped`` (invalid answers, refused ids)
         or ``failures`` (timeout, rate_limited, budget, ...)."""
-        if by <= 0:
-            return
-        with self._lock:
-            for row in self._rows(tenant):
-                _bump(row[group], key, by)
+        if group not in _GROUPS:
+            raise ValueError(f"unknown usage group {group!r}")
+        self._add(tenant, [(group, key, by)])
+
+    def _rows(self, tenant: str | None) -> list[tuple[str, str, str, int]]:
+        where, args = ("WHERE api_key_id = ?", (tenant,)) if tenant is not None else ("", ())
+        return list(self._connections.get().execute(
+            f"SELECT api_key_id, grp, name, n FROM llm_usage {where} ORDER BY api_key_id, grp, name", args))
 
     def of_tenant(self, tenant: str) -> dict[str, Any]:
         """One tenant's counters (zeros when it has none)."""
-        with self._lock:
-            row = self._tenants.get(tenant) or self._blank()
-            return {k: dict(v) if isinstance(v, dict) else v for k, v in row.items()}
+        row = _blank()
+        for _tenant, group, name, n in self._rows(tenant):
+            _put(row, group, name, n)
+        return row
 
     def snapshot(self) -> dict[str, Any]:
-        def copy(row: dict[str, Any]) -> dict[str, Any]:
-            return {k: dict(v) if isinstance(v, dict) else v for k, v in row.items()}
+        """The totals, and each tenant's counters under ``tenants``."""
+        total = _blank()
+        tenants: dict[str, dict[str, Any]] = {}
+        for tenant, group, name, n in self._rows(None):
+            _put(total, group, name, n)
+            if tenant:
+                _put(tenants.setdefault(tenant, _blank()), group, name, n)
+        return {**total, "tenants": tenants}
 
-        with self._lock:
-            return {**copy(self._total), "tenants": {t: copy(r) for t, r in sorted(self._tenants.items())}}
+    def close(self) -> None:
+        self._connections.close()
+
+
+def _put(row: dict[str, Any], group: str, name: str, n: int) -> None:
+    if group == "usage":
+        row[name] = row.get(name, 0) + n
+    else:
+        row[group][name] = row[group].get(name, 0) + n

@@ -67,12 +67,12 @@ class LlmExtractor(BackgroundExtractor):
 
     in_process = False  # it waits on a model server
 
-    def __init__(self, settings: LlmExtractorSettings, client: ChatClient, stop: threading.Event,
+    def __init__(self, settings: LlmExtractorSettings, client: ChatClient, stop: threading.Event, usage: Usage,
                  budget: TenantBudget | None = None) -> None:
         self.settings = settings
         self.client = client
         self.budget = budget or TenantBudget(settings.requests_per_minute, settings.tokens_per_minute)
-        self.usage = Usage()
+        self.usage = usage
         self._stop = stop
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
@@ -269,3 +269,4 @@ class LlmExtractor(BackgroundExtractor):
         if worker is not None:
             worker.join(self.settings.timeout + self.settings.connect_timeout)
         self.client.close()
+        self.usage.close()
