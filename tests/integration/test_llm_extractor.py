@@ -405,3 +405,13 @@ def test_memroute_status_in_another_process_shows_the_usage(tmp_path, model, mon
     assert llm["tenants"][ALICE]["requests"] == 1 and llm["tenants"][ALICE]["prompt_tokens"] == 120
     assert llm["tenants"][ALICE]["operations"] == {"add": 1}
     assert llm["tenants"][BOB]["failures"] == {"server_error": 1} and llm["tenants"][BOB]["requests"] == 0
+
+
+def test_a_hostname_that_resolves_to_loopback_is_blocked_at_request_time(tmp_path, model):
+    port = model.server_address[1]
+    with open_mem(tmp_path, model, base_url=f"http://localhost:{port}/v1", allow_private=False) as mem:
+        mem.observe(turn("I prefer Rust for tooling."), api_key_id=ALICE)
+        assert mem.flush(30)
+        assert model.requests == []  # nothing left the guard
+        assert [m.key for m in mem.export(ALICE)] == ["preference:rust_for_tooling"]
+        assert llm_status(mem)["tenants"][ALICE]["failures"] == {"blocked": 1}
