@@ -310,13 +310,26 @@ def test_mine_assistant_sends_the_reply_too(tmp_path, model):
             {"source": "assistant", "text": "Noted: you live in Lisbon."}]
 
 
-def test_explicit_extract_asks_the_model_without_a_tenant(tmp_path, model):
-    model.on_extract({"facts": [{"content": "Lives in Lisbon", "type": "factual", "category": "location"}]})
+def test_explicit_extract_and_the_health_probe_never_ask_the_model(tmp_path, model):
     with open_mem(tmp_path, model) as mem:
         facts = mem.extract("I live in Lisbon and I prefer Rust for tooling.")
-        assert {f.content for f in facts} == {"Lives in Lisbon", "Rust for tooling"}
+        assert [f.key for f in facts] == ["preference:rust_for_tooling"]
+        assert mem.extract("I prefer Rust.", api_key_id=ALICE, store=True)[0].api_key_id == ALICE
+        assert model.requests == []
+
+
+def test_the_extractor_itself_answers_step_one_for_trying_a_model(tmp_path, model):
+    model.on_extract({"facts": [{"content": "Lives in Lisbon", "type": "factual", "category": "location"}]})
+    with open_mem(tmp_path, model) as mem:
+        (_regex, (name, llm)) = mem._conversation.extractors()
+        assert name == "llm"
+        facts = llm.extract("I live in Lisbon.")
+        assert [(f.key.split(":")[0], f.content, f.metadata["actor"]) for f in facts] == [
+            ("llm", "Lives in Lisbon", "llm")]
         status = llm_status(mem)
         assert status["requests"] == 1 and status["tenants"] == {}
+        model.on_extract(Status(500, "down"), Status(500, "down"))
+        assert llm.extract("I live in Lisbon.") == []  # a failure gives no facts, never an exception
 
 
 def test_the_proxy_upstream_shortcut_reuses_its_url_and_credential(tmp_path, model, monkeypatch):

@@ -69,6 +69,11 @@ def test_turns_through_the_proxy_are_learned_per_tenant(tmp_path, model):
         assert set(every["tenants"]) == {stack.tenants["alice"], stack.tenants["bob"]}
         assert every["requests"] == 2 and every["prompt_tokens"] == 240
 
+        # The pipeline health probe runs the offline extractors only: no model request per probe.
+        with stack.server.client(stack.keys["alice"]) as alice:
+            assert alice.get("/api/memory/health").json()["working"] is True
+        assert len(model.requests) == 2
+
 
 def test_a_hung_extraction_model_never_delays_a_proxied_request(tmp_path, model):
     # The model hangs past the extractor's timeout; the proxied request answers anyway, and the regex fact stays.

@@ -8,8 +8,6 @@ import json
 import re
 from pathlib import Path
 
-import pytest
-
 from memroute.config.settings import load_settings
 from memroute.pipeline.conversation import build_extractors
 from memroute.plugins import get_plugin_manager
@@ -66,7 +64,19 @@ def test_the_status_example_has_the_keys_status_gives(tmp_path, monkeypatch):
     assert set(status["llm"]) == set(example["llm"])
 
 
-@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_the_try_a_model_example_runs_against_a_fake_model(capsys):
+    """The example's Ollama URL is pointed at the loopback fake; its scripted answer stands in for a model's."""
+    from tests.servers.fake_chat_model import fake_chat_model
+
+    example = blocks("python")[0]
+    assert "http://127.0.0.1:11434/v1" in example
+    with fake_chat_model() as model:
+        model.on_extract({"facts": [{"content": "Lives in Lisbon", "type": "factual", "category": "location"}]})
+        exec(compile(example.replace("http://127.0.0.1:11434/v1", model.base_url), str(DOC), "exec"), {})
+        assert len(model.requests) == 1
+    assert capsys.readouterr().out == "factual location Lives in Lisbon\n"
+
+
 def test_the_custom_extractor_example_runs():
-    (example,) = blocks("python")
+    example = blocks("python")[1]
     exec(compile(example, str(DOC), "exec"), {})

@@ -169,8 +169,10 @@ class Conversation:
             return self._extractors
 
     def extract(self, text: str, *, source: str = "user") -> list[ExtractedFact]:
-        """Run the chain on ``text`` (see :func:`run_extractors`)."""
-        return run_extractors(self.extractors(), text, source=source)
+        """Run the chain's offline extractors on ``text`` (see :func:`run_extractors`). A background extractor
+        (a model) is not asked: an explicit extraction, and the health probe built on it, never spend a model
+        request; its work needs a tenant's memories and happens on ``observe``."""
+        return run_extractors(offline_extractors(self.extractors()), text, source=source)
 
     def store_facts(self, api_key_id: str, facts: Sequence[ExtractedFact], *,
                     session_id: str | None = None) -> list[Memory]:

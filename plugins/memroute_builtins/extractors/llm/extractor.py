@@ -84,10 +84,11 @@ class LlmExtractor(BackgroundExtractor):
         self._worker: threading.Thread | None = None
         self._closed = False
 
-    # --- the Extractor interface: an explicit `memroute extract` -----------------------------------------
+    # --- the Extractor interface -----------------------------------------------------------------------
     def extract(self, text: str, *, source: str = "user") -> list[ExtractedFact]:
-        """Step 1 only, now (no tenant, so no consolidation): what the model finds in ``text``. A failure is
-        logged and counted and gives no facts."""
+        """Step 1 only, now (no tenant, so no consolidation): what the model finds in ``text``, for trying a model
+        and the prompt from Python. ``observe`` and ``memroute extract`` never call it (they use :meth:`submit` /
+        the offline extractors). A failure is logged and counted and gives no facts."""
         try:
             candidates = self._candidates(None, [(text, source)])
         except ExtractionError as exc:
