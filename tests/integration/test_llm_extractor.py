@@ -428,3 +428,27 @@ def test_a_hostname_that_resolves_to_loopback_is_blocked_at_request_time(tmp_pat
         assert model.requests == []  # nothing left the guard
         assert [m.key for m in mem.export(ALICE)] == ["preference:rust_for_tooling"]
         assert llm_status(mem)["tenants"][ALICE]["failures"] == {"blocked": 1}
+
+
+def test_chained_after_regex_the_offline_fact_is_shown_for_consolidation(tmp_path, model):
+    model.on_extract({"facts": [{"content": "Prefers Rust for tooling", "type": "factual", "category": "preference"}]})
+    model.on_decide({"operations": [{"candidate": 0, "event": "none", "memory": None, "content": None}]})
+    with open_mem(tmp_path, model) as mem:
+        mem.observe(turn("I prefer Rust for tooling."), api_key_id=ALICE)
+        assert mem.flush(30)
+        (decide,) = model.of_step("decide")
+        shown = [m["content"] for c in model.data_of(decide)["candidates"] for m in c["memories"]]
+        assert shown == ["Rust for tooling"]  # the regex extractor's fact, stored first
+        assert [m.key for m in mem.export(ALICE)] == ["preference:rust_for_tooling"]  # the model said: none
+
+
+def test_a_full_queue_drops_turns_and_counts_them(tmp_path, model):
+    model.on_extract(Slow(1.0))
+    with open_mem(tmp_path, model, queue_limit=1, batch_turns=1) as mem:
+        for text in ("I prefer Rust.", "I prefer Golang.", "I prefer Zig builds.", "I prefer Haskell."):
+            mem.observe(turn(text), api_key_id=ALICE, wait=True)
+        assert mem.flush(30)
+        failures = llm_status(mem)["tenants"][ALICE]["failures"]
+        assert failures.get("queue_full", 0) >= 1
+        assert len(model.requests) + failures["queue_full"] == 4
+        assert len(list(mem.export(ALICE))) == 4  # every offline fact is stored whatever the queue did

@@ -101,22 +101,25 @@ class LlmExtractor(BackgroundExtractor):
     def submit(self, turn: ObservedTurn, memories: TenantMemories) -> None:
         tenant = turn.api_key_id
         with self._lock:
-            if self._closed:
-                self.usage.count(tenant, "failures", "closed")
-                return
-            if self._queued >= self.settings.queue_limit:
-                self.usage.count(tenant, "failures", "queue_full")
-                return
-            queue = self._queues.get(tenant)
-            if queue is None:
-                queue = self._queues[tenant] = deque()
-                self._order.append(tenant)
-            queue.append((turn, memories))
-            self._queued += 1
-            if self._worker is None or not self._worker.is_alive():
-                self._worker = threading.Thread(target=self._work, name="memroute-llm-extractor", daemon=True)
-                self._worker.start()
-            self._changed.notify_all()
+            refused = "closed" if self._closed else "queue_full" if self._queued >= self.settings.queue_limit \
+                else None
+            if refused is None:
+                self._enqueue(tenant, turn, memories)
+        if refused is not None:
+            self.usage.count(tenant, "failures", refused)
+
+    def _enqueue(self, tenant: str, turn: ObservedTurn, memories: TenantMemories) -> None:
+        """Under the lock: queue the turn and make sure the worker runs."""
+        queue = self._queues.get(tenant)
+        if queue is None:
+            queue = self._queues[tenant] = deque()
+            self._order.append(tenant)
+        queue.append((turn, memories))
+        self._queued += 1
+        if self._worker is None or not self._worker.is_alive():
+            self._worker = threading.Thread(target=self._work, name="memroute-llm-extractor", daemon=True)
+            self._worker.start()
+        self._changed.notify_all()
 
     def _next_batch(self) -> list[tuple[ObservedTurn, TenantMemories]] | None:
         """The next tenant's queued turns (up to ``batch_turns``); ``None`` when closed and drained."""
