@@ -107,3 +107,37 @@ def test_the_sdk_wrapper_observes_into_the_llm_extractor(tmp_path, model):
         (decide,) = model.of_step("decide")
         shown = [m["content"] for c in model.data_of(decide)["candidates"] for m in c["memories"]]
         assert shown == ["Lives in Berlin"]
+
+
+def test_the_anthropic_and_async_wrappers_observe_into_the_llm_extractor(tmp_path, model):
+    import asyncio
+
+    import anthropic
+
+    from memroute.aio import AsyncMemroute
+    from memroute.integrations import wrap_anthropic
+
+    with fake_llm_server() as upstream, memroute.open(
+            data_dir=str(tmp_path / "d"), memory={"enabled": True}, embedding={"source": "none"},
+            extraction={"extractors": ["llm"], "llm": llm_options(model)}) as mem:
+        model.on_extract(LISBON, MADRID)
+        claude = wrap_anthropic(anthropic.Anthropic(base_url=upstream.base_url, api_key="sk-fake", max_retries=0),
+                                mem, "alice")
+        claude.messages.create(model="claude-x", max_tokens=50,
+                               messages=[{"role": "user", "content": "I live in Lisbon."}])
+        assert mem.flush(30)
+
+        async def bob_turn():
+            amem = AsyncMemroute(mem, close_service=False)
+            try:
+                client = wrap_openai(openai.AsyncOpenAI(base_url=upstream.base_url + "/v1", api_key="sk-fake",
+                                                        max_retries=0), amem, "bob")
+                await client.chat.completions.create(model="gpt-x",
+                                                     messages=[{"role": "user", "content": "I live in Madrid."}])
+            finally:
+                await amem.aclose()
+
+        asyncio.run(bob_turn())
+        assert mem.flush(30)
+        assert contents(mem, "alice") == ["Lives in Lisbon"]
+        assert contents(mem, "bob") == ["Lives in Madrid"]
