@@ -138,7 +138,7 @@ def test_an_id_the_model_was_not_shown_is_refused(tmp_path, model):
         assert mem.get(theirs.id, api_key_id=BOB).content == "Lives in Madrid"
         assert mem.get(mine.id, api_key_id=ALICE).content == "Lives in Berlin"
         assert "Lives in Lisbon" not in by_content(mem, ALICE)
-        assert llm_status(mem)["tenants"][ALICE]["dropped"] == {"unknown_memory": 2}
+        assert llm_status(mem)["tenants"][ALICE]["dropped"] == {"unknown_memory": 2, "no_operation": 1}
 
 
 @pytest.mark.parametrize("answer", ["I think the user lives in Lisbon.", "{\"facts\": [", "[]", ""])
@@ -183,7 +183,7 @@ def test_operations_that_break_the_schema_are_dropped(tmp_path, model):
         assert mem.flush(30)
         assert mem.get(berlin.id, api_key_id=ALICE).content == "Lives in Berlin"
         assert [m.content for m in mem.export(ALICE)] == ["Lives in Berlin"]
-        assert llm_status(mem)["tenants"][ALICE]["dropped"] == {"invalid_operation": 4}
+        assert llm_status(mem)["tenants"][ALICE]["dropped"] == {"invalid_operation": 4, "no_operation": 1}
 
 
 def test_a_server_without_structured_outputs_is_read_tolerantly(tmp_path, model):

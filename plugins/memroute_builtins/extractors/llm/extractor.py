@@ -192,6 +192,8 @@ class LlmExtractor(BackgroundExtractor):
             parsed = parse_operations(first_json_object(reply.text), [[r for r, _ in s] for s in shown])
             self._count_dropped(tenant, parsed)
             operations = parsed.items
+            # A candidate the answer left without a valid operation is not stored (the model did not decide).
+            self.usage.count(tenant, "dropped", "no_operation", len(candidates) - len(operations))
         for operation in operations:
             try:
                 self._apply(tenant, memories, candidates[operation.candidate], operation, refs)
