@@ -105,7 +105,8 @@ class ConversationMethods(ServiceBase):
 
     def extract(self, text: str, *, source: str = "user", api_key_id: str | None = None, store: bool = False,
                 session_id: str | None = None) -> builtins.list[ExtractedFact] | builtins.list[Memory]:
-        """The facts the configured extractors find in ``text`` (``source``: ``user`` or ``assistant``).
+        """The facts the configured offline extractors find in ``text`` (``source``: ``user`` or ``assistant``; a
+        background extractor such as ``llm`` works on :meth:`observe` only, never here).
         With ``store=True`` they are also stored for ``api_key_id`` (required then; whatever the memory gate
         says) and the stored memories are returned; a fact that names an opposite key (``aversion:x`` for
         ``preference:x``) supersedes that memory."""
