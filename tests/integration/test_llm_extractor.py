@@ -452,3 +452,17 @@ def test_a_full_queue_drops_turns_and_counts_them(tmp_path, model):
         assert failures.get("queue_full", 0) >= 1
         assert len(model.requests) + failures["queue_full"] == 4
         assert len(list(mem.export(ALICE))) == 4  # every offline fact is stored whatever the queue did
+
+
+@pytest.mark.parametrize(("answer", "reason"), [
+    ("x" * 1_100_000, "invalid_response"),   # larger than MAX_ANSWER_BYTES: not read to the end
+    (Status(401, "bad key"), "no_key"),
+    (Status(404, "no such model"), "request_failed"),
+])
+def test_oversized_and_refused_answers_are_counted_by_reason(tmp_path, model, answer, reason):
+    model.on_extract(answer)
+    with open_mem(tmp_path, model) as mem:
+        mem.observe(turn("I prefer Rust for tooling."), api_key_id=ALICE)
+        assert mem.flush(30)
+        assert [m.key for m in mem.export(ALICE)] == ["preference:rust_for_tooling"]
+        assert llm_status(mem)["tenants"][ALICE]["failures"] == {reason: 1}

@@ -22,9 +22,23 @@ import attrs
 from memroute.config.netguard import BlockedUrlError, HostResolutionError
 from memroute.errors import ExtractionError
 
-__all__ = ["ChatClient", "ModelReply", "chat_endpoint", "first_json_object", "retry_after_seconds"]
+__all__ = ["MAX_ANSWER_BYTES", "ChatClient", "ModelReply", "chat_endpoint", "first_json_object", "retry_after_seconds"]
 
 _RETRY_5XX_S = 0.5
+MAX_ANSWER_BYTES = 1_048_576
+"""A larger answer is refused (``invalid_response``) without reading the rest: no answer to a fact extraction
+is that long, and a misbehaving server must not fill memory."""
+
+
+@attrs.frozen(kw_only=True)
+class _Answer:
+    status: int
+    headers: Any
+    body: bytes
+
+    @property
+    def text(self) -> str:
+        return self.body.decode("utf-8", errors="replace")
 
 
 @attrs.frozen(kw_only=True)
@@ -122,7 +136,7 @@ class ChatClient:
         retried: set[str] = set()
         while True:
             response = self._post(body)
-            status = response.status_code
+            status = response.status
             if 200 <= status < 300:
                 return self._reply(response)
             if status == 400 and "response_format" in body and "schema" not in retried \
@@ -146,10 +160,19 @@ class ChatClient:
                 continue
             raise self._status_error(status)
 
-    def _post(self, body: dict[str, Any]) -> Any:
+    def _post(self, body: dict[str, Any]) -> _Answer:
         httpx = self._httpx
         try:
-            return self._client.post(self.endpoint, json=body)
+            with self._client.stream("POST", self.endpoint, json=body) as response:
+                chunks: list[bytes] = []
+                size = 0
+                for chunk in response.iter_bytes():
+                    size += len(chunk)
+                    if size > MAX_ANSWER_BYTES:
+                        raise ExtractionError(f"{self._where()}: the answer is larger than {MAX_ANSWER_BYTES} bytes",
+                                              reason="invalid_response")
+                    chunks.append(chunk)
+                return _Answer(status=response.status_code, headers=response.headers, body=b"".join(chunks))
         except BlockedUrlError as exc:
             raise ExtractionError(f"{self._where()}: {exc}", reason="blocked") from None
         except HostResolutionError as exc:
@@ -170,10 +193,10 @@ class ChatClient:
         return ExtractionError(f"{self._where()}: HTTP {status}",
                                reason="server_error" if status >= 500 else "request_failed")
 
-    def _reply(self, response: Any) -> ModelReply:
+    def _reply(self, response: _Answer) -> ModelReply:
         try:
-            payload = response.json()
-        except ValueError:
+            payload = json.loads(response.body)
+        except (ValueError, RecursionError):
             raise ExtractionError(f"{self._where()}: the response is not JSON", reason="invalid_response") from None
         choices = payload.get("choices") if isinstance(payload, dict) else None
         first = choices[0] if isinstance(choices, list) and choices else None
