@@ -16,7 +16,7 @@ import pytest
 
 import memroute
 from memroute.errors import ConfigError
-from tests.servers.fake_chat_model import Slow, Status, fake_chat_model
+from tests.servers.fake_chat_model import Drip, Slow, Status, fake_chat_model
 
 ALICE, BOB = "tenant-alice", "tenant-bob"
 
@@ -466,3 +466,12 @@ def test_oversized_and_refused_answers_are_counted_by_reason(tmp_path, model, an
         assert mem.flush(30)
         assert [m.key for m in mem.export(ALICE)] == ["preference:rust_for_tooling"]
         assert llm_status(mem)["tenants"][ALICE]["failures"] == {reason: 1}
+
+
+def test_a_server_that_drips_its_answer_is_cut_off(tmp_path, model):
+    model.on_extract(Drip(0.05, size=400))  # 20 s in all, never 0.5 s without a byte
+    with open_mem(tmp_path, model, timeout=0.5) as mem:
+        mem.observe(turn("I prefer Rust for tooling."), api_key_id=ALICE)
+        assert mem.flush(30)
+        assert llm_status(mem)["tenants"][ALICE]["failures"] == {"timeout": 1}
+        assert [m.key for m in mem.export(ALICE)] == ["preference:rust_for_tooling"]

@@ -26,7 +26,7 @@ import attrs
 
 from tests.servers.loopback import LoopbackHTTPServer
 
-__all__ = ["FakeChatModel", "Slow", "Status", "fake_chat_model"]
+__all__ = ["Drip", "FakeChatModel", "Slow", "Status", "fake_chat_model"]
 
 
 @attrs.frozen
@@ -44,6 +44,14 @@ class Slow:
 
     seconds: float
     then: Any = None
+
+
+@attrs.frozen
+class Drip:
+    """Send a 200 answer's body one byte every ``interval`` seconds (a server that never quite times out)."""
+
+    interval: float
+    size: int = 1000
 
 
 def _step(body: Any) -> str:
@@ -115,6 +123,19 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:  # the client gave up (a timeout test)
             self.close_connection = True
 
+    def _drip(self, drip: Drip) -> None:
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(drip.size))
+            self.end_headers()
+            for _ in range(drip.size):
+                self.wfile.write(b" ")
+                self.wfile.flush()
+                time.sleep(drip.interval)
+        except OSError:  # the client gave up, as it should
+            self.close_connection = True
+
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         try:
@@ -130,6 +151,9 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(answer, Slow):
             time.sleep(answer.seconds)
             answer = answer.then if answer.then is not None else {"facts": []}
+        if isinstance(answer, Drip):
+            self._drip(answer)
+            return
         if isinstance(answer, Status):
             self._send(answer.status, {"error": {"message": answer.message, "type": "api_error",
                                                  "param": None, "code": None}}, answer.headers)

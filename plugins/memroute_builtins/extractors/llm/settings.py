@@ -35,8 +35,8 @@ class LlmExtractorSettings:
     """Take ``base_url``, ``api_key`` and ``allow_private`` from ``[proxy.openai]`` (the server the proxy forwards
     to) where they are not set here. ``model`` is still required."""
     timeout: float = attrs.field(default=30.0, validator=_between(0.1, 600))
-    """Seconds to wait for the model's answer (each read). A timeout is counted; the turn's offline facts are
-    already stored."""
+    """Seconds to wait for the model's answer (each read; the whole answer may take twice this). A timeout is
+    counted; the turn's offline facts are already stored."""
     connect_timeout: float = attrs.field(default=5.0, validator=_between(0.1, 120))
     """Seconds to wait for a connection."""
     allow_private: bool = False

@@ -163,6 +163,7 @@ class ChatClient:
     def _post(self, body: dict[str, Any]) -> _Answer:
         httpx = self._httpx
         try:
+            deadline = time.monotonic() + 2 * self.timeout  # a server dripping bytes cannot hold it longer
             with self._client.stream("POST", self.endpoint, json=body) as response:
                 chunks: list[bytes] = []
                 size = 0
@@ -171,6 +172,9 @@ class ChatClient:
                     if size > MAX_ANSWER_BYTES:
                         raise ExtractionError(f"{self._where()}: the answer is larger than {MAX_ANSWER_BYTES} bytes",
                                               reason="invalid_response")
+                    if time.monotonic() > deadline:
+                        raise ExtractionError(f"{self._where()}: the answer took longer than {2 * self.timeout:g} s",
+                                              reason="timeout")
                     chunks.append(chunk)
                 return _Answer(status=response.status_code, headers=response.headers, body=b"".join(chunks))
         except BlockedUrlError as exc:
