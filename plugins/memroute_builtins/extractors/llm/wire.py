@@ -140,7 +140,7 @@ class ChatClient:
             if 200 <= status < 300:
                 return self._reply(response)
             if status == 400 and "response_format" in body and "schema" not in retried \
-                    and "response_format" in response.text:
+                    and ("response_format" in response.text or "json_schema" in response.text):
                 retried.add("schema")
                 self.structured_outputs = False  # this server does not take it: never send it again
                 body = {k: v for k, v in body.items() if k != "response_format"}
