@@ -137,6 +137,7 @@ def test_usage_is_counted_per_tenant_and_in_total_and_shared_through_its_file(tm
     again = Usage(tmp_path / "usage.db")  # another process, or after a restart
     assert again.snapshot() == snapshot
     again.close()
+    again.count("a", "failures", "late")  # after close: logged and lost, never raised into the worker
 
 
 def test_keys_are_stable_readable_and_distinct():

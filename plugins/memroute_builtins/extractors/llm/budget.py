@@ -8,6 +8,7 @@ in total, for ``memroute status``, in a file every process on the machine shares
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import deque
@@ -15,7 +16,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import apsw
+
+from memroute.errors import MemrouteError
+
 __all__ = ["TenantBudget", "Usage"]
+
+log = logging.getLogger("memroute.extractors.llm")
 
 _WINDOW_S = 60.0
 
@@ -85,11 +92,16 @@ class Usage:
         self._connections.get()  # a bad path fails when the extractor is built, not on its first request
 
     def _add(self, tenant: str | None, rows: list[tuple[str, str, int]]) -> None:
-        with self._connections.transaction() as connection:
-            connection.executemany(
-                "INSERT INTO llm_usage (api_key_id, grp, name, n) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT (api_key_id, grp, name) DO UPDATE SET n = n + excluded.n",
-                [(tenant or "", group, name, by) for group, name, by in rows if by > 0])
+        """Counting never breaks extraction: a counter that cannot be written (the file closed or locked past the
+        busy timeout) is logged and lost."""
+        try:
+            with self._connections.transaction() as connection:
+                connection.executemany(
+                    "INSERT INTO llm_usage (api_key_id, grp, name, n) VALUES (?, ?, ?, ?) "
+                    "ON CONFLICT (api_key_id, grp, name) DO UPDATE SET n = n + excluded.n",
+                    [(tenant or "", group, name, by) for group, name, by in rows if by > 0])
+        except (MemrouteError, apsw.Error) as exc:
+            log.warning("memroute: the llm extractor's usage counters in %s could not be written: %s", self.path, exc)
 
     def request(self, tenant: str | None, prompt_tokens: int, completion_tokens: int) -> None:
         self._add(tenant, [("usage", "requests", 1), ("usage", "prompt_tokens", prompt_tokens),
