@@ -475,3 +475,35 @@ def test_a_server_that_drips_its_answer_is_cut_off(tmp_path, model):
         assert mem.flush(30)
         assert llm_status(mem)["tenants"][ALICE]["failures"] == {"timeout": 1}
         assert [m.key for m in mem.export(ALICE)] == ["preference:rust_for_tooling"]
+
+
+def test_a_reasoning_model_that_refuses_max_tokens_and_temperature_is_asked_again(tmp_path, model):
+    # The error texts OpenAI's reasoning models answer with.
+    model.on_extract(
+        Status(400, "Unsupported parameter: 'max_tokens' is not supported with this model. Use "
+                    "'max_completion_tokens' instead."),
+        Status(400, "Unsupported value: 'temperature' does not support 0 with this model. Only the default (1) "
+                    "value is supported."),
+        {"facts": [{"content": "Lives in Lisbon", "type": "factual", "category": "location"}]},
+        {"facts": []})
+    with open_mem(tmp_path, model) as mem:
+        mem.observe(turn("I live in Lisbon."), api_key_id=ALICE)
+        mem.observe(turn("Nice weather."), api_key_id=BOB)
+        assert mem.flush(30)
+        bodies = [r["body"] for r in model.requests]
+        assert "max_tokens" in bodies[0] and "temperature" in bodies[0]
+        assert "max_completion_tokens" in bodies[1] and "temperature" in bodies[1]
+        assert "max_completion_tokens" in bodies[2] and "temperature" not in bodies[2]
+        assert "max_tokens" not in bodies[3] and "temperature" not in bodies[3]  # remembered for every request
+        assert all("response_format" in b for b in bodies)
+        assert [m.content for m in mem.export(ALICE)] == ["Lives in Lisbon"]
+        assert llm_status(mem)["failures"] == {}
+
+
+def test_a_400_about_something_else_is_not_retried(tmp_path, model):
+    model.on_extract(Status(400, "messages: too many"))
+    with open_mem(tmp_path, model) as mem:
+        mem.observe(turn("I live in Lisbon."), api_key_id=ALICE)
+        assert mem.flush(30)
+        assert len(model.requests) == 1
+        assert llm_status(mem)["tenants"][ALICE]["failures"] == {"request_failed": 1}

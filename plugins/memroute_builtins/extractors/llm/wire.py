@@ -5,8 +5,8 @@ answer.
 
 Failures become :class:`~memroute.errors.ExtractionError` with a reason: a 429 is waited out once when its
 ``Retry-After`` is short enough, a 5xx or a dropped connection is tried once more, a 400 that refuses
-``response_format`` is asked again without it (and it is not sent again). The API key never appears in a
-message.
+``response_format`` (or ``max_tokens``, or ``temperature``) is asked again without it, and it is not sent again.
+The API key never appears in a message.
 """
 
 from __future__ import annotations
@@ -113,6 +113,10 @@ class ChatClient:
         self.max_output_tokens = max_output_tokens
         self.max_retry_wait = max_retry_wait
         self.timeout = timeout
+        self.token_field = "max_tokens"
+        """``max_completion_tokens`` once the server refused ``max_tokens`` (OpenAI's reasoning models)."""
+        self.send_temperature = True
+        """``False`` once the server refused ``temperature`` (models that only sample at their default)."""
         self._stop = stop
         request_headers = {**headers, "Content-Type": "application/json", "Accept": "application/json"}
         if api_key:
@@ -127,9 +131,11 @@ class ChatClient:
     def complete(self, system: str, user: str, *, schema_name: str, schema: dict[str, Any]) -> ModelReply:
         """Ask once (with the retries above); the reply's text and token usage."""
         body: dict[str, Any] = {
-            "model": self.model, "temperature": self.temperature, "max_tokens": self.max_output_tokens,
+            "model": self.model, self.token_field: self.max_output_tokens,
             "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
         }
+        if self.send_temperature:
+            body["temperature"] = self.temperature
         if self.structured_outputs:
             body["response_format"] = {"type": "json_schema",
                                        "json_schema": {"name": schema_name, "strict": True, "schema": schema}}
@@ -139,12 +145,11 @@ class ChatClient:
             status = response.status
             if 200 <= status < 300:
                 return self._reply(response)
-            if status == 400 and "response_format" in body and "schema" not in retried \
-                    and ("response_format" in response.text or "json_schema" in response.text):
-                retried.add("schema")
-                self.structured_outputs = False  # this server does not take it: never send it again
-                body = {k: v for k, v in body.items() if k != "response_format"}
-                continue
+            if status == 400:
+                adapted = self._adapt(body, response.text)
+                if adapted is not None:
+                    body = adapted
+                    continue
             if status == 429:
                 wait = retry_after_seconds(response.headers.get("retry-after"))
                 if "429" in retried or wait is None or wait > self.max_retry_wait:
@@ -159,6 +164,21 @@ class ChatClient:
                     raise ExtractionError(f"{self._where()}: closing", reason="request_failed")
                 continue
             raise self._status_error(status)
+
+    def _adapt(self, body: dict[str, Any], error: str) -> dict[str, Any] | None:
+        """The request without what a 400 says the server does not take (each at most once, and remembered so
+        it is not sent again): ``response_format``, ``max_tokens`` (renamed ``max_completion_tokens``),
+        ``temperature``. ``None``: the 400 is about something else."""
+        if "response_format" in body and ("response_format" in error or "json_schema" in error):
+            self.structured_outputs = False
+            return {k: v for k, v in body.items() if k != "response_format"}
+        if "max_tokens" in body and "max_tokens" in error:
+            self.token_field = "max_completion_tokens"
+            return {("max_completion_tokens" if k == "max_tokens" else k): v for k, v in body.items()}
+        if "temperature" in body and "temperature" in error:
+            self.send_temperature = False
+            return {k: v for k, v in body.items() if k != "temperature"}
+        return None
 
     def _post(self, body: dict[str, Any]) -> _Answer:
         httpx = self._httpx
