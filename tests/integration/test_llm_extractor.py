@@ -15,6 +15,7 @@ import openai
 import pytest
 
 import memroute
+from memroute.config.serialization import to_jsonable
 from memroute.errors import ConfigError
 from tests.servers.fake_chat_model import Drip, Slow, Status, fake_chat_model
 
@@ -507,3 +508,18 @@ def test_a_400_about_something_else_is_not_retried(tmp_path, model):
         assert mem.flush(30)
         assert len(model.requests) == 1
         assert llm_status(mem)["tenants"][ALICE]["failures"] == {"request_failed": 1}
+
+
+def test_the_api_key_comes_from_the_environment_and_never_shows(tmp_path, model, monkeypatch):
+    monkeypatch.setenv("MODEL_KEY", "sk-from-env-123")
+    config = {"memory": {"enabled": True}, "embedding": {"source": "none"},
+              "extraction": {"extractors": ["llm"], "llm": {"base_url": model.base_url, "model": "m",
+                                                            "api_key": "${MODEL_KEY}", "allow_private": True}}}
+    model.on_extract(Status(401, "invalid api key"))
+    with memroute.open(config, data_dir=str(tmp_path / "d")) as mem:
+        mem.observe(turn("I live in Lisbon."), api_key_id=ALICE)
+        assert mem.flush(30)
+        assert model.requests[0]["headers"]["authorization"] == "Bearer sk-from-env-123"
+        status = mem.status()
+        assert "sk-from-env-123" not in json.dumps(to_jsonable(status), default=str)
+        assert status.extraction["llm"]["failures"] == {"no_key": 1}
