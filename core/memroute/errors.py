@@ -16,6 +16,7 @@ __all__ = [
     "ConflictError",
     "DuplicatePluginError",
     "EmbeddingError",
+    "ExtractionError",
     "FieldProblem",
     "MemrouteError",
     "NotFoundError",
@@ -115,6 +116,18 @@ class RerankError(MemrouteError):
 
     ``reason`` is one of ``no_key``, ``request_failed``, ``rate_limited``, ``timeout``, ``blocked`` or
     ``unknown``, as for :class:`EmbeddingError`.
+    """
+
+    def __init__(self, message: str, *, reason: str = "unknown") -> None:
+        self.reason = reason
+        super().__init__(message)
+
+
+class ExtractionError(MemrouteError):
+    """A model-backed extractor could not get a usable answer (the turn keeps its offline facts).
+
+    ``reason`` is one of ``timeout``, ``rate_limited``, ``server_error``, ``request_failed``, ``no_key``,
+    ``blocked``, ``invalid_response`` or ``unknown``.
     """
 
     def __init__(self, message: str, *, reason: str = "unknown") -> None:

@@ -41,8 +41,11 @@ __all__ = [
     "ComponentContext",
     "EmbeddingSignature",
     "EmbeddingSource",
+    "BackgroundExtractor",
     "ExtractedFact",
     "Extractor",
+    "ObservedTurn",
+    "TenantMemories",
     "MemoryBackend",
     "ReindexMarkers",
     "TenantRoutedDeletes",
@@ -67,6 +70,10 @@ class ComponentContext:
     primary: MemoryBackend | None = None
     """The primary backend, for a vector store that can keep its index next to the memories (the ``pgvector``
     store uses the ``postgres`` primary's database and connection pool). ``None`` for backends."""
+    settings: Any = None
+    """The deployment's whole :class:`~memroute.config.settings.MemrouteSettings`, for an extractor that reuses
+    another section (the ``llm`` extractor's ``use_proxy_upstream`` reads ``[proxy.openai]``). ``None`` for
+    backends, embedding sources and vector stores."""
 
 
 # --- storage backends ----------------------------------------------------------------------------------
@@ -493,6 +500,68 @@ class Extractor(abc.ABC):
     @abc.abstractmethod
     def extract(self, text: str, *, source: str = "user") -> list[ExtractedFact]:
         """Facts found in ``text``; ``source`` is ``user`` or ``assistant``. Must not raise on any text."""
+
+
+@attrs.frozen(kw_only=True)
+class ObservedTurn:
+    """One observed chat turn of one tenant, as ``observe`` hands it to a :class:`BackgroundExtractor`."""
+
+    api_key_id: str
+    session_id: str | None = None
+    texts: tuple[tuple[str, str], ...] = ()
+    """``(text, source)`` pairs: the user's message, and the assistant's reply when
+    ``[extraction] mine_assistant`` is on."""
+    stored: tuple[Memory, ...] = ()
+    """What the offline extractors of the chain stored for this turn (already written)."""
+
+
+class TenantMemories(Protocol):
+    """One tenant's memories, as a background extractor may read and change them. Every call goes through the
+    service, bound to the turn's tenant (the extractor cannot name another), so vectors, replication and
+    access tracking stay right."""
+
+    @property
+    def api_key_id(self) -> str: ...
+
+    def search(self, query: str, *, limit: int) -> list[Memory]:
+        """The tenant's memories most similar to ``query``, best first (no access is counted)."""
+
+    def add(self, *, content: str, key: str, type: MemoryType | str, metadata: Mapping[str, Any]) -> Memory:
+        """Upsert on ``(tenant, key)``, in the turn's session."""
+
+    def update(self, memory_id: str, *, content: str, metadata: Mapping[str, Any]) -> Memory | None:
+        """Change a memory of the tenant; ``None`` when it has no such memory."""
+
+    def delete(self, memory_id: str) -> bool:
+        """Delete a memory of the tenant; ``False`` when it has no such memory."""
+
+
+class BackgroundExtractor(Extractor):
+    """An extractor whose work needs time and the tenant's existing memories: a model that reads the turn,
+    proposes facts and decides against what the tenant already has (add, update, supersede or nothing).
+
+    ``observe`` stores the offline extractors' facts first, then hands the turn to :meth:`submit`, which must
+    return at once (the work runs on the extractor's own threads, never on a request's path) and never raise.
+    ``extract`` still answers an explicit ``memroute extract`` (without the tenant's memories)."""
+
+    @abc.abstractmethod
+    def submit(self, turn: ObservedTurn, memories: TenantMemories) -> None:
+        """Queue ``turn``; apply what is decided through ``memories`` later."""
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every submitted turn is done; ``False`` on timeout."""
+        del timeout
+        return True
+
+    def status(self, api_key_id: str | None = None) -> dict[str, Any]:
+        """Counters for ``memroute status`` (requests, tokens per tenant, failures by reason). No secrets. With
+        ``api_key_id``: that tenant's counters only, nothing about any other tenant (a tenant key's
+        ``engine-status``)."""
+        del api_key_id
+        return {}
+
+    def close(self) -> None:
+        """Finish or abandon queued work (bounded) and release connections."""
 
 
 # --- reranking -----------------------------------------------------------------------------------------

@@ -222,6 +222,10 @@ class StatusReport:
     ``batches`` and ``items`` written, ``mean_batch`` / ``last_batch`` / ``largest_batch`` (items), the
     ``max_batch`` limit and the adds ``waiting`` now. Per process: a server's ``engine-status`` shows the
     server's."""
+    extraction: dict[str, Any] = attrs.field(factory=dict)
+    """The extractor chain (``extractors``), background extraction jobs that failed (``failures``) or wait
+    (``pending``) in this process, and one block per background extractor (``llm``: requests, tokens per tenant,
+    failures by reason, which it keeps in the data directory; docs/extraction.md)."""
 
 
 @attrs.frozen(kw_only=True)

@@ -322,6 +322,7 @@ def test_engine_reindex_progress_and_settings_save(ui: Any, server: MemrouteServ
     ui.get_by_role("tab", name="Engine").click()
     ui.locator("#backends tbody tr").filter(has_text="primary").wait_for()
     assert "sqlite-vec" in ui.locator("#engine-status").inner_text()
+    assert "regex" in ui.locator("#engine-status").inner_text()  # the extractor chain
     ui.get_by_label("Force rebuild").check()
     ui.get_by_role("button", name="Reindex").click()
     expect(ui.locator("#reindex-state")).to_have_text(re.compile(r"^done: \d+ indexed, 0 pending"))
@@ -374,3 +375,29 @@ def test_narrow_screen_and_keyboard(chromium_browser: Any, server: MemrouteServe
     page.keyboard.press("Enter")
     page.get_by_role("button", name="Create key").wait_for()
     context.close()
+
+
+def test_engine_shows_the_llm_extractors_spend(chromium_browser: Any, tmp_path: Path) -> None:
+    """The extraction line of the Engine tab, with the ``llm`` extractor pointed at the loopback fake model (its
+    scripted answer stands in for a model's judgement)."""
+    from tests.servers.fake_chat_model import fake_chat_model
+
+    with fake_chat_model() as model:
+        config = {"memory": {"enabled": True},
+                  "extraction": {"extractors": ["regex", "llm"],
+                                 "llm": {"base_url": model.base_url, "model": "fake-extractor",
+                                         "allow_private": True}}}
+        model.on_extract({"facts": [{"content": "Lives in Lisbon", "type": "factual", "category": "location"}]})
+        with MemrouteServer(tmp_path, config=config) as running:
+            running.mem.observe({"messages": [{"role": "user", "content": "I live in Lisbon."}]}, api_key_id=TENANT_A)
+            assert running.mem.flush(30)
+            context = chromium_browser.new_context(base_url=running.base_url)
+            page = context.new_page()
+            page.set_default_timeout(30_000)
+            try:
+                sign_in(page, running.admin)
+                page.get_by_role("tab", name="Engine").click()
+                expect(page.locator("#engine-status")).to_contain_text(
+                    "regex → llm · fake-extractor · 1 requests, 150 tokens")
+            finally:
+                context.close()

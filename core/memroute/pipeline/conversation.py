@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
@@ -35,6 +36,7 @@ from memroute.models import (
 )
 from memroute.pipeline.gate import memory_enabled, opted_out, session_from_headers
 from memroute.pipeline.inject import block_of, inject_block, memory_lines
+from memroute.pipeline.learning import background_status, flush_background, hand_off, offline_extractors
 from memroute.pipeline.requests import ApiShape, assistant_text, extraction_text, query_text
 from memroute.pipeline.summarize import build_summary, select_for_compaction
 from memroute.reports import MaintenanceReport
@@ -109,7 +111,8 @@ def build_extractors(settings: MemrouteSettings, plugins: MemroutePluginManager,
     for name in settings.extraction.extractors:
         extractor = build_component(
             plugins, "extractor", name, settings.extraction.options.get(name, {}),
-            context=make_context(plugins, name, data_dir), path=f"extraction.{name}",
+            context=attrs.evolve(make_context(plugins, name, data_dir), settings=settings),
+            path=f"extraction.{name}",
         )
         chain.append((name, extractor))
     return chain
@@ -166,8 +169,10 @@ class Conversation:
             return self._extractors
 
     def extract(self, text: str, *, source: str = "user") -> list[ExtractedFact]:
-        """Run the chain on ``text`` (see :func:`run_extractors`)."""
-        return run_extractors(self.extractors(), text, source=source)
+        """Run the chain's offline extractors on ``text`` (see :func:`run_extractors`). A background extractor
+        (a model) is not asked: an explicit extraction, and the health probe built on it, never spend a model
+        request; its work needs a tenant's memories and happens on ``observe``."""
+        return run_extractors(offline_extractors(self.extractors()), text, source=source)
 
     def store_facts(self, api_key_id: str, facts: Sequence[ExtractedFact], *,
                     session_id: str | None = None) -> list[Memory]:
@@ -208,10 +213,16 @@ class Conversation:
         return tuple(texts)
 
     def _store(self, job: _Job) -> list[Memory]:
+        """The offline extractors' facts are stored now; then the turn goes to the background extractors (an
+        ``llm`` extractor), which decide against the tenant's memories later, on their own threads."""
+        chain = self.extractors()
+        offline = offline_extractors(chain)
         stored = []
         for text, source in job.texts:
-            stored.extend(self.store_facts(job.api_key_id, self.extract(text, source=source),
+            stored.extend(self.store_facts(job.api_key_id, run_extractors(offline, text, source=source),
                                            session_id=job.session_id))
+        hand_off(chain, self.store, api_key_id=job.api_key_id, session_id=job.session_id, texts=job.texts,
+                 stored=stored)
         return stored
 
     def observe(
@@ -285,9 +296,26 @@ class Conversation:
             self.failures += 1
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait until every queued extraction has been stored; False on timeout."""
+        """Wait until every queued extraction has been stored, background extractors' work included; False on
+        timeout."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
-            return self._changed.wait_for(lambda: self._pending == 0, timeout)
+            if not self._changed.wait_for(lambda: self._pending == 0, timeout):
+                return False
+            chain = self._extractors or []
+        return flush_background(chain, None if deadline is None else max(0.0, deadline - time.monotonic()))
+
+    def status(self, api_key_id: str | None = None) -> dict[str, Any]:
+        """``memroute status``'s ``extraction`` block: the chain, the background jobs that failed, and each
+        background extractor's own counters (requests, tokens per tenant, failures by reason). With
+        ``api_key_id``: the chain and that tenant's counters only."""
+        chain = self.extractors()
+        names = [name for name, _ in chain]
+        if api_key_id is not None:
+            return {"extractors": names, **background_status(chain, api_key_id)}
+        with self._lock:
+            failures, pending = self.failures, self._pending
+        return {"extractors": names, "failures": failures, "pending": pending, **background_status(chain)}
 
     def close(self, timeout: float | None = 10.0) -> None:
         """Finish queued work (up to ``timeout``) and stop the worker."""

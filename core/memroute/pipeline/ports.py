@@ -34,6 +34,9 @@ class MemoryStore(Protocol):
     ) -> Memory:
         """Upsert on ``(api_key_id, key)``."""
 
+    def update(self, memory_id: str, *, api_key_id: str, **changes: Any) -> Memory | None:
+        """Change fields of one memory of ``api_key_id``; ``None`` when it has no such memory."""
+
     def delete(self, memory_id: str, *, api_key_id: str) -> bool:
         """Delete one memory of ``api_key_id``; False when it has no such memory."""
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from memroute.reports import RetrievalPreview
 
@@ -43,6 +43,10 @@ class ServiceBase:
     _pipeline: Conversation | None
     _state: StateStore | None
     _runtime: RuntimeMemorySettings | None
+
+    def extraction_status(self, api_key_id: str | None = None) -> dict[str, Any]:
+        """Defined by :class:`~memroute.service.conversation.ConversationMethods`."""
+        raise NotImplementedError
 
     @property
     def _retrieval(self) -> RetrievalEngine:

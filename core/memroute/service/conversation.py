@@ -8,7 +8,7 @@ from __future__ import annotations
 import builtins
 from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
-from memroute.errors import ValidationError
+from memroute.errors import MemrouteError, ValidationError
 from memroute.interfaces import ExtractedFact
 from memroute.models import Memory, require_tenant
 from memroute.reports import AugmentReport, MaintenanceReport
@@ -77,6 +77,17 @@ class ConversationMethods(ServiceBase):
                              preview=shown, count=done.count, searched=done.searched,
                              memory_ids=tuple(hit.memory.id for hit in done.hits) if done.block else ())
 
+    def extraction_status(self, api_key_id: str | None = None) -> dict[str, Any]:
+        """The ``extraction`` block of :meth:`status`: the extractor chain, failed background jobs and each
+        background extractor's counters (an ``llm`` extractor's requests, tokens per tenant and failures by
+        reason). With ``api_key_id``: the chain and that tenant's counters only, for a tenant's own view. A
+        chain that cannot be built reports its error here instead of failing the status."""
+        tenant = None if api_key_id is None else require_tenant(api_key_id)
+        try:
+            return self._conversation.status(tenant)
+        except MemrouteError as exc:
+            return {"extractors": list(self.settings.extraction.extractors), "error": str(exc)}
+
     def observe(self, request: Any, response: Any = None, *, api_key_id: str, session_id: str | None = None,
                 headers: Any = None, wait: bool = False) -> builtins.list[Memory]:
         """Extract facts from a chat turn and store them for ``api_key_id`` (in the background unless
@@ -94,7 +105,8 @@ class ConversationMethods(ServiceBase):
 
     def extract(self, text: str, *, source: str = "user", api_key_id: str | None = None, store: bool = False,
                 session_id: str | None = None) -> builtins.list[ExtractedFact] | builtins.list[Memory]:
-        """The facts the configured extractors find in ``text`` (``source``: ``user`` or ``assistant``).
+        """The facts the configured offline extractors find in ``text`` (``source``: ``user`` or ``assistant``; a
+        background extractor such as ``llm`` works on :meth:`observe` only, never here).
         With ``store=True`` they are also stored for ``api_key_id`` (required then; whatever the memory gate
         says) and the stored memories are returned; a fact that names an opposite key (``aversion:x`` for
         ``preference:x``) supersedes that memory."""

@@ -116,7 +116,7 @@ class DeploymentMethods(ServiceBase):
             keyword=dict(engine.get("keyword", {})), embedding=dict(engine.get("embedding", {})),
             vector_store=dict(engine.get("vector_store", {})), fusion=dict(engine.get("fusion", {})),
             rerank=dict(engine.get("rerank", {})),
-            health=self.health(), group_commit=self._adds.counters(),
+            health=self.health(), group_commit=self._adds.counters(), extraction=self.extraction_status(),
         )
 
     def vector_store_health(self) -> HealthResult | None:

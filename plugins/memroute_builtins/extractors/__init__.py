@@ -1,1 +1,1 @@
-"""Built-in fact extractors: ``regex``."""
+"""Built-in fact extractors: ``regex`` (offline) and ``llm`` (any OpenAI-compatible model, in the background)."""

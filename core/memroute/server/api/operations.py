@@ -96,15 +96,24 @@ async def retrieve_preview(request: Request, principal: CurrentPrincipal, body: 
                           "vector_store": {"backend": "sqlite-vec", "available": True, "rows": 12},
                           "group_commit": {"batches": 891, "items": 3079, "mean_batch": 3.46, "last_batch": 2,
                                            "largest_batch": 8, "max_batch": 64, "waiting": 0},
+                          "extraction": {"extractors": ["regex", "llm"],
+                                         "llm": {"model": "gpt-4o-mini", "tenant": "shop", "requests": 42,
+                                                 "prompt_tokens": 16800, "completion_tokens": 2100,
+                                                 "operations": {"add": 30, "update": 4, "none": 9},
+                                                 "dropped": {}, "failures": {"timeout": 1}}},
                           "maintenance": {"prune": {"ran_at": "2026-01-01T12:00:00Z", "ok": True}},
                           "qdrant": {"enabled": False, "healthy": False, "latencyMs": None, "error": None}}))
-def engine_status(request: Request) -> dict[str, Any]:
+def engine_status(request: Request, principal: CurrentPrincipal) -> dict[str, Any]:
     """The service's status report plus the last scheduled maintenance runs (from the shared state store).
     ``group_commit`` shows how this server process batched its adds (batches, items, mean / last / largest
-    batch). ``qdrant`` is the reference's block (``enabled``, ``healthy``, ``latencyMs``, ``error``), probed for
-    real when the vector store is Qdrant."""
+    batch). ``extraction`` shows the extractor chain; a tenant key sees only its own tenant's counters of a
+    background extractor (``llm``: requests, tokens, failures), an admin key every tenant's. ``qdrant`` is the
+    reference's block (``enabled``, ``healthy``, ``latencyMs``, ``error``), probed for real when the vector store
+    is Qdrant."""
     mem = request.app.state.memroute
     status = dict(jsonable(mem.status()))
+    if not principal.is_admin:
+        status["extraction"] = jsonable(mem.extraction_status(api_key_id=principal.tenant))
     status.pop("data_dir", None)  # server paths are an operator's business, not a client's
     status.pop("state_dir", None)
     maintenance = getattr(request.app.state, "maintenance", None)

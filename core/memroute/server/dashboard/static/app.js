@@ -375,7 +375,8 @@ async function loadEngine() {
   for (const [label, value] of [["Keyword", describe(status.keyword)], ["Embedding", describe(status.embedding)],
                                 ["Vector store", describe(status.vector_store)],
                                 ["Index signature", (status.vector_store || {}).signature || "–"],
-                                ["Rerank", describe(status.rerank)]]) {
+                                ["Rerank", describe(status.rerank)],
+                                ["Extraction", describeExtraction(status.extraction)]]) {
     list.append(el("dt", label), el("dd", value));
   }
   const body = $("backends").tBodies[0];
@@ -394,6 +395,18 @@ async function loadEngine() {
   $("s-retention").value = settings.retentionDays;
   $("s-strategy").value = settings.strategy === "exact" ? "recent" : settings.strategy;
   showReindex(reindex);
+}
+
+// The extractor chain, and a background extractor's spend: "regex → llm · gpt-4o-mini · 42 requests, 18900 tokens".
+function describeExtraction(extraction) {
+  if (!extraction) return "–";
+  const chain = (extraction.extractors || []).join(" → ");
+  if (extraction.error) return `${chain} (${extraction.error})`;
+  const llm = extraction.llm;
+  if (!llm) return chain;
+  const failures = Object.entries(llm.failures || {}).map(([reason, count]) => `${reason} ${count}`).join(", ");
+  return `${chain} · ${llm.model} · ${llm.requests} requests, ${llm.prompt_tokens + llm.completion_tokens} tokens${
+    failures ? ` · failures: ${failures}` : ""}`;
 }
 
 function showReindex(progress) {
