@@ -610,6 +610,17 @@ class ListPage:
 
 # --- search --------------------------------------------------------------------------------------------
 
+def _type_windows(value: Any) -> tuple[tuple[MemoryType, int], ...]:
+    pairs = value.items() if isinstance(value, Mapping) else value
+    windows = []
+    for kind, days in pairs:
+        if isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= 36_500:
+            raise ValidationError("type_windows: each window must be an integer in [1, 36500]",
+                                  [("type_windows", "range")])
+        windows.append((require_type(kind), days))
+    return tuple(sorted(windows, key=lambda pair: pair[0].value))
+
+
 @attrs.frozen(kw_only=True)
 class SearchQuery:
     """A search for one tenant. Every path applies the same filters: owner, expiry (at ``now``), the
@@ -621,18 +632,27 @@ class SearchQuery:
     limit: int = attrs.field(default=20, validator=_in_range("limit", 1, 1000))
     session_id: str | None = attrs.field(default=None, converter=_coerce_session, validator=_check_session)
     retention_days: int | None = attrs.field(
-        default=None, validator=attrs.validators.optional(_in_range("retention_days", 1, 3650))
+        default=None, validator=attrs.validators.optional(_in_range("retention_days", 1, 36_500))
     )
     now: datetime = attrs.field(factory=utcnow, converter=as_utc)
     type: MemoryType | None = attrs.field(default=None, converter=_opt_type)
     """Only memories of this type. Applied with the other filters, before the token budget is filled (the
     reference filtered after the budget walk, so a type-filtered search could come back short or empty)."""
+    type_windows: tuple[tuple[MemoryType, int], ...] = attrs.field(default=(), converter=_type_windows)
+    """Per-type retrieval windows narrower than ``retention_days`` (``[memory.types.<type>] retention_days``), as
+    ``(type, days)`` pairs (a mapping is accepted). Backends and vector stores filter on ``retention_days`` only;
+    the retrieval engine applies these through :meth:`admits` to every candidate of every leg."""
     _cutoff: datetime | None = attrs.field(init=False, eq=False, hash=False, repr=False)
+    _type_cutoffs: dict[MemoryType, datetime] = attrs.field(init=False, eq=False, hash=False, repr=False)
 
     @_cutoff.default
     def _retention_cutoff(self) -> datetime | None:
         # Computed once: every candidate of every leg is checked against it (see admits).
         return None if self.retention_days is None else self.now - timedelta(days=self.retention_days)
+
+    @_type_cutoffs.default
+    def _per_type_cutoffs(self) -> dict[MemoryType, datetime]:
+        return {kind: self.now - timedelta(days=days) for kind, days in self.type_windows}
 
     @property
     def created_after(self) -> datetime | None:
@@ -651,6 +671,10 @@ class SearchQuery:
         cutoff = self._cutoff
         if cutoff is not None and memory.created_at < cutoff:
             return False
+        if self._type_cutoffs:
+            typed = self._type_cutoffs.get(memory.type)
+            if typed is not None and memory.created_at < typed:
+                return False
         return self.session_id is None or memory.session_id == self.session_id
 
 

@@ -50,7 +50,10 @@ class MaintenanceReport:
     summary_ids: tuple[str, ...] = ()
     summary_preview: str = ""
     reasons: dict[str, int] = attrs.field(factory=dict)
-    """For ``prune``: how many candidates each rule found (``retention``, ``expired``, ``decay``)."""
+    """For ``prune``: how many candidates each rule found (``retention``: past ``delete_after_days``,
+    ``expired``, ``decay``)."""
+    tenants: int = 0
+    """How many tenants own the candidates."""
 
     _json_properties: ClassVar[tuple[str, ...]] = ("candidate_count",)
 

@@ -47,7 +47,7 @@ def test_two_worker_processes_share_keys_settings_and_memories(tmp_path):
 
 
 def test_scheduled_prune_runs_and_engine_status_shows_it(tmp_path):
-    config = {"server": {"maintenance_interval_s": 0.2}}
+    config = {"server": {"maintenance_interval_s": 0.2, "maintenance_first_delay_s": 0}}
     with MemrouteServer(tmp_path, config=config) as server, server.client(server.tenant_a) as a:
         expired = server.mem.add(api_key_id="tenant-a", content="stale", key="stale",
                                  expires_at=utcnow() + timedelta(milliseconds=200))
@@ -65,7 +65,7 @@ def test_scheduled_prune_runs_and_engine_status_shows_it(tmp_path):
 
 
 def test_only_one_process_runs_a_due_job(tmp_path):
-    settings = ServerSettings(maintenance_interval_s=3600)
+    settings = ServerSettings(maintenance_interval_s=3600, maintenance_first_delay_s=0)
     with memroute.open(data_dir=str(tmp_path / "d")) as one, memroute.open(data_dir=str(tmp_path / "d")) as two:
         first, second = Maintenance(one, settings), Maintenance(two, settings)
         with ThreadPoolExecutor(2) as pool:

@@ -403,7 +403,9 @@ class Conversation:
             return (None, False) if cached_only else (search(), True)
         version = cache.version(api_key_id)  # before the search: a write landing meanwhile makes the entry stale
         key = (api_key_id, text[:4096], session_id, settings)
-        scope = SearchQuery(api_key_id=api_key_id, session_id=session_id, retention_days=settings.retention_days)
+        window, type_windows = settings.search_windows()
+        scope = SearchQuery(api_key_id=api_key_id, session_id=session_id, retention_days=window,
+                            type_windows=type_windows)
         reused = cache.get(key, version, scope, count_miss=not cached_only)  # the search that follows counts it
         if reused is not None:
             return reused, False
@@ -432,28 +434,46 @@ class Conversation:
 
     def prune(self, api_key_id: str | None = None, *, dry_run: bool = False,
               now: datetime | None = None) -> MaintenanceReport:
-        """Delete (through the manager, so vectors and fallbacks follow) the memories of ``api_key_id`` (all
-        keys when ``None``) created more than ``retention_days`` ago, the expired ones, and — with typed decay
-        on — the decayed ones. ``dry_run`` only reports."""
+        """Delete (through the manager, so vectors, fallbacks and history follow) the memories of ``api_key_id``
+        (every tenant when ``None``) that were configured to go: the expired ones, those created more than
+        ``delete_after_days`` ago (per type; never by default) and, with typed decay on, the decayed ones. The
+        retrieval window (``retention_days``) only hides memories: it never makes one a candidate. ``dry_run``
+        only reports. A real run logs how many memories of how many tenants it deleted."""
         if api_key_id is not None:
             api_key_id = require_tenant(api_key_id)
         now = now or utcnow()
         settings = self.store.memory_settings()
-        cutoff = now - timedelta(days=settings.retention_days)
         reasons = {"retention": 0, "expired": 0, "decay": 0}
         doomed: list[Memory] = []
         memories = self.store.export_all() if api_key_id is None else self.store.export(api_key_id)
         for memory in list(memories):
-            reason = ("retention" if memory.created_at < cutoff else "expired" if memory.is_expired(now)
-                      else "decay" if self._decayed(memory, now, settings=settings) else None)
+            reason = self._prune_reason(memory, now, settings)
             if reason is not None:
                 reasons[reason] += 1
                 doomed.append(memory)
-        deleted = 0 if dry_run else sum(1 for m in doomed if self.store.delete(m.id, api_key_id=m.api_key_id))
+        deleted = 0
+        touched: set[str] = set()
+        if not dry_run:
+            for memory in doomed:
+                if self.store.delete(memory.id, api_key_id=memory.api_key_id):
+                    deleted += 1
+                    touched.add(memory.api_key_id)
+            log.info("memroute prune: deleted %d memor%s of %d tenant%s (reasons: %s)", deleted,
+                     "y" if deleted == 1 else "ies", len(touched), "" if len(touched) == 1 else "s",
+                     ", ".join(f"{k} {v}" for k, v in reasons.items()))
         return MaintenanceReport(
             action="prune", dry_run=dry_run, api_key_id=api_key_id, candidates=tuple(m.id for m in doomed),
             candidate_tokens=sum(m.tokens for m in doomed), deleted=deleted, reasons=reasons,
+            tenants=len(touched) if not dry_run else len({m.api_key_id for m in doomed}),
         )
+
+    def _prune_reason(self, memory: Memory, now: datetime, settings: MemorySettings) -> str | None:
+        if memory.is_expired(now):
+            return "expired"
+        days = settings.delete_after(memory.type.value)
+        if days > 0 and memory.created_at < now - timedelta(days=days):
+            return "retention"
+        return "decay" if self._decayed(memory, now, settings=settings) else None
 
     # --- summarization -------------------------------------------------------------------------------
     def summarize(self, api_key_id: str, older_than_days: int, *, dry_run: bool = True,

@@ -425,8 +425,9 @@ class Memroute(DeploymentMethods, ConversationMethods):
         record_access: bool = True,
     ) -> SearchResult:
         """Ranked memories of ``api_key_id`` for ``query``. ``strategy``: ``exact``/``recent`` (newest
-        first), ``semantic`` or ``hybrid`` (default: the configured one). Expired memories, memories older
-        than ``retention_days`` and (with ``session_id``) other sessions' memories are never returned; with
+        first), ``semantic`` or ``hybrid`` (default: the configured one). Expired memories, memories outside
+        the retrieval window (``[memory] retention_days``, per type too; none by default) and (with
+        ``session_id``) other sessions' memories are never returned; with
         ``type``, only memories of that type are (filtered before the token budget is filled).
 
         Each memory returned counts as an access (``access_count``, ``last_accessed_at``; recorded in the
@@ -440,10 +441,11 @@ class Memroute(DeploymentMethods, ConversationMethods):
         if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int)
                                        or not 0 <= max_tokens <= 16000):
             raise ValidationError("max_tokens: must be an integer in [0, 16000]", [("max_tokens", "range")])
+        window, type_windows = memory.search_windows()
         search_query = SearchQuery(
             api_key_id=tenant, text=query[:4096], strategy=chosen,
             limit=limit if limit is not None else self.settings.memory.vec_top_k,
-            session_id=session_id, retention_days=memory.retention_days, type=type,
+            session_id=session_id, retention_days=window, type_windows=type_windows, type=type,
         )
         result = self._retrieval.search(search_query, max_tokens=max_tokens)
         if record_access and result.hits:
