@@ -24,6 +24,8 @@ __all__ = [
     "UNSET",
     "BackendHit",
     "HealthResult",
+    "HistoryEntry",
+    "HistoryEvent",
     "ListFilter",
     "ListPage",
     "Memory",
@@ -38,6 +40,7 @@ __all__ = [
     "STRATEGY_ALIASES",
     "estimate_tokens",
     "new_memory_id",
+    "require_actor",
     "require_id",
     "require_ids",
     "require_key",
@@ -765,3 +768,81 @@ class HealthResult:
             return outcome
         details = dict(outcome) if isinstance(outcome, Mapping) else {}
         return cls(ok=True, latency_ms=(time.perf_counter() - started) * 1000, details=details)
+
+
+# --- history -------------------------------------------------------------------------------------------
+
+class HistoryEvent(str, enum.Enum):
+    """What happened to a memory."""
+
+    CREATED = "created"
+    UPDATED = "updated"
+    """Changed in place: an edit, or a restatement that consolidation folded into it."""
+    SUPERSEDED = "superseded"
+    """A newer statement about the same slot replaced what it said ("moved to Berlin" over "lives in Lisbon")."""
+    DELETED = "deleted"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+MAX_ACTOR_CHARS: Final = 128
+
+
+def require_actor(value: object) -> str:
+    """A valid history ``actor``: who or what made a change (``api``, ``import``, ``summarization``,
+    ``retention``, ``extractor:<name>``, or an application's own name), a non-empty string of at most 128
+    characters."""
+    _require_text("actor", MAX_ACTOR_CHARS)(None, None, value)
+    return value  # type: ignore[return-value]
+
+
+def _opt_text(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+@attrs.frozen(kw_only=True)
+class HistoryEntry:
+    """One change of one memory: what happened, by which actor, when, and the content (key, type) before and
+    after. ``old_*`` are ``None`` for a creation, ``new_*`` for a deletion; ``old_key`` / ``new_key`` and
+    ``old_type`` / ``new_type`` are set only where they change (and on creation / deletion)."""
+
+    id: str = attrs.field(factory=new_memory_id, validator=check_id("id"))
+    memory_id: str = attrs.field(validator=check_id("memory_id"))
+    api_key_id: str = attrs.field(validator=_require_text("api_key_id", MAX_ID_CHARS))
+    event: HistoryEvent = attrs.field(converter=HistoryEvent)
+    actor: str = attrs.field(validator=_require_text("actor", MAX_ACTOR_CHARS))
+    at: datetime = attrs.field(factory=utcnow, converter=as_utc)
+    old_content: str | None = attrs.field(default=None, converter=_opt_text)
+    new_content: str | None = attrs.field(default=None, converter=_opt_text)
+    old_key: str | None = attrs.field(default=None, converter=_opt_text)
+    new_key: str | None = attrs.field(default=None, converter=_opt_text)
+    old_type: str | None = attrs.field(default=None, converter=_opt_text)
+    new_type: str | None = attrs.field(default=None, converter=_opt_text)
+
+    @classmethod
+    def of_change(cls, before: Memory | None, after: Memory | None, *, actor: str,
+                  event: HistoryEvent | str | None = None, at: datetime | None = None) -> HistoryEntry | None:
+        """The entry for ``before`` becoming ``after`` (``None``: did not exist / no longer exists), or ``None``
+        when nothing a reader would see changed (content, key and type all the same). ``event`` defaults to
+        created / updated / deleted from which side is missing."""
+        memory = after if after is not None else before
+        if memory is None:
+            return None
+        if before is not None and after is not None and event is None and (
+                before.content, before.key, before.type) == (after.content, after.key, after.type):
+            return None
+        kind = HistoryEvent(event) if event is not None else (
+            HistoryEvent.CREATED if before is None else HistoryEvent.DELETED if after is None
+            else HistoryEvent.UPDATED)
+        key_changed = before is None or after is None or before.key != after.key
+        type_changed = before is None or after is None or before.type is not after.type
+        return cls(
+            memory_id=memory.id, api_key_id=memory.api_key_id, event=kind, actor=actor, at=at or utcnow(),
+            old_content=before.content if before is not None else None,
+            new_content=after.content if after is not None else None,
+            old_key=before.key if before is not None and key_changed else None,
+            new_key=after.key if after is not None and key_changed else None,
+            old_type=before.type.value if before is not None and type_changed else None,
+            new_type=after.type.value if after is not None and type_changed else None,
+        )

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
+from memroute.models import HistoryEntry, Memory
+
 if TYPE_CHECKING:
     from memroute.models import Provenance, SearchHit
 
@@ -19,6 +21,7 @@ __all__ = [
     "CacheStats",
     "ClearReport",
     "HealthReport",
+    "HistoryReport",
     "MaintenanceReport",
     "MemoryStats",
     "MemoryStatus",
@@ -67,6 +70,20 @@ class MaintenanceReport:
 
         data: dict[str, Any] = to_jsonable(self)
         return data
+
+
+@attrs.frozen(kw_only=True)
+class HistoryReport:
+    """The history of one memory of one tenant (``mem.history``): every recorded change, oldest first, and the
+    memory as it is now (``None`` once deleted: its history stays readable, see docs/pipeline.md, "History")."""
+
+    memory_id: str
+    api_key_id: str
+    current: Memory | None
+    entries: tuple[HistoryEntry, ...]
+    recorded: bool
+    """Whether this deployment keeps history (some backend declares ``capabilities.history``); without it
+    ``entries`` is always empty."""
 
 
 @attrs.frozen(kw_only=True)

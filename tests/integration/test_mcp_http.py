@@ -67,7 +67,7 @@ async def test_one_tenant_never_sees_or_touches_the_others_memories(memroute_ser
         found = await call(bob, "memory_search", query="Bluebird launches March")
         assert [m["id"] for m in found["memories"]] == [mine["id"]]
         assert [m["id"] for m in (await call(bob, "memory_list"))["memories"]] == [mine["id"]]
-        for tool, arguments in [("memory_get", {"id": secret["id"]}),
+        for tool, arguments in [("memory_get", {"id": secret["id"]}), ("memory_history", {"id": secret["id"]}),
                                 ("memory_update", {"id": secret["id"], "content": "cancelled"}),
                                 ("memory_delete", {"id": secret["id"]})]:
             # A guessed id of another tenant answers exactly like a missing one.
@@ -79,6 +79,8 @@ async def test_one_tenant_never_sees_or_touches_the_others_memories(memroute_ser
 
         kept = await call(alice, "memory_get", id=secret["id"])
         assert kept["content"] == "Project Bluebird launches in March"
+        history = await call(alice, "memory_history", id=secret["id"])  # bob's tries changed nothing
+        assert [(c["event"], c["actor"]) for c in history["changes"]] == [("created", "mcp")]
         assert (await call(alice, "memory_list"))["total"] == 1
     assert server.mem.get(secret["id"], api_key_id="tenant-a") is not None
 

@@ -251,6 +251,12 @@ class ExtractionSettings:
     extractors: tuple[str, ...] = ("regex",)
     mine_assistant: bool = False
     """Also mine the assistant's reply (off: "I always recommend…" in a reply is not a fact about the user)."""
+    consolidate: bool = True
+    """Consolidate each extracted fact against what the tenant holds (docs/pipeline.md, "Consolidation"): the
+    same key with other content is superseded; near-identical content under another key is updated in place."""
+    restate_similarity: float = attrs.field(default=0.85, validator=_range(0.0, 1.0))
+    """The cosine similarity (of the tenant's embedding vectors) from which a fact restates a memory of the same
+    type stored under another key. Only with an embedding source; without one, only the same key consolidates."""
     options: dict[str, dict[str, Any]] = attrs.field(factory=dict)
 
 
@@ -564,7 +570,7 @@ def _deep_merge(base: dict[str, Any], layer: Mapping[str, Any]) -> dict[str, Any
 _SECTION_RESERVED: Final = {
     "embedding": ("source", "static_enabled", "transformers_enabled", "cache_max", "cache_ttl_ms", "options"),
     "vectors": ("store", "quantization", "options"),
-    "extraction": ("extractors", "mine_assistant", "options"),
+    "extraction": ("extractors", "mine_assistant", "consolidate", "restate_similarity", "options"),
     "rerank": ("reranker", "candidates", "options"),
 }
 

@@ -26,6 +26,7 @@ from memroute.interfaces import ExtractedFact, Extractor
 from memroute.models import (
     Memory,
     MemoryType,
+    NewMemory,
     SearchHit,
     SearchQuery,
     SearchResult,
@@ -33,6 +34,7 @@ from memroute.models import (
     require_tenant,
     utcnow,
 )
+from memroute.pipeline import consolidate
 from memroute.pipeline.gate import memory_enabled, opted_out, session_from_headers
 from memroute.pipeline.inject import block_of, inject_block, memory_lines
 from memroute.pipeline.requests import ApiShape, assistant_text, extraction_text, query_text
@@ -129,7 +131,7 @@ def run_extractors(chain: Sequence[tuple[str, Extractor]], text: str, *, source:
             continue
         for fact in facts:
             if isinstance(fact, ExtractedFact) and fact.key not in merged:
-                merged[fact.key] = fact
+                merged[fact.key] = fact if fact.extractor is not None else attrs.evolve(fact, extractor=name)
     return list(merged.values())
 
 
@@ -176,20 +178,47 @@ class Conversation:
 
         A fact whose metadata names an ``opposite_key`` (the regex extractor sets it: ``aversion:python`` for
         ``preference:python``) supersedes that key's memory of the same owner: the old one is deleted through
-        the manager and its id kept in the new memory's ``metadata.supersedes``."""
+        the manager and its id kept in the new memory's ``metadata.supersedes``. With ``[extraction]
+        consolidate`` (the default), each fact is first consolidated with what the tenant holds
+        (:mod:`memroute.pipeline.consolidate`). Each change's history names the extractor
+        (``extractor:<name>``)."""
         api_key_id = require_tenant(api_key_id)
         session_id = require_session(session_id)
         stored = []
         for fact in facts:
             metadata = {"category": fact.category, **fact.metadata}
+            actor = f"extractor:{fact.extractor or 'unnamed'}"
             opposite = self._find_by_key(api_key_id, metadata.get("opposite_key"))
             if opposite is not None:
                 metadata["supersedes"] = [opposite.id]
-            stored.append(self.store.add(api_key_id=api_key_id, content=fact.content, key=fact.key,
-                                           type=fact.type, session_id=session_id, metadata=metadata))
+            stored.append(self._write_fact(api_key_id, key=fact.key, content=fact.content, type=fact.type,
+                                           session_id=session_id, metadata=metadata, actor=actor,
+                                           opposite_key=opposite.key if opposite is not None else None))
             if opposite is not None:
-                self.store.delete(opposite.id, api_key_id=api_key_id)
+                self.store.delete(opposite.id, api_key_id=api_key_id, actor=actor)
         return stored
+
+    def _write_fact(self, api_key_id: str, *, key: str, content: str, type: MemoryType, session_id: str | None,
+                    metadata: dict[str, Any], actor: str, opposite_key: str | None = None) -> Memory:
+        extraction = self.settings.extraction
+        if not extraction.consolidate:
+            return self.store.add(api_key_id=api_key_id, content=content, key=key, type=type,
+                                  session_id=session_id, metadata=metadata, actor=actor)
+        decision = consolidate.decide(self.store, api_key_id, key=key, content=content, type=type,
+                                      restate_similarity=extraction.restate_similarity, opposite_key=opposite_key)
+        return consolidate.write(self.store, api_key_id, decision, key=key, content=content, type=type,
+                                 session_id=session_id, metadata=metadata, actor=actor)
+
+    def consolidate(self, new: NewMemory, *, actor: str, explicit_key: bool) -> Memory:
+        """``add(..., consolidate=True)``: store ``new`` after consolidating it like an extracted fact. A key
+        the caller did not give (derived from the content) never makes a slot: only near-identical content
+        consolidates then."""
+        decision = consolidate.decide(self.store, new.api_key_id, key=new.key, content=new.content, type=new.type,
+                                      restate_similarity=self.settings.extraction.restate_similarity)
+        if decision.action == "supersede" and not explicit_key:
+            decision = consolidate.Decision(action="create")
+        return consolidate.write(self.store, new.api_key_id, decision, key=new.key, content=new.content,
+                                 type=new.type, session_id=new.session_id, metadata=new.metadata, actor=actor)
 
     def _find_by_key(self, api_key_id: str, key: object) -> Memory | None:
         if not isinstance(key, str) or not key.strip():
@@ -455,7 +484,7 @@ class Conversation:
         touched: set[str] = set()
         if not dry_run:
             for memory in doomed:
-                if self.store.delete(memory.id, api_key_id=memory.api_key_id):
+                if self.store.delete(memory.id, api_key_id=memory.api_key_id, actor="retention"):
                     deleted += 1
                     touched.add(memory.api_key_id)
             log.info("memroute prune: deleted %d memor%s of %d tenant%s (reasons: %s)", deleted,
@@ -524,8 +553,10 @@ class Conversation:
                 type=MemoryType.SEMANTIC, session_id=session_id,
                 metadata={"category": "summary", "replaces": ids, "summarized_count": len(ids),
                           "generated_at": now.isoformat(), "source": action, **extra},
+                actor="summarization",
             )
             summary_ids.append(summary.id)
             # The summary is stored first: a failure below leaves duplicates, never a loss.
-            deleted += sum(1 for memory_id in ids if self.store.delete(memory_id, api_key_id=api_key_id))
+            deleted += sum(1 for memory_id in ids
+                           if self.store.delete(memory_id, api_key_id=api_key_id, actor="summarization"))
         return attrs.evolve(report, deleted=deleted, summary_ids=tuple(summary_ids))

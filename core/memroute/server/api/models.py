@@ -30,6 +30,9 @@ class MemoryCreate:
     """The tenant; only an admin key may name another than its own."""
     metadata: dict[str, Any] = attrs.field(factory=dict)
     expires_at: datetime | None = None
+    consolidate: bool = False
+    """Update a memory this one restates, or supersede the memory with the same key, instead of adding a
+    second one (docs/pipeline.md, "Consolidation")."""
 
 
 @attrs.frozen(kw_only=True)
