@@ -188,8 +188,8 @@ def test_the_async_api_reads_history(tmp_path):
 
 
 def test_a_backend_without_history_says_so(tmp_path, plugin_manager, register_plugin):
-    from memroute.testing.memory import InMemoryBackend
     from memroute.specs import BackendSpec
+    from memroute.testing.memory import InMemoryBackend
 
     class _Plugin:
         @memroute.hookimpl
