@@ -324,10 +324,10 @@ class MemoryHistory(Protocol):
         """The entries of ``memory_id`` **of ``api_key_id``**, oldest first (another tenant's: none)."""
         ...
 
-    def purge_history(self, api_key_id: str | None, *, before: datetime,
-                      deleted_only: bool = True) -> int:
-        """Remove the entries of ``api_key_id`` (every tenant when ``None``) recorded before ``before``; with
-        ``deleted_only``, only those of memories that no longer exist. Returns how many were removed."""
+    def purge_history(self, api_key_id: str | None, *, before: datetime) -> int:
+        """Remove the whole history of each memory of ``api_key_id`` (every tenant when ``None``) that no longer
+        exists and whose last entry (its deletion) was recorded before ``before``; the history of a memory that
+        exists is never touched. Returns how many entries were removed."""
         ...
 
 

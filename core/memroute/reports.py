@@ -56,7 +56,9 @@ class MaintenanceReport:
     """For ``prune``: how many candidates each rule found (``retention``: past ``delete_after_days``,
     ``expired``, ``decay``)."""
     tenants: int = 0
-    """How many tenants own the candidates."""
+    """How many tenants own the candidates (a real run: whose memories were deleted)."""
+    history_purged: int = 0
+    """For ``prune``: history entries removed, of memories deleted more than ``delete_after_days`` ago."""
 
     _json_properties: ClassVar[tuple[str, ...]] = ("candidate_count",)
 

@@ -204,3 +204,26 @@ def test_a_backend_without_history_says_so(tmp_path, plugin_manager, register_pl
         report = plain.history(memory.id, api_key_id="alice")
         assert report.recorded is False and report.entries == () and report.current == memory
         assert plain.history(memory.id, api_key_id="bob") is None
+
+
+def test_prune_purges_the_history_of_long_deleted_memories_only_when_deletion_is_configured(tmp_path, monkeypatch):
+    data = str(tmp_path / "data")
+    with memroute.open(data_dir=data, manager={"health_interval_s": 0}) as mem:
+        gone = mem.add(api_key_id="alice", content="Old address")
+        kept = mem.add(api_key_id="alice", content="Allergic to peanuts")
+        theirs = mem.add(api_key_id="bob", content="Bob's old address")
+        mem.delete(gone.id, api_key_id="alice")
+        mem.delete(theirs.id, api_key_id="bob")
+        assert mem.prune_all().history_purged == 0  # deletion not configured: history kept
+        assert mem.history(gone.id, api_key_id="alice") is not None
+    # Two days later, with deletion after one day configured: the history of what was deleted goes too.
+    later = utcnow() + timedelta(days=2)
+    with memroute.open(data_dir=data, memory={"delete_after_days": 1}, manager={"health_interval_s": 0}) as mem:
+        assert mem.prune("alice", dry_run=True).history_purged == 0
+        # the clock of the purge only (two days on); the data and the deletion are real
+        monkeypatch.setattr("memroute.service.conversation.utcnow", lambda: later)
+        assert mem.prune("alice").history_purged == 2
+        monkeypatch.undo()
+        assert mem.history(gone.id, api_key_id="alice") is None
+        assert [e.event.value for e in mem.history(kept.id, api_key_id="alice").entries] == ["created"]
+        assert mem.history(theirs.id, api_key_id="bob") is not None  # another tenant's prune did not touch it

@@ -626,7 +626,7 @@ class MemoryManager:
             raise self._all_failed("history", errors)
         return sorted(found.values(), key=lambda e: e.at)
 
-    def purge_history(self, api_key_id: str | None, *, before: datetime, deleted_only: bool = True) -> int:
+    def purge_history(self, api_key_id: str | None, *, before: datetime) -> int:
         """:meth:`~memroute.interfaces.MemoryHistory.purge_history` on every backend that keeps history and
         answers; the number of entries removed (summed)."""
         self._ensure_open()
@@ -634,8 +634,7 @@ class MemoryManager:
         for backend in self._history_keepers():
             try:
                 removed += int(self._caller.call(backend, BackendCall(
-                    "purge_history", lambda b: _keeper(b).purge_history(api_key_id, before=before,
-                                                                        deleted_only=deleted_only))))
+                    "purge_history", lambda b: _keeper(b).purge_history(api_key_id, before=before))))
             except CLIENT_ERRORS:
                 raise
             except Exception as exc:

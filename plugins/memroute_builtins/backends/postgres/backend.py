@@ -535,8 +535,8 @@ class PostgresBackend(MemoryBackend):
             rows = conn.execute(self.history_sql.select, (api_key_id, memory_id)).fetchall()
         return [to_entry(row) for row in rows]
 
-    def purge_history(self, api_key_id: str | None, *, before: datetime, deleted_only: bool = True) -> int:
-        sql, params = self.history_sql.purge(api_key_id, before, deleted_only)
+    def purge_history(self, api_key_id: str | None, *, before: datetime) -> int:
+        sql, params = self.history_sql.purge(api_key_id, before)
         with self.db.transaction("purge history", tenant=api_key_id or ALL_TENANTS) as conn:
             return int(conn.execute(sql, params).rowcount)
 

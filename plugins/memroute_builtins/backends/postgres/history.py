@@ -25,19 +25,16 @@ class HistorySql:
                        "ON CONFLICT (api_key_id, id) DO NOTHING")
         self.select = (f"SELECT {_COLUMNS} FROM {table} WHERE api_key_id = %s AND memory_id = %s "
                        "ORDER BY at, seq")
-        self._purge = f"DELETE FROM {table} h WHERE h.at < %s"
-        self._purge_tenant = " AND h.api_key_id = %s"
-        self._purge_deleted = (f" AND NOT EXISTS (SELECT 1 FROM {memories} m WHERE m.api_key_id = h.api_key_id "
-                               "AND m.id = h.memory_id)")
+        self._purge = (f"DELETE FROM {table} WHERE (api_key_id, memory_id) IN ("
+                       f"SELECT h.api_key_id, h.memory_id FROM {table} h WHERE {{owner}} NOT EXISTS ("
+                       f"SELECT 1 FROM {memories} m WHERE m.api_key_id = h.api_key_id AND m.id = h.memory_id) "
+                       "GROUP BY h.api_key_id, h.memory_id HAVING max(h.at) < %s)")
 
-    def purge(self, api_key_id: str | None, before: datetime, deleted_only: bool) -> tuple[str, list[Any]]:
-        sql, params = self._purge, [before]
-        if api_key_id is not None:
-            sql += self._purge_tenant
-            params.append(api_key_id)
-        if deleted_only:
-            sql += self._purge_deleted
-        return sql, params
+    def purge(self, api_key_id: str | None, before: datetime) -> tuple[str, list[Any]]:
+        """The statement removing the history of deleted memories whose last entry is before ``before``."""
+        if api_key_id is None:
+            return self._purge.format(owner=""), [before]
+        return self._purge.format(owner="h.api_key_id = %s AND"), [api_key_id, before]
 
 
 def rows_of(entries: Sequence[HistoryEntry]) -> list[tuple[Any, ...]]:

@@ -902,9 +902,9 @@ class SqliteBackend(MemoryBackend):
         with self._errors("read history"):
             return history_sql.read(self._connection(), api_key_id, memory_id)
 
-    def purge_history(self, api_key_id: str | None, *, before: datetime, deleted_only: bool = True) -> int:
+    def purge_history(self, api_key_id: str | None, *, before: datetime) -> int:
         with self._write("purge history") as connection:
-            return history_sql.purge(connection, api_key_id, before, deleted_only)
+            return history_sql.purge(connection, api_key_id, before)
 
     def get_setting(self, key: str) -> str | None:
         rows = self._read("SELECT value FROM settings WHERE key = ?", (key,), "read a setting")

@@ -34,17 +34,16 @@ def read(connection: apsw.Connection, api_key_id: str, memory_id: str) -> list[H
     return [_entry(row) for row in connection.execute(_SELECT, (api_key_id, memory_id)).fetchall()]
 
 
-def purge(connection: apsw.Connection, api_key_id: str | None, before: datetime, deleted_only: bool) -> int:
-    """Remove entries recorded before ``before`` (of one tenant, or all); with ``deleted_only``, only those of
-    memories that no longer exist."""
-    where = ["at < ?"]
-    bindings: list[Any] = [format_ts(before)]
-    if api_key_id is not None:
-        where.append("api_key_id = ?")
-        bindings.append(api_key_id)
-    if deleted_only:
-        where.append("NOT EXISTS (SELECT 1 FROM memories m WHERE m.id = memory_history.memory_id)")
-    connection.execute(f"DELETE FROM memory_history WHERE {' AND '.join(where)}", bindings)
+def purge(connection: apsw.Connection, api_key_id: str | None, before: datetime) -> int:
+    """Remove the history of each memory (of one tenant, or all) that no longer exists and whose last entry was
+    recorded before ``before``."""
+    owner = "" if api_key_id is None else " AND h.api_key_id = ?"
+    bindings: list[Any] = [] if api_key_id is None else [api_key_id]
+    connection.execute(
+        "DELETE FROM memory_history WHERE (api_key_id, memory_id) IN ("
+        f"SELECT h.api_key_id, h.memory_id FROM memory_history h WHERE 1 = 1{owner} "
+        "AND NOT EXISTS (SELECT 1 FROM memories m WHERE m.id = h.memory_id AND m.api_key_id = h.api_key_id) "
+        "GROUP BY h.api_key_id, h.memory_id HAVING max(h.at) < ?)", [*bindings, format_ts(before)])
     return int(connection.changes())
 
 
