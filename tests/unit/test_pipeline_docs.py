@@ -27,3 +27,9 @@ def test_the_retention_example_configures_per_type_windows_and_deletion(tmp_path
     assert memory.window_days("factual") == 0 and memory.delete_after("factual") == 0
     assert memory.window_days("episodic") == 90 and memory.delete_after("episodic") == 365
     assert memory.search_windows() == (None, {"episodic": 90}) and memory.deletes_by_age
+
+
+def test_the_consolidation_example_runs():
+    blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(encoding="utf-8"), flags=re.S)
+    example = next(b for b in blocks if "consolidate=True" in b)
+    exec(compile(example, str(DOC), "exec"), {})

@@ -254,7 +254,7 @@ class ExtractionSettings:
     consolidate: bool = True
     """Consolidate each extracted fact against what the tenant holds (docs/pipeline.md, "Consolidation"): the
     same key with other content is superseded; near-identical content under another key is updated in place."""
-    restate_similarity: float = attrs.field(default=0.85, validator=_range(0.0, 1.0))
+    restate_similarity: float = attrs.field(default=0.8, validator=_range(0.0, 1.0))
     """The cosine similarity (of the tenant's embedding vectors) from which a fact restates a memory of the same
     type stored under another key. Only with an embedding source; without one, only the same key consolidates."""
     options: dict[str, dict[str, Any]] = attrs.field(factory=dict)

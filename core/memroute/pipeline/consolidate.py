@@ -7,7 +7,7 @@ Three outcomes, decided by :func:`decide`:
   in Berlin" after "Lives in Lisbon"): the memory takes the new content, and its history records
   ``superseded`` with the old content.
 - **restate**: no memory has the key, but one of the same type says nearly the same (cosine similarity of the
-  tenant's own embedding vectors at least ``[extraction] restate_similarity``, default 0.9): that memory is
+  tenant's own embedding vectors at least ``[extraction] restate_similarity``, default 0.8): that memory is
   updated in place (content, key and metadata of the new fact; history ``updated``) instead of a second one
   being stored ("I prefer TypeScript" next to ``TypeScript for everything``).
 - **create**: anything else (also the same key with the same content: the upsert leaves it as it was).
