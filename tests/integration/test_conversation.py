@@ -360,14 +360,16 @@ def test_prune_deletes_only_expired_memories_unless_deletion_is_configured(make_
     assert mem.search("ancient", api_key_id="alice").hits == ()  # hidden by the window, still stored
 
 
-def test_prune_deletes_per_type_ages_when_configured(make_service):
+def test_prune_deletes_per_type_ages_when_configured(make_service, caplog):
     mem = make_service(memory={"delete_after_days": 365, "types": {"episodic": {"delete_after_days": 30}}})
     old_fact = old_memory("alice", "a fact from 100 days ago", 100)
     old_turn = attrs.evolve(old_memory("alice", "a turn from 100 days ago", 100), type=MemoryType.EPISODIC)
     older_fact = old_memory("bob", "a fact from 400 days ago", 400)
     mem.import_memories([old_fact, old_turn, older_fact])
-    report = mem.prune_all()
+    with caplog.at_level(logging.INFO, logger="memroute.pipeline"):
+        report = mem.prune_all()
     assert report.deleted == 2 and report.tenants == 2 and report.reasons["retention"] == 2
+    assert "memroute prune: deleted 2 memories of 2 tenants" in caplog.text
     assert mem.get(old_fact.id, api_key_id="alice") is not None
     assert mem.get(old_turn.id, api_key_id="alice") is None and mem.get(older_fact.id, api_key_id="bob") is None
 
