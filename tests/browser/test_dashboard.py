@@ -360,12 +360,15 @@ def test_engine_reindex_progress_and_settings_save(ui: Any, server: MemrouteServ
     expect(ui.locator("#reindex-state")).to_have_text(re.compile(r"^done: \d+ indexed, 0 pending"))
 
     ui.get_by_label("Max tokens").fill("1234")
+    expect(ui.get_by_label("Delete after (days)")).to_have_value("0")  # never, by default
     ui.get_by_label("Retention (days)").fill("45")
+    ui.get_by_label("Delete after (days)").fill("400")
     ui.get_by_role("button", name="Save settings").click()
     ui.get_by_text("Settings saved.").wait_for()
     with api(server, server.admin) as client:
         settings = client.get("/api/settings/memory").json()
-    assert settings["maxTokens"] == 1234 and settings["retentionDays"] == 45
+        assert client.put("/api/settings/memory", json={"deleteAfterDays": None}).status_code == 200
+    assert settings["maxTokens"] == 1234 and settings["retentionDays"] == 45 and settings["deleteAfterDays"] == 400
     ui.get_by_label("Max tokens").fill("99999")  # out of range: refused in the form, and by the server
     assert ui.locator("#s-max-tokens").evaluate("input => input.validity.rangeOverflow") is True
     with api(server, server.admin) as client:

@@ -414,6 +414,7 @@ async function loadEngine() {
   $("s-enabled").checked = settings.enabled;
   $("s-max-tokens").value = settings.maxTokens;
   $("s-retention").value = settings.retentionDays;
+  $("s-delete-after").value = settings.deleteAfterDays;
   $("s-strategy").value = settings.strategy === "exact" ? "recent" : settings.strategy;
   showReindex(reindex);
 }
@@ -442,7 +443,9 @@ $("settings").addEventListener("submit", async (event) => {
   $("s-error").textContent = "";
   try {
     await api("PUT", "/api/settings/memory", { enabled: $("s-enabled").checked, maxTokens: Number($("s-max-tokens").value),
-                                                retentionDays: Number($("s-retention").value), strategy: $("s-strategy").value });
+                                                retentionDays: Number($("s-retention").value),
+                                                deleteAfterDays: Number($("s-delete-after").value),
+                                                strategy: $("s-strategy").value });
     flash("Settings saved.");
   } catch (error) {
     $("s-error").textContent = [error.message, ...error.details.map((d) => `${d.field}: ${d.message}`)].join(" · ");
