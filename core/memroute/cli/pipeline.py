@@ -171,7 +171,11 @@ def prune(ctx: click.Context, api_key: str | None, all_tenants: bool, dry_run: b
     report = mem.prune_all(dry_run=not apply) if api_key is None else mem.prune(api_key, dry_run=not apply)
     mem.flush()
     _report(report, as_json, "deleted")
-    if not apply and report.candidates and not as_json:
+    if as_json:
+        return
+    if not mem.memory_settings().deletes_by_age:
+        click.echo("deletion by age is off ([memory] delete_after_days = 0): only expired memories are candidates")
+    if not apply and report.candidates:
         click.echo("run again with --apply to delete them")
 
 
