@@ -41,6 +41,7 @@ __all__ = [
     "estimate_tokens",
     "new_memory_id",
     "require_actor",
+    "require_history_event",
     "require_id",
     "require_ids",
     "require_key",
@@ -789,6 +790,16 @@ class HistoryEvent(str, enum.Enum):
 MAX_ACTOR_CHARS: Final = 128
 
 
+def require_history_event(value: object) -> HistoryEvent:
+    """A :class:`HistoryEvent` from a member or its name, else :class:`ValidationError` naming ``history_event``."""
+    try:
+        return HistoryEvent(value)
+    except ValueError:
+        allowed = ", ".join(e.value for e in HistoryEvent)
+        raise ValidationError(f"history_event: expected one of {allowed}, got {value!r:.40}",
+                              [("history_event", "invalid")]) from None
+
+
 def require_actor(value: object) -> str:
     """A valid history ``actor``: who or what made a change (``api``, ``import``, ``summarization``,
     ``retention``, ``extractor:<name>``, or an application's own name), a non-empty string of at most 128
@@ -810,7 +821,7 @@ class HistoryEntry:
     id: str = attrs.field(factory=new_memory_id, validator=check_id("id"))
     memory_id: str = attrs.field(validator=check_id("memory_id"))
     api_key_id: str = attrs.field(validator=_require_text("api_key_id", MAX_ID_CHARS))
-    event: HistoryEvent = attrs.field(converter=HistoryEvent)
+    event: HistoryEvent = attrs.field(converter=require_history_event)
     actor: str = attrs.field(validator=_require_text("actor", MAX_ACTOR_CHARS))
     at: datetime = attrs.field(factory=utcnow, converter=as_utc)
     old_content: str | None = attrs.field(default=None, converter=_opt_text)
@@ -832,7 +843,7 @@ class HistoryEntry:
         if before is not None and after is not None and event is None and (
                 before.content, before.key, before.type) == (after.content, after.key, after.type):
             return None
-        kind = HistoryEvent(event) if event is not None else (
+        kind = require_history_event(event) if event is not None else (
             HistoryEvent.CREATED if before is None else HistoryEvent.DELETED if after is None
             else HistoryEvent.UPDATED)
         key_changed = before is None or after is None or before.key != after.key

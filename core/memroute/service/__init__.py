@@ -42,6 +42,7 @@ from memroute.models import (
     SearchResult,
     check_storable,
     require_actor,
+    require_history_event,
     require_key,
     require_memory_id,
     require_session,
@@ -242,7 +243,7 @@ class Memroute(DeploymentMethods, ConversationMethods, HistoryMethods):
         Concurrent adds (from threads, or :meth:`submit_add`) are written together, one transaction for all
         of them (:mod:`memroute.deployment.group_commit`); each caller still gets its own memory or its own error."""
         new = self._new_memory(api_key_id, content, key, type, session_id, metadata, expires_at)
-        event = None if history_event is None else _history_event(history_event)
+        event = None if history_event is None else require_history_event(history_event)
         if consolidate:
             return self._conversation.consolidate(new, actor=require_actor(actor), explicit_key=key is not None)
         return self._adds.call(_PendingAdd(new, require_actor(actor), event))
@@ -264,7 +265,7 @@ class Memroute(DeploymentMethods, ConversationMethods, HistoryMethods):
         :class:`~memroute.errors.ValidationError` here, before anything is queued), the write goes with the
         next batch, and the returned future resolves to the stored memory, or to the error the add met.
         ``await asyncio.wrap_future(mem.submit_add(...))`` costs the loop no thread hop of its own."""
-        event = None if history_event is None else _history_event(history_event)
+        event = None if history_event is None else require_history_event(history_event)
         return self._adds.submit(_PendingAdd(
             self._new_memory(api_key_id, content, key, type, session_id, metadata, expires_at),
             require_actor(actor), event))
@@ -341,7 +342,7 @@ class Memroute(DeploymentMethods, ConversationMethods, HistoryMethods):
         memory_id = require_memory_id(memory_id)
         tenant = require_tenant(api_key_id)
         actor = require_actor(actor)
-        event = None if history_event is None else _history_event(history_event)
+        event = None if history_event is None else require_history_event(history_event)
         unknown = sorted(set(changes) - set(_PATCHABLE))
         if unknown:
             raise ValidationError(
@@ -557,14 +558,6 @@ def state_dir_for(data_dir: Path, primary: MemoryBackend) -> Path:
             "writable directory", [("data_dir", "not writable")]
         ) from exc
     return path
-
-
-def _history_event(value: object) -> HistoryEvent:
-    try:
-        return HistoryEvent(value)
-    except ValueError:
-        allowed = ", ".join(e.value for e in HistoryEvent)
-        raise ValidationError(f"history_event: expected one of {allowed}", [("history_event", "invalid")]) from None
 
 
 def _check_range(name: str, value: object, low: int, high: int) -> int:
