@@ -75,6 +75,19 @@ def test_only_one_process_runs_a_due_job(tmp_path):
         assert second.last_runs()["prune"]["ok"] is True
 
 
+def test_no_job_runs_at_start_up_by_default(tmp_path):
+    settings = ServerSettings()  # maintenance_first_delay_s: an hour
+    with memroute.open(data_dir=str(tmp_path / "d"), embedding={"source": "none"}) as mem:
+        expired = mem.add(api_key_id="tenant-a", content="expired already", expires_at="2020-01-01T00:00:00Z")
+        scheduler = Maintenance(mem, settings)
+        assert scheduler.jobs() == {"prune": 3600.0}
+        assert scheduler.run_if_due("prune", 3600) is False  # never run: yet not before the first delay
+        assert scheduler.last_runs()["prune"]["ran_at"] is None
+        assert mem.get(expired.id, api_key_id="tenant-a") is not None
+        soon = Maintenance(mem, ServerSettings(maintenance_first_delay_s=0))
+        assert soon.run_if_due("prune", 3600) is True and mem.get(expired.id, api_key_id="tenant-a") is None
+
+
 def test_the_decay_sweep_is_scheduled_only_when_enabled(tmp_path):
     settings = ServerSettings(maintenance_interval_s=0)
     with memroute.open(data_dir=str(tmp_path / "d")) as mem:
