@@ -195,6 +195,23 @@ def test_consolidate_from_the_editor_and_the_history_shows_what_it_said(ui: Any,
     expect(history.locator("li").nth(1)).to_contain_text("now: Lives in Berlin")
     ui.get_by_role("button", name="Cancel").click()
 
+    # a restatement under another key updates the memory that says it
+    with api(server, server.tenant_a) as a:
+        engineer = a.post("/api/memory", json={"content": "Works as a data engineer at Acme"}).json()["memory"]
+    ui.get_by_role("button", name="Add memory").click()
+    ui.get_by_label("Content").fill("Works at Acme as a data engineer")
+    ui.get_by_label("Update a memory this one restates").check()
+    ui.get_by_role("button", name="Save").click()
+    ui.get_by_text("Memory added.").wait_for()
+    ui.get_by_label("Search").fill("data engineer")
+    ui.get_by_role("button", name="Apply").click()
+    restated = rows(ui).filter(has_text="data engineer")
+    expect(restated).to_have_count(1)
+    restated.get_by_role("button").click()
+    expect(ui.locator("#editor-id")).to_contain_text(engineer["id"])
+    expect(history.locator("li").nth(1)).to_contain_text("was: Works as a data engineer at Acme")
+    ui.get_by_role("button", name="Cancel").click()
+
     pick_tenant(ui, TENANT_B)  # tenant B's memory with the same key: untouched, its own history only
     ui.get_by_label("Search").fill("Porto")
     ui.get_by_role("button", name="Apply").click()
