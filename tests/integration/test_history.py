@@ -227,3 +227,15 @@ def test_prune_purges_the_history_of_long_deleted_memories_only_when_deletion_is
         assert mem.history(gone.id, api_key_id="alice") is None
         assert [e.event.value for e in mem.history(kept.id, api_key_id="alice").entries] == ["created"]
         assert mem.history(theirs.id, api_key_id="bob") is not None  # another tenant's prune did not touch it
+
+
+def test_a_failing_search_never_costs_the_fact(mem, monkeypatch, caplog):
+    from memroute.errors import BackendUnavailableError
+
+    def broken(*_args, **_kwargs):
+        raise BackendUnavailableError("the vector store is down")
+
+    monkeypatch.setattr(mem, "search", broken)  # the one part that fails here: the store itself stays real
+    [stored] = mem.observe(_chat("I live in Lisbon."), api_key_id="alice", wait=True)
+    assert stored.content == "Lives in Lisbon" and "consolidation could not search" in caplog.text
+    assert mem.list(api_key_id="bob").total == 0

@@ -18,18 +18,22 @@ replication and history follow every change.
 
 from __future__ import annotations
 
+import logging
 import unicodedata
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
+from memroute.errors import MemrouteError
 from memroute.models import HistoryEvent, Memory, MemoryType
 
 if TYPE_CHECKING:
     from memroute.pipeline.ports import MemoryStore
 
 __all__ = ["Decision", "decide", "write"]
+
+log = logging.getLogger("memroute.pipeline")
 
 CANDIDATES = 5
 """How many of the tenant's nearest memories a fact is compared with."""
@@ -59,8 +63,12 @@ def decide(store: MemoryStore, api_key_id: str, *, key: str, content: str, type:
     if existing is not None:
         return Decision(action="create") if same_text(existing.content, content) else \
             Decision(action="supersede", target=existing)
-    result = store.search(content, api_key_id=api_key_id, strategy="semantic", limit=CANDIDATES,
-                          record_access=False, type=type)
+    try:
+        result = store.search(content, api_key_id=api_key_id, strategy="semantic", limit=CANDIDATES,
+                              record_access=False, type=type)
+    except MemrouteError as exc:  # a failing search must not cost the fact: it is stored as a new memory
+        log.warning("memroute: consolidation could not search (%s); the fact is stored as new", exc)
+        return Decision(action="create")
     for hit in result.hits:
         cosine = hit.leg_scores.get("vector")
         if cosine is None or hit.memory.key in (key, opposite_key):
