@@ -9,13 +9,17 @@ stored first, and a history entry that cannot be stored is logged, never a reaso
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Sequence
 
+from memroute.errors import MemrouteError
 from memroute.models import HistoryEntry, HistoryEvent, Memory, require_memory_id, require_tenant
 from memroute.reports import HistoryReport
 from memroute.service.base import ServiceBase
 
 __all__ = ["HistoryMethods"]
+
+log = logging.getLogger("memroute.service")
 
 
 class HistoryMethods(ServiceBase):
@@ -57,8 +61,12 @@ class HistoryMethods(ServiceBase):
         if not self._manager.keeps_history:
             return {}
         priors: dict[tuple[str, str], Memory | None] = {}
-        for tenant, key in wanted:
-            if (tenant, key) not in priors:
-                found = self._manager.get_by_key(tenant, key)
-                priors[(tenant, key)] = found if found is not None and found.api_key_id == tenant else None
+        try:
+            for tenant, key in wanted:
+                if (tenant, key) not in priors:
+                    found = self._manager.get_by_key(tenant, key)
+                    priors[(tenant, key)] = found if found is not None and found.api_key_id == tenant else None
+        except MemrouteError as exc:  # the write goes on; only its history is lost (and said so)
+            log.warning("memroute: reading memories before a write failed (%s); its history is not recorded", exc)
+            return {}
         return priors
