@@ -239,3 +239,21 @@ def test_a_failing_search_never_costs_the_fact(mem, monkeypatch, caplog):
     [stored] = mem.observe(_chat("I live in Lisbon."), api_key_id="alice", wait=True)
     assert stored.content == "Lives in Lisbon" and "consolidation could not search" in caplog.text
     assert mem.list(api_key_id="bob").total == 0
+
+
+def test_a_history_store_that_fails_never_fails_the_write(tmp_path, plugin_manager, register_plugin, caplog):
+    from tests.servers.faulty_sqlite import FaultySqlitePlugin
+
+    faulty = FaultySqlitePlugin()
+    register_plugin(faulty, name="faulty-sqlite")
+    config = {"data_dir": str(tmp_path / "d"), "embedding": {"source": "none"}, "manager": {"health_interval_s": 0},
+              "backends": {"primary": "main", "main": {"type": "faulty-sqlite", "path": str(tmp_path / "m.db")}}}
+    with Memroute.open(config, plugins=plugin_manager) as mem:
+        faulty.instances["main"].fail("append_history")
+        memory = mem.add(api_key_id="alice", content="Stored although its history is not")
+        assert mem.get(memory.id, api_key_id="alice") is not None
+        assert "history entry not recorded" in caplog.text
+        faulty.instances["main"].recover()
+        mem.update(memory.id, api_key_id="alice", content="Edited later")
+        assert [e.event.value for e in mem.history(memory.id, api_key_id="alice").entries] == ["updated"]
+        assert mem.history(memory.id, api_key_id="bob") is None

@@ -589,8 +589,11 @@ class MemoryManager:
         errors = []
         for backend in self._history_keepers():
             try:
+                # Bookkeeping, like access telemetry: only while the breaker is closed (a backend that is down
+                # is skipped for the next keeper), and a failure never opens the breaker a real write depends on.
                 # Not a tracked write: an entry landing late is harmless (idempotent by id, ordered by time).
-                self._caller.call(backend, BackendCall("append_history", lambda b: _keeper(b).append_history(batch)))
+                self._caller.call(backend, BackendCall("append_history", lambda b: _keeper(b).append_history(batch),
+                                                       telemetry=True))
                 return True
             except Exception as exc:
                 errors.append(f"{backend.name}: {exc}")
