@@ -191,6 +191,7 @@ class AsyncMemroute:
     # --- forwarded: CRUD, search, maintenance, operations, conversation pipeline ---------------------
     add = _forward(Memroute.add)
     get = _forward(Memroute.get)
+    history = _forward(Memroute.history)
     update = _forward(Memroute.update)
     delete = _forward(Memroute.delete)
     list = _forward(Memroute.list)

@@ -19,6 +19,7 @@ from memroute.errors import ConflictError, MemrouteError, ValidationError
 from memroute.models import (
     BackendHit,
     HealthResult,
+    HistoryEntry,
     ListFilter,
     ListPage,
     Memory,
@@ -47,6 +48,7 @@ __all__ = [
     "ObservedTurn",
     "TenantMemories",
     "MemoryBackend",
+    "MemoryHistory",
     "ReindexMarkers",
     "TenantRoutedDeletes",
     "TenantRouting",
@@ -115,6 +117,10 @@ class BackendCapabilities:
     stores none of the batch), per item for an item's own error (returned in its place, the others stored).
     The service's group commit (:mod:`memroute.deployment.group_commit`) then writes concurrent adds in one call; a
     backend without it gets them one ``create`` at a time."""
+    history: bool = False
+    """The backend implements :class:`MemoryHistory`: it keeps the history of every memory's changes (the
+    service records each change through the manager, on the first backend that keeps history; reads merge every
+    backend that keeps it). A backend without it keeps none, and ``history`` reads say so."""
 
 
 class MemoryBackend(abc.ABC):
@@ -312,6 +318,26 @@ class TenantRoutedDeletes(Protocol):
     def delete_owned(self, api_key_id: str, memory_ids: Sequence[str]) -> None: ...
 
 
+@runtime_checkable
+class MemoryHistory(Protocol):
+    """What a backend declaring ``capabilities.history`` implements: an append-only log of history entries per
+    memory, kept after the memory is deleted, readable only by the memory's tenant."""
+
+    def append_history(self, entries: Sequence[HistoryEntry]) -> None:
+        """Store ``entries`` (idempotent by entry id: appending an entry again changes nothing)."""
+        ...
+
+    def history(self, api_key_id: str, memory_id: str) -> builtins.list[HistoryEntry]:
+        """The entries of ``memory_id`` **of ``api_key_id``**, oldest first (another tenant's: none)."""
+        ...
+
+    def purge_history(self, api_key_id: str | None, *, before: datetime) -> int:
+        """Remove the whole history of each memory of ``api_key_id`` (every tenant when ``None``) that no longer
+        exists and whose last entry (its deletion) was recorded before ``before``; the history of a memory that
+        exists is never touched. Returns how many entries were removed."""
+        ...
+
+
 @attrs.frozen(kw_only=True)
 class MemoryAccess:
     """Accesses of one memory, coalesced: ``count`` accesses, the latest at ``at`` (aware UTC)."""
@@ -492,6 +518,9 @@ class ExtractedFact:
     type: MemoryType
     category: str
     metadata: dict[str, Any] = attrs.field(factory=dict, eq=False)
+    extractor: str | None = attrs.field(default=None, eq=False)
+    """The name of the extractor that found it (set by the pipeline when the extractor leaves it unset): the
+    actor of the history entry its memory gets (``extractor:<name>``)."""
 
 
 class Extractor(abc.ABC):

@@ -24,6 +24,8 @@ __all__ = [
     "UNSET",
     "BackendHit",
     "HealthResult",
+    "HistoryEntry",
+    "HistoryEvent",
     "ListFilter",
     "ListPage",
     "Memory",
@@ -38,6 +40,8 @@ __all__ = [
     "STRATEGY_ALIASES",
     "estimate_tokens",
     "new_memory_id",
+    "require_actor",
+    "require_history_event",
     "require_id",
     "require_ids",
     "require_key",
@@ -610,6 +614,17 @@ class ListPage:
 
 # --- search --------------------------------------------------------------------------------------------
 
+def _type_windows(value: Any) -> tuple[tuple[MemoryType, int], ...]:
+    pairs = value.items() if isinstance(value, Mapping) else value
+    windows = []
+    for kind, days in pairs:
+        if isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= 36_500:
+            raise ValidationError("type_windows: each window must be an integer in [1, 36500]",
+                                  [("type_windows", "range")])
+        windows.append((require_type(kind), days))
+    return tuple(sorted(windows, key=lambda pair: pair[0].value))
+
+
 @attrs.frozen(kw_only=True)
 class SearchQuery:
     """A search for one tenant. Every path applies the same filters: owner, expiry (at ``now``), the
@@ -621,18 +636,27 @@ class SearchQuery:
     limit: int = attrs.field(default=20, validator=_in_range("limit", 1, 1000))
     session_id: str | None = attrs.field(default=None, converter=_coerce_session, validator=_check_session)
     retention_days: int | None = attrs.field(
-        default=None, validator=attrs.validators.optional(_in_range("retention_days", 1, 3650))
+        default=None, validator=attrs.validators.optional(_in_range("retention_days", 1, 36_500))
     )
     now: datetime = attrs.field(factory=utcnow, converter=as_utc)
     type: MemoryType | None = attrs.field(default=None, converter=_opt_type)
     """Only memories of this type. Applied with the other filters, before the token budget is filled (the
     reference filtered after the budget walk, so a type-filtered search could come back short or empty)."""
+    type_windows: tuple[tuple[MemoryType, int], ...] = attrs.field(default=(), converter=_type_windows)
+    """Per-type retrieval windows narrower than ``retention_days`` (``[memory.types.<type>] retention_days``), as
+    ``(type, days)`` pairs (a mapping is accepted). Backends and vector stores filter on ``retention_days`` only;
+    the retrieval engine applies these through :meth:`admits` to every candidate of every leg."""
     _cutoff: datetime | None = attrs.field(init=False, eq=False, hash=False, repr=False)
+    _type_cutoffs: dict[MemoryType, datetime] = attrs.field(init=False, eq=False, hash=False, repr=False)
 
     @_cutoff.default
     def _retention_cutoff(self) -> datetime | None:
         # Computed once: every candidate of every leg is checked against it (see admits).
         return None if self.retention_days is None else self.now - timedelta(days=self.retention_days)
+
+    @_type_cutoffs.default
+    def _per_type_cutoffs(self) -> dict[MemoryType, datetime]:
+        return {kind: self.now - timedelta(days=days) for kind, days in self.type_windows}
 
     @property
     def created_after(self) -> datetime | None:
@@ -651,6 +675,10 @@ class SearchQuery:
         cutoff = self._cutoff
         if cutoff is not None and memory.created_at < cutoff:
             return False
+        if self._type_cutoffs:
+            typed = self._type_cutoffs.get(memory.type)
+            if typed is not None and memory.created_at < typed:
+                return False
         return self.session_id is None or memory.session_id == self.session_id
 
 
@@ -741,3 +769,91 @@ class HealthResult:
             return outcome
         details = dict(outcome) if isinstance(outcome, Mapping) else {}
         return cls(ok=True, latency_ms=(time.perf_counter() - started) * 1000, details=details)
+
+
+# --- history -------------------------------------------------------------------------------------------
+
+class HistoryEvent(str, enum.Enum):
+    """What happened to a memory."""
+
+    CREATED = "created"
+    UPDATED = "updated"
+    """Changed in place: an edit, or a restatement that consolidation folded into it."""
+    SUPERSEDED = "superseded"
+    """A newer statement about the same slot replaced what it said ("moved to Berlin" over "lives in Lisbon")."""
+    DELETED = "deleted"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+MAX_ACTOR_CHARS: Final = 128
+
+
+def require_history_event(value: object) -> HistoryEvent:
+    """A :class:`HistoryEvent` from a member or its name, else :class:`ValidationError` naming ``history_event``."""
+    try:
+        return HistoryEvent(value)
+    except ValueError:
+        allowed = ", ".join(e.value for e in HistoryEvent)
+        raise ValidationError(f"history_event: expected one of {allowed}, got {value!r:.40}",
+                              [("history_event", "invalid")]) from None
+
+
+def require_actor(value: object) -> str:
+    """A valid history ``actor``: who or what made a change (``api``, ``import``, ``summarization``,
+    ``retention``, ``extractor:<name>``, or an application's own name), a non-empty string of at most 128
+    characters."""
+    _require_text("actor", MAX_ACTOR_CHARS)(None, None, value)
+    return value  # type: ignore[return-value]
+
+
+def _opt_text(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+@attrs.frozen(kw_only=True)
+class HistoryEntry:
+    """One change of one memory: what happened, by which actor, when, and the content (key, type) before and
+    after. ``old_*`` are ``None`` for a creation, ``new_*`` for a deletion; ``old_key`` / ``new_key`` and
+    ``old_type`` / ``new_type`` are set only where they change (and on creation / deletion)."""
+
+    id: str = attrs.field(factory=new_memory_id, validator=check_id("id"))
+    memory_id: str = attrs.field(validator=check_id("memory_id"))
+    api_key_id: str = attrs.field(validator=_require_text("api_key_id", MAX_ID_CHARS))
+    event: HistoryEvent = attrs.field(converter=require_history_event)
+    actor: str = attrs.field(validator=_require_text("actor", MAX_ACTOR_CHARS))
+    at: datetime = attrs.field(factory=utcnow, converter=as_utc)
+    old_content: str | None = attrs.field(default=None, converter=_opt_text)
+    new_content: str | None = attrs.field(default=None, converter=_opt_text)
+    old_key: str | None = attrs.field(default=None, converter=_opt_text)
+    new_key: str | None = attrs.field(default=None, converter=_opt_text)
+    old_type: str | None = attrs.field(default=None, converter=_opt_text)
+    new_type: str | None = attrs.field(default=None, converter=_opt_text)
+
+    @classmethod
+    def of_change(cls, before: Memory | None, after: Memory | None, *, actor: str,
+                  event: HistoryEvent | str | None = None, at: datetime | None = None) -> HistoryEntry | None:
+        """The entry for ``before`` becoming ``after`` (``None``: did not exist / no longer exists), or ``None``
+        when nothing a reader would see changed (content, key and type all the same). ``event`` defaults to
+        created / updated / deleted from which side is missing."""
+        memory = after if after is not None else before
+        if memory is None:
+            return None
+        if before is not None and after is not None and event is None and (
+                before.content, before.key, before.type) == (after.content, after.key, after.type):
+            return None
+        kind = require_history_event(event) if event is not None else (
+            HistoryEvent.CREATED if before is None else HistoryEvent.DELETED if after is None
+            else HistoryEvent.UPDATED)
+        key_changed = before is None or after is None or before.key != after.key
+        type_changed = before is None or after is None or before.type is not after.type
+        return cls(
+            memory_id=memory.id, api_key_id=memory.api_key_id, event=kind, actor=actor, at=at or utcnow(),
+            old_content=before.content if before is not None else None,
+            new_content=after.content if after is not None else None,
+            old_key=before.key if before is not None and key_changed else None,
+            new_key=after.key if after is not None and key_changed else None,
+            old_type=before.type.value if before is not None and type_changed else None,
+            new_type=after.type.value if after is not None and type_changed else None,
+        )

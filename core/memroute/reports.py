@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
+from memroute.models import HistoryEntry, Memory
+
 if TYPE_CHECKING:
     from memroute.models import Provenance, SearchHit
 
@@ -19,6 +21,7 @@ __all__ = [
     "CacheStats",
     "ClearReport",
     "HealthReport",
+    "HistoryReport",
     "MaintenanceReport",
     "MemoryStats",
     "MemoryStatus",
@@ -50,7 +53,12 @@ class MaintenanceReport:
     summary_ids: tuple[str, ...] = ()
     summary_preview: str = ""
     reasons: dict[str, int] = attrs.field(factory=dict)
-    """For ``prune``: how many candidates each rule found (``retention``, ``expired``, ``decay``)."""
+    """For ``prune``: how many candidates each rule found (``retention``: past ``delete_after_days``,
+    ``expired``, ``decay``)."""
+    tenants: int = 0
+    """How many tenants own the candidates (a real run: whose memories were deleted)."""
+    history_purged: int = 0
+    """For ``prune``: history entries removed, of memories deleted more than ``delete_after_days`` ago."""
 
     _json_properties: ClassVar[tuple[str, ...]] = ("candidate_count",)
 
@@ -64,6 +72,20 @@ class MaintenanceReport:
 
         data: dict[str, Any] = to_jsonable(self)
         return data
+
+
+@attrs.frozen(kw_only=True)
+class HistoryReport:
+    """The history of one memory of one tenant (``mem.history``): every recorded change, oldest first, and the
+    memory as it is now (``None`` once deleted: its history stays readable, see docs/pipeline.md, "History")."""
+
+    memory_id: str
+    api_key_id: str
+    current: Memory | None
+    entries: tuple[HistoryEntry, ...]
+    recorded: bool
+    """Whether this deployment keeps history (some backend declares ``capabilities.history``); without it
+    ``entries`` is always empty."""
 
 
 @attrs.frozen(kw_only=True)

@@ -171,6 +171,56 @@ def test_add_edit_delete_and_user_text_is_shown_as_text(ui: Any, server: Memrout
         assert all(m["key"] != "xss:probe" for m in client.get("/api/memory").json()["data"])
 
 
+def test_consolidate_from_the_editor_and_the_history_shows_what_it_said(ui: Any, server: MemrouteServer) -> None:
+    with api(server, server.tenant_a) as a, api(server, server.tenant_b) as b:
+        assert a.post("/api/memory", json={"content": "Lives in Lisbon", "key": "home:city"}).status_code == 201
+        assert b.post("/api/memory", json={"content": "Lives in Porto", "key": "home:city"}).status_code == 201
+    sign_in(ui, server.admin)
+    pick_tenant(ui, TENANT_A)
+    ui.get_by_role("button", name="Add memory").click()
+    ui.get_by_label("Content").fill("Lives in Berlin")
+    ui.get_by_label("Key", exact=True).fill("home:city")
+    ui.get_by_label("Update a memory this one restates").check()
+    ui.get_by_role("button", name="Save").click()
+    ui.get_by_text("Memory added.").wait_for()
+    row = rows(ui).filter(has_text="home:city")
+    expect(row).to_have_count(1)
+    assert row.locator("td").nth(2).inner_text() == "Lives in Berlin"
+    row.get_by_role("button").click()
+    history = ui.get_by_role("list", name="History")
+    expect(history.locator("li")).to_have_count(2)
+    expect(history.locator("li").nth(0)).to_contain_text("created · by api")
+    expect(history.locator("li").nth(1)).to_contain_text("superseded · by api")
+    expect(history.locator("li").nth(1)).to_contain_text("was: Lives in Lisbon")
+    expect(history.locator("li").nth(1)).to_contain_text("now: Lives in Berlin")
+    ui.get_by_role("button", name="Cancel").click()
+
+    # a restatement under another key updates the memory that says it
+    with api(server, server.tenant_a) as a:
+        engineer = a.post("/api/memory", json={"content": "Works as a data engineer at Acme"}).json()["memory"]
+    ui.get_by_role("button", name="Add memory").click()
+    ui.get_by_label("Content").fill("Works at Acme as a data engineer")
+    ui.get_by_label("Update a memory this one restates").check()
+    ui.get_by_role("button", name="Save").click()
+    ui.get_by_text("Memory added.").wait_for()
+    ui.get_by_label("Search").fill("data engineer")
+    ui.get_by_role("button", name="Apply").click()
+    restated = rows(ui).filter(has_text="data engineer")
+    expect(restated).to_have_count(1)
+    restated.get_by_role("button").click()
+    expect(ui.locator("#editor-id")).to_contain_text(engineer["id"])
+    expect(history.locator("li").nth(1)).to_contain_text("was: Works as a data engineer at Acme")
+    ui.get_by_role("button", name="Cancel").click()
+
+    pick_tenant(ui, TENANT_B)  # tenant B's memory with the same key: untouched, its own history only
+    ui.get_by_label("Search").fill("Porto")
+    ui.get_by_role("button", name="Apply").click()
+    rows(ui).filter(has_text="home:city").get_by_role("button").click()
+    expect(history.locator("li")).to_have_count(1)
+    expect(history.locator("li").nth(0)).to_contain_text("now: Lives in Porto")
+    ui.get_by_role("button", name="Cancel").click()
+
+
 def test_search_filter_and_paging_past_the_first_page_with_true_totals(ui: Any, server: MemrouteServer) -> None:
     _, secret = server.create_key("pager", tenant="pager-tenant")
     seed(server, secret, 25, "paging")
@@ -328,12 +378,15 @@ def test_engine_reindex_progress_and_settings_save(ui: Any, server: MemrouteServ
     expect(ui.locator("#reindex-state")).to_have_text(re.compile(r"^done: \d+ indexed, 0 pending"))
 
     ui.get_by_label("Max tokens").fill("1234")
+    expect(ui.get_by_label("Delete after (days)")).to_have_value("0")  # never, by default
     ui.get_by_label("Retention (days)").fill("45")
+    ui.get_by_label("Delete after (days)").fill("400")
     ui.get_by_role("button", name="Save settings").click()
     ui.get_by_text("Settings saved.").wait_for()
     with api(server, server.admin) as client:
         settings = client.get("/api/settings/memory").json()
-    assert settings["maxTokens"] == 1234 and settings["retentionDays"] == 45
+        assert client.put("/api/settings/memory", json={"deleteAfterDays": None}).status_code == 200
+    assert settings["maxTokens"] == 1234 and settings["retentionDays"] == 45 and settings["deleteAfterDays"] == 400
     ui.get_by_label("Max tokens").fill("99999")  # out of range: refused in the form, and by the server
     assert ui.locator("#s-max-tokens").evaluate("input => input.validity.rangeOverflow") is True
     with api(server, server.admin) as client:

@@ -346,8 +346,51 @@ def _fields(memory: Memory) -> dict:
                                              "updated_at", "metadata", "expires_at")}
 
 
+def test_prune_deletes_only_expired_memories_unless_deletion_is_configured(make_service):
+    mem = make_service(memory={"retention_days": 30})  # a retrieval window: it hides, it never deletes
+    ancient = old_memory("alice", "ancient", 4000)
+    expired = Memory(**{**_fields(old_memory("alice", "expired", 1)), "expires_at": utcnow() - timedelta(hours=1)})
+    bob_ancient = old_memory("bob", "bob ancient", 400)
+    mem.import_memories([ancient, expired, bob_ancient])
+    report = mem.prune_all()
+    mem.flush()
+    assert report.reasons == {"retention": 0, "expired": 1, "decay": 0} and report.deleted == 1
+    assert report.tenants == 1
+    assert mem.get(ancient.id, api_key_id="alice") is not None and mem.get(bob_ancient.id, api_key_id="bob")
+    assert mem.search("ancient", api_key_id="alice").hits == ()  # hidden by the window, still stored
+
+
+def test_prune_deletes_per_type_ages_when_configured(make_service, caplog):
+    mem = make_service(memory={"delete_after_days": 365, "types": {"episodic": {"delete_after_days": 30}}})
+    old_fact = old_memory("alice", "a fact from 100 days ago", 100)
+    old_turn = attrs.evolve(old_memory("alice", "a turn from 100 days ago", 100), type=MemoryType.EPISODIC)
+    older_fact = old_memory("bob", "a fact from 400 days ago", 400)
+    mem.import_memories([old_fact, old_turn, older_fact])
+    with caplog.at_level(logging.INFO, logger="memroute.pipeline"):
+        report = mem.prune_all()
+    assert report.deleted == 2 and report.tenants == 2 and report.reasons["retention"] == 2
+    assert "memroute prune: deleted 2 memories of 2 tenants" in caplog.text
+    assert mem.get(old_fact.id, api_key_id="alice") is not None
+    assert mem.get(old_turn.id, api_key_id="alice") is None and mem.get(older_fact.id, api_key_id="bob") is None
+
+
+def test_retrieval_windows_apply_per_type(make_service):
+    mem = make_service(memory={"types": {"episodic": {"retention_days": 30}}})
+    old_fact = attrs.evolve(old_memory("alice", "peanut allergy noted", 700), key="f")
+    old_turn = attrs.evolve(old_memory("alice", "peanut talk at lunch", 60), type=MemoryType.EPISODIC, key="t")
+    new_turn = attrs.evolve(old_memory("alice", "peanut butter today", 2), type=MemoryType.EPISODIC, key="n")
+    mem.import_memories([old_fact, old_turn, new_turn])
+    mem.flush()
+    for strategy in ("exact", "hybrid", "semantic"):
+        found = {h.memory.id for h in mem.search("peanut", api_key_id="alice", strategy=strategy).hits}
+        assert old_turn.id not in found, strategy
+        if strategy != "semantic":
+            assert {old_fact.id, new_turn.id} <= found, strategy
+    assert mem.search("peanut", api_key_id="bob").hits == ()
+
+
 def test_prune_deletes_retention_and_expired_through_the_manager(make_service):
-    mem = make_service(memory={"retention_days": 30})
+    mem = make_service(memory={"delete_after_days": 30})
     ancient = old_memory("alice", "ancient", 40)
     expired = Memory(**{**_fields(old_memory("alice", "expired", 1)), "expires_at": utcnow() - timedelta(hours=1)})
     fresh = old_memory("alice", "fresh", 1)

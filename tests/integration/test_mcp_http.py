@@ -67,7 +67,7 @@ async def test_one_tenant_never_sees_or_touches_the_others_memories(memroute_ser
         found = await call(bob, "memory_search", query="Bluebird launches March")
         assert [m["id"] for m in found["memories"]] == [mine["id"]]
         assert [m["id"] for m in (await call(bob, "memory_list"))["memories"]] == [mine["id"]]
-        for tool, arguments in [("memory_get", {"id": secret["id"]}),
+        for tool, arguments in [("memory_get", {"id": secret["id"]}), ("memory_history", {"id": secret["id"]}),
                                 ("memory_update", {"id": secret["id"], "content": "cancelled"}),
                                 ("memory_delete", {"id": secret["id"]})]:
             # A guessed id of another tenant answers exactly like a missing one.
@@ -79,6 +79,8 @@ async def test_one_tenant_never_sees_or_touches_the_others_memories(memroute_ser
 
         kept = await call(alice, "memory_get", id=secret["id"])
         assert kept["content"] == "Project Bluebird launches in March"
+        history = await call(alice, "memory_history", id=secret["id"])  # bob's tries changed nothing
+        assert [(c["event"], c["actor"]) for c in history["changes"]] == [("created", "mcp")]
         assert (await call(alice, "memory_list"))["total"] == 1
     assert server.mem.get(secret["id"], api_key_id="tenant-a") is not None
 
@@ -167,3 +169,20 @@ async def test_a_stateful_session_acts_for_its_key_and_dies_with_it(memroute_ser
         with pytest.raises(MCPError):  # the 401 answers the revoked key's next request
             await alice.call_tool("memory_list", {})
         assert (await call(bob, "memory_list"))["total"] == 0  # the other session is unaffected
+
+
+async def test_consolidation_restates_and_supersedes_over_http_per_tenant(memroute_server):
+    server = memroute_server
+    async with mcp_client(server, server.tenant_a) as alice, mcp_client(server, server.tenant_b) as bob:
+        engineer = (await call(alice, "memory_add", content="Works as a data engineer at Acme"))["memory"]
+        theirs = (await call(bob, "memory_add", content="Works as a data engineer at Acme"))["memory"]
+        restated = await call(alice, "memory_add", content="Works at Acme as a data engineer", consolidate=True)
+        assert restated["memory"]["id"] == engineer["id"] and restated["created"] is False
+        unrelated = await call(alice, "memory_add", content="Has two cats named Mochi and Tofu", consolidate=True)
+        assert unrelated["memory"]["id"] != engineer["id"]
+        history = await call(alice, "memory_history", id=engineer["id"])
+        assert [(c["event"], c["old_content"]) for c in history["changes"]] == [
+            ("created", None), ("updated", "Works as a data engineer at Acme")]
+        bob_history = await call(bob, "memory_history", id=theirs["id"])
+        assert [c["event"] for c in bob_history["changes"]] == ["created"]
+        assert bob_history["current"]["content"] == "Works as a data engineer at Acme"

@@ -26,6 +26,8 @@ _DOWNGRADE = """
     ALTER TABLE {s}.memories ADD CONSTRAINT memories_pkey PRIMARY KEY (id);
     DROP INDEX {s}.memories_id;
     DELETE FROM {s}.schema_migrations WHERE version = 3;
+    DROP TABLE {s}.memory_history;
+    DELETE FROM {s}.schema_migrations WHERE version = 4;
     ALTER TABLE {s}.memory_vectors DROP CONSTRAINT memory_vectors_pkey;
     ALTER TABLE {s}.memory_vectors ADD CONSTRAINT memory_vectors_pkey PRIMARY KEY (memory_id);
     DROP INDEX {s}.memory_vectors_memory_id;
@@ -91,7 +93,7 @@ def test_a_version_2_database_migrates_keeping_every_memory_and_vector(
             assert _keys(conn, schema) == {"memories": ["api_key_id", "id"],
                                            "memory_vectors": ["api_key_id", "memory_id"]}
             versions = conn.execute(f'SELECT version FROM "{schema}".schema_migrations ORDER BY version').fetchall()
-            assert versions == [(1,), (2,), (3,)]
+            assert versions == [(1,), (2,), (3,), (4,)]  # 4: the memory history table
             assert _snapshot(conn, schema) == before, "the upgrade changed a row (or a vector)"
         primary = next(b for b in mem._manager.backends if isinstance(b, PostgresBackend))
         assert primary.count_pending_reindex() == 0, "the upgrade must not queue memories for re-embedding"

@@ -212,7 +212,7 @@ def test_settings_routes(clients):
     changed = admin.put("/api/settings/memory", json={"maxTokens": 10, "strategy": "semantic"}).json()
     assert changed["maxTokens"] == 10 and set(changed["overrides"]) == {"maxTokens", "strategy"}
     assert a.get("/api/settings/memory").json()["strategy"] == "semantic"
-    for bad in ({"maxTokens": 16001}, {"retentionDays": 0}, {"strategy": "psychic"}, {"primaryBackend": "x"},
+    for bad in ({"maxTokens": 16001}, {"retentionDays": -1}, {"strategy": "psychic"}, {"primaryBackend": "x"},
                 {"enabled": "yes"}):
         _error(admin.put("/api/settings/memory", json=bad), 422)
     assert admin.get("/api/settings/qdrant").json()["enabled"] is False  # no qdrant store configured

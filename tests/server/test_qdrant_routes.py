@@ -18,7 +18,8 @@ OLD_ID = "5d0c8a4e-0d7f-4e8e-8f0a-1b2c3d4e5f60"
 @pytest.fixture(scope="module")
 def qdrant_server(tmp_path_factory):
     root = tmp_path_factory.mktemp("qdrant-routes")
-    config = {"vectors": {"store": "qdrant", "options": {"qdrant": {"path": str(root / "qdrant")}}}}
+    config = {"vectors": {"store": "qdrant", "options": {"qdrant": {"path": str(root / "qdrant")}}},
+              "memory": {"delete_after_days": 30}}
     with MemrouteServer(root, config=config) as server:
         yield server
 
@@ -98,7 +99,7 @@ def test_cleanup_deletes_memories_with_their_points_and_counts_for_real(qdrant_s
         b_points = len(qdrant_server.mem._retrieval.vector_store.ids("tenant-b"))
 
         dry = a.post("/api/settings/qdrant/cleanup", json={"dryRun": True}).json()
-        assert dry["candidates"] == [OLD_ID] and dry["deletedCount"] == 0 and dry["retentionDays"] == 30
+        assert dry["candidates"] == [OLD_ID] and dry["deletedCount"] == 0 and dry["retentionDays"] == 0
         done = a.post("/api/settings/qdrant/cleanup", json={}).json()
         assert done["deletedCount"] == 1 and done["reasons"]["retention"] == 1
         qdrant_server.mem.flush(timeout=30)

@@ -79,7 +79,7 @@ def test_settings_set_over_rest_drive_search_preview_augment_and_the_proxy(tmp_p
             client.close()
 
 
-def test_retention_days_set_at_run_time_filter_search_and_drive_prune(memroute_server):
+def test_retention_days_set_at_run_time_filter_search_and_delete_after_days_drives_prune(memroute_server):
     a, admin = memroute_server.client(memroute_server.tenant_a), memroute_server.client(memroute_server.admin)
     imported = a.post("/api/memory/import", content=_old_memory_line("tenant-a", days=100),
                       headers={"content-type": "application/x-ndjson"})
@@ -88,12 +88,14 @@ def test_retention_days_set_at_run_time_filter_search_and_drive_prune(memroute_s
     def found() -> list[str]:
         return [h["memory"]["key"] for h in a.post("/api/memory/search", json={"query": "oolong tea"}).json()["hits"]]
 
-    assert found() == []  # 100 days old, [memory] retention_days = 30
-    assert admin.put("/api/settings/memory", json={"retentionDays": 365}).status_code == 200
-    assert found() == ["preference:old-tea"]
-    assert memroute_server.mem.prune("tenant-a", dry_run=True).candidates == ()
+    assert found() == ["preference:old-tea"]  # 100 days old: no retrieval window by default
     assert admin.put("/api/settings/memory", json={"retentionDays": 60}).status_code == 200
     assert found() == []
+    assert memroute_server.mem.prune("tenant-a", dry_run=True).candidates == ()  # a window never deletes
+    assert admin.put("/api/settings/memory", json={"retentionDays": 0}).status_code == 200
+    assert found() == ["preference:old-tea"]
+    assert admin.put("/api/settings/memory", json={"deleteAfterDays": 60}).status_code == 200
+    assert admin.get("/api/settings/memory").json()["deleteAfterDays"] == 60
     assert len(memroute_server.mem.prune("tenant-a", dry_run=True).candidates) == 1
     a.close()
     admin.close()
@@ -101,9 +103,10 @@ def test_retention_days_set_at_run_time_filter_search_and_drive_prune(memroute_s
 
 @pytest.mark.parametrize("bad, field", [
     ({"maxTokens": 16001}, "maxTokens"), ({"maxTokens": -1}, "maxTokens"), ({"maxTokens": 1.5}, "maxTokens"),
-    ({"retentionDays": 0}, "retentionDays"), ({"strategy": "psychic"}, "strategy"),
+    ({"retentionDays": -1}, "retentionDays"), ({"strategy": "psychic"}, "strategy"),
+    ({"deleteAfterDays": 36_501}, "deleteAfterDays"),
     ({"enabled": "yes"}, "enabled"), ({"maxTokens": "300"}, "maxTokens"), ({"vectorStore": "qdrant"}, "vectorStore"),
-    ({"maxTokens": 500, "retentionDays": 0}, "retentionDays"),  # one bad field: the good one is not stored either
+    ({"maxTokens": 500, "retentionDays": -1}, "retentionDays"),  # one bad field: the good one is not stored either
 ])
 def test_bad_values_are_422_with_the_field_and_store_nothing(memroute_server, bad, field):
     admin = memroute_server.client(memroute_server.admin)

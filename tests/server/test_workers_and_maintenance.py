@@ -47,7 +47,7 @@ def test_two_worker_processes_share_keys_settings_and_memories(tmp_path):
 
 
 def test_scheduled_prune_runs_and_engine_status_shows_it(tmp_path):
-    config = {"server": {"maintenance_interval_s": 0.2}}
+    config = {"server": {"maintenance_interval_s": 0.2, "maintenance_first_delay_s": 0}}
     with MemrouteServer(tmp_path, config=config) as server, server.client(server.tenant_a) as a:
         expired = server.mem.add(api_key_id="tenant-a", content="stale", key="stale",
                                  expires_at=utcnow() + timedelta(milliseconds=200))
@@ -65,7 +65,7 @@ def test_scheduled_prune_runs_and_engine_status_shows_it(tmp_path):
 
 
 def test_only_one_process_runs_a_due_job(tmp_path):
-    settings = ServerSettings(maintenance_interval_s=3600)
+    settings = ServerSettings(maintenance_interval_s=3600, maintenance_first_delay_s=0)
     with memroute.open(data_dir=str(tmp_path / "d")) as one, memroute.open(data_dir=str(tmp_path / "d")) as two:
         first, second = Maintenance(one, settings), Maintenance(two, settings)
         with ThreadPoolExecutor(2) as pool:
@@ -73,6 +73,19 @@ def test_only_one_process_runs_a_due_job(tmp_path):
         assert sorted(ran) == [False, True]
         assert not first.run_if_due("prune", 3600) and not second.run_if_due("prune", 3600)  # not due again
         assert second.last_runs()["prune"]["ok"] is True
+
+
+def test_no_job_runs_at_start_up_by_default(tmp_path):
+    settings = ServerSettings()  # maintenance_first_delay_s: an hour
+    with memroute.open(data_dir=str(tmp_path / "d"), embedding={"source": "none"}) as mem:
+        expired = mem.add(api_key_id="tenant-a", content="expired already", expires_at="2020-01-01T00:00:00Z")
+        scheduler = Maintenance(mem, settings)
+        assert scheduler.jobs() == {"prune": 3600.0}
+        assert scheduler.run_if_due("prune", 3600) is False  # never run: yet not before the first delay
+        assert scheduler.last_runs()["prune"]["ran_at"] is None
+        assert mem.get(expired.id, api_key_id="tenant-a") is not None
+        soon = Maintenance(mem, ServerSettings(maintenance_first_delay_s=0))
+        assert soon.run_if_due("prune", 3600) is True and mem.get(expired.id, api_key_id="tenant-a") is None
 
 
 def test_the_decay_sweep_is_scheduled_only_when_enabled(tmp_path):

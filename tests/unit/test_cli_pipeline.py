@@ -167,17 +167,29 @@ def test_compact_dry_run_by_default(run, tmp_path):
     assert len(export(run, "alice")) == 4
 
 
-def test_prune_dry_run_and_real(run, tmp_path):
+def test_prune_with_default_settings_deletes_nothing_however_old(run, tmp_path):
+    ids = import_old(run, tmp_path, [("alice", "allergic to peanuts", 800), ("bob", "bob ancient", 3000)])
+    code, out, _ = run("prune", "--all-tenants", "--apply")
+    assert code == 0 and out.startswith("0 memories deleted") and "deletion by age is off" in out
+    assert [m["id"] for m in export(run, "alice")] == [ids[0]] and [m["id"] for m in export(run, "bob")] == [ids[1]]
+
+
+def test_prune_shows_a_dry_run_unless_applied(run, tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMROUTE_DELETE_AFTER_DAYS", "30")  # deletion configured by the operator
     ids = import_old(run, tmp_path, [("alice", "ancient", 40), ("alice", "fresh", 1), ("bob", "bob ancient", 40)])
+    code, out, _ = run("prune", "--api-key", "alice")
+    assert code == 0 and out.startswith("dry run: 1 memory") and "1 tenant; retention: 1" in out
+    assert "--apply" in out and len(export(run, "alice")) == 2
     code, out, _ = run("prune", "--api-key", "alice", "--dry-run")
-    assert code == 0 and out.startswith("dry run: 1 memory") and "retention: 1" in out
-    assert len(export(run, "alice")) == 2
-    code, out, _ = run("prune", "--api-key", "alice", "--json")
-    assert json.loads(out)["deleted"] == 1
+    assert code == 0 and out.startswith("dry run: 1 memory") and len(export(run, "alice")) == 2
+    code, out, _ = run("prune", "--api-key", "alice", "--apply", "--json")
+    assert json.loads(out)["deleted"] == 1 and json.loads(out)["tenants"] == 1
     assert [m["id"] for m in export(run, "alice")] == [ids[1]]
     assert [m["id"] for m in export(run, "bob")] == [ids[2]]
-    code, out, _ = run("prune", "--all-tenants")
+    code, out, _ = run("prune", "--all-tenants", "--yes")
     assert out.startswith("1 memory deleted") and export(run, "bob") == []
+    code, _, err = run("prune", "--all-tenants", "--yes", "--dry-run")
+    assert code == 2 and "contradict" in err
 
 
 @pytest.mark.parametrize("args", [("summarize",), ("summarize", "--api-key", "a", "--older-than-days", "-1"),

@@ -104,7 +104,8 @@ def test_service_runtime_memory_settings_are_strict_and_shared(tmp_path):
         assert first.update_memory_settings({"maxTokens": 300, "strategy": "semantic"}).max_tokens == 300
         assert second.memory_settings().strategy == "semantic"
         for bad in ({"maxTokens": 20000}, {"maxTokens": True}, {"maxTokens": "3"}, {"bogus": 1},
-                    {"strategy": "psychic"}, {"retentionDays": 0}):
+                    {"strategy": "psychic"}, {"retentionDays": -1},
+                    {"deleteAfterDays": 36_501}):
             with pytest.raises(ValidationError):
                 first.update_memory_settings(bad)
         assert second.memory_settings().max_tokens == 300

@@ -59,12 +59,12 @@ async def call_error(client: Client, tool: str, **arguments: Any) -> str:
 
 # --- the published tools -------------------------------------------------------------------------------
 
-async def test_the_seven_tools_with_output_schemas_and_no_tenant_argument(alice):
+async def test_the_eight_tools_with_output_schemas_and_no_tenant_argument(alice):
     listed = {tool.name: tool for tool in (await alice.list_tools()).tools}
     # The reference's omniroute_memory_* aliases are tested in tests/integration/test_mcp_omniroute.py.
     tools = {name: tool for name, tool in listed.items() if not name.startswith("omniroute_")}
     assert set(tools) == {"memory_search", "memory_add", "memory_clear", "memory_list", "memory_get",
-                          "memory_update", "memory_delete"}
+                          "memory_update", "memory_delete", "memory_history"}
     assert set(listed) - set(tools) == {"omniroute_memory_search", "omniroute_memory_add", "omniroute_memory_clear"}
     for tool in tools.values():
         assert tool.output_schema is not None, tool.name
@@ -222,6 +222,25 @@ async def test_each_tenant_sees_only_its_own_memories(mem):
         assert "no memory with id" in await call_error(bob, "memory_delete", id=secret["id"])
         assert (await call(bob, "memory_clear"))["deleted"] == 0
         assert (await call(alice, "memory_get", id=secret["id"]))["content"] == "Alice's secret project codename"
+
+
+async def test_history_and_consolidation_per_tenant(mem):
+    async with _client(mem, "alice") as alice, _client(mem, "bob") as bob:
+        first = (await call(alice, "memory_add", content="Lives in Lisbon", key="profile:location"))["memory"]
+        await call(bob, "memory_add", content="Lives in Porto", key="profile:location")
+        moved = await call(alice, "memory_add", content="Lives in Berlin", key="profile:location", consolidate=True)
+        assert moved["memory"]["id"] == first["id"] and moved["memory"]["content"] == "Lives in Berlin"
+        history = await call(alice, "memory_history", id=first["id"])
+        assert history["recorded"] is True and history["current"]["content"] == "Lives in Berlin"
+        assert [(c["event"], c["actor"], c["old_content"], c["new_content"]) for c in history["changes"]] == [
+            ("created", "mcp", None, "Lives in Lisbon"), ("superseded", "mcp", "Lives in Lisbon", "Lives in Berlin")]
+        assert "no memory with id" in await call_error(bob, "memory_history", id=first["id"])
+        await call(alice, "memory_delete", id=first["id"])
+        after = await call(alice, "memory_history", id=first["id"])
+        assert after["current"] is None and after["changes"][-1]["event"] == "deleted"
+        assert after["changes"][-1]["old_content"] == "Lives in Berlin"
+        assert "no memory with id" in await call_error(bob, "memory_history", id=first["id"])
+        assert "not a UUID" in await call_error(alice, "memory_history", id="nope")
 
 
 async def test_an_unexpected_failure_is_a_tool_error_without_internals(mem, monkeypatch):

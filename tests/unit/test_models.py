@@ -100,6 +100,20 @@ def test_search_query_admits_applies_owner_expiry_retention_and_session():
     assert SearchQuery(api_key_id="k", now=NOW).admits(memory(created_at=NOW - timedelta(days=400)))
 
 
+def test_search_query_per_type_windows_narrow_the_window_for_their_type_only():
+    q = SearchQuery(api_key_id="k", now=NOW, type_windows={"episodic": 30})
+    assert q.type_windows == ((MemoryType.EPISODIC, 30),)
+    old = NOW - timedelta(days=60)
+    assert q.admits(memory(created_at=old, updated_at=old))  # a fact: no window
+    assert not q.admits(memory(type="episodic", created_at=old, updated_at=old))
+    assert q.admits(memory(type="episodic", created_at=NOW - timedelta(days=2), updated_at=NOW))
+    assert not q.admits(memory(type="episodic", api_key_id="other"))
+    assert attrs.evolve(q, type_windows=()).admits(memory(type="episodic", created_at=old, updated_at=old))
+    for bad in ({"chat": 3}, {"episodic": 0}, {"episodic": True}, {"episodic": "30"}, [("episodic", 36_501)]):
+        with pytest.raises(ValidationError):
+            SearchQuery(api_key_id="k", type_windows=bad)
+
+
 def test_search_query_retention_cutoff_follows_evolve():
     import attrs
 
@@ -189,3 +203,23 @@ def test_a_memorys_created_timestamp_follows_its_own_created_at_and_stays_out_of
     assert "created_timestamp" not in memory_to_dict(memory)
     trusted = Memory.trusted(**{name: getattr(memory, name) for name in attrs.fields_dict(Memory)})
     assert trusted.created_timestamp == memory.created_timestamp
+
+
+def test_history_entry_of_a_change():
+    from memroute.models import HistoryEntry, HistoryEvent
+
+    before = memory(content="Lives in Lisbon", key="profile:location")
+    after = attrs.evolve(before, content="Lives in Berlin", updated_at=NOW + timedelta(days=1))
+    assert HistoryEntry.of_change(before, attrs.evolve(before, metadata={"x": 1}), actor="api") is None  # unseen
+    moved = HistoryEntry.of_change(before, after, actor="extractor:slots", event="superseded", at=NOW)
+    assert (moved.event, moved.old_content, moved.new_content, moved.old_key, moved.new_key) == (
+        HistoryEvent.SUPERSEDED, "Lives in Lisbon", "Lives in Berlin", None, None)
+    created = HistoryEntry.of_change(None, before, actor="api")
+    assert (created.event, created.old_content, created.new_key, created.new_type) == (
+        HistoryEvent.CREATED, None, "profile:location", "factual")
+    deleted = HistoryEntry.of_change(after, None, actor="retention")
+    assert (deleted.event, deleted.new_content, deleted.old_key) == (HistoryEvent.DELETED, None, "profile:location")
+    assert HistoryEntry.of_change(None, None, actor="api") is None
+    for bad in ({"actor": ""}, {"event": "renamed"}, {"memory_id": ""}):
+        with pytest.raises(ValidationError):
+            HistoryEntry(**{"memory_id": "m1", "api_key_id": "k", "event": "created", "actor": "api", **bad})

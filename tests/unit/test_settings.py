@@ -40,7 +40,9 @@ def test_defaults_match_the_reference_system():
     settings = load_settings({}, environ={})
     assert settings.memory.enabled is False
     assert settings.memory.max_tokens == 2000
-    assert settings.memory.retention_days == 30
+    assert settings.memory.retention_days == 0  # memroute's own default: no retrieval window for facts
+    assert settings.memory.delete_after_days == 0  # and nothing deleted for its age unless configured
+    assert settings.server.maintenance_first_delay_s == 3600
     assert settings.memory.strategy == "hybrid"
     assert settings.memory.rrf_k == 60
     assert settings.memory.vec_top_k == 20
@@ -154,7 +156,12 @@ def test_db_path_shortcut_marks_the_primary_whatever_its_type():
     ("config", "field", "problem"),
     [
         ({"memory": {"max_tokens": 16001}}, "memory.max_tokens", "must be in [0, 16000]"),
-        ({"memory": {"retention_days": 0}}, "memory.retention_days", "must be in [1, 365]"),
+        ({"memory": {"retention_days": -1}}, "memory.retention_days", "must be in [0, 36500]"),
+        ({"memory": {"delete_after_days": 36_501}}, "memory.delete_after_days", "must be in [0, 36500]"),
+        ({"memory": {"types": {"chat": {"retention_days": 3}}}}, "memory.types.chat", "unknown memory type"),
+        ({"memory": {"types": {"episodic": {"delete_after_days": -2}}}}, "memory.types['episodic'].delete_after_days",
+         "must be in [0, 36500]"),
+        ({"memory": {"types": {"episodic": {"keep": 2}}}}, "memory.types['episodic'].keep", "unknown field"),
         ({"memory": {"strategy": "fuzzy"}}, "memory.strategy", "must be one of"),
         ({"memory": {"enabled": "maybe"}}, "memory.enabled", "expected a boolean"),
         ({"memory": {"max_tokenz": 5}}, "memory.max_tokenz", "unknown field"),

@@ -38,14 +38,17 @@ def _metadata(raw: str | None) -> dict[str, Any] | None:
 @click.option("--session", default=None, help="Session id.")
 @click.option("--metadata", default=None, help="JSON object of metadata.")
 @click.option("--expires-at", default=None, help="ISO-8601 expiry time.")
+@click.option("--consolidate", is_flag=True,
+              help="Update a memory this one restates (or supersede the same key) instead of adding a second.")
 @json_option
 @click.argument("content")
 @click.pass_context
 def add(ctx: click.Context, api_key: str, key: str | None, type_: str, session: str | None, metadata: str | None,
-        expires_at: str | None, as_json: bool, content: str) -> None:
+        expires_at: str | None, consolidate: bool, as_json: bool, content: str) -> None:
     """Store CONTENT for --api-key (an upsert on the key)."""
     memory = open_service(ctx).add(api_key_id=api_key, content=content, key=key, type=type_, session_id=session,
-                                   metadata=_metadata(metadata), expires_at=expires_at)
+                                   metadata=_metadata(metadata), expires_at=expires_at, actor="cli",
+                                   consolidate=consolidate)
     if as_json:
         echo_json(memory_to_dict(memory))
     else:
@@ -74,6 +77,34 @@ def get(ctx: click.Context, api_key: str, as_json: bool, memory_id: str) -> None
 
 @click.command()
 @tenant_option
+@json_option
+@click.argument("memory_id")
+@click.pass_context
+def history(ctx: click.Context, api_key: str, as_json: bool, memory_id: str) -> None:
+    """Show the history of a memory of --api-key (also after it was deleted): every change, oldest first."""
+    report = open_service(ctx).history(memory_id, api_key_id=api_key)
+    if report is None:
+        raise NotFoundError(f"no memory with id {memory_id}")
+    if as_json:
+        echo_json(report)
+        return
+    click.echo(memory_line(report.current) if report.current is not None else f"{memory_id}  (deleted)")
+    if not report.recorded:
+        click.echo("  this deployment's backends keep no history")
+    for entry in report.entries:
+        click.echo(f"  {entry.at.isoformat(timespec='seconds')}  {entry.event.value:<10}  by {entry.actor}")
+        if entry.old_key is not None and entry.new_key is not None:
+            click.echo(f"      key:  {entry.old_key} -> {entry.new_key}")
+        if entry.old_type is not None and entry.new_type is not None:
+            click.echo(f"      type: {entry.old_type} -> {entry.new_type}")
+        if entry.old_content is not None:
+            click.echo(f"      was:  {entry.old_content}")
+        if entry.new_content is not None:
+            click.echo(f"      now:  {entry.new_content}")
+
+
+@click.command()
+@tenant_option
 @click.option("--content", default=None)
 @click.option("--key", default=None)
 @click.option("--type", "type_", type=TYPES, default=None)
@@ -94,7 +125,7 @@ def update(ctx: click.Context, api_key: str, content: str | None, key: str | Non
         changes["metadata"] = _metadata(metadata)
     if expires_at is not None:
         changes["expires_at"] = None if expires_at == "never" else expires_at
-    updated = open_service(ctx).update(memory_id, api_key_id=api_key, **changes)
+    updated = open_service(ctx).update(memory_id, api_key_id=api_key, actor="cli", **changes)
     if updated is None:
         raise NotFoundError(f"no memory with id {memory_id}")
     if as_json:
@@ -109,7 +140,7 @@ def update(ctx: click.Context, api_key: str, content: str | None, key: str | Non
 @click.pass_context
 def delete(ctx: click.Context, api_key: str, memory_id: str) -> None:
     """Delete a memory of --api-key."""
-    if not open_service(ctx).delete(memory_id, api_key_id=api_key):
+    if not open_service(ctx).delete(memory_id, api_key_id=api_key, actor="cli"):
         raise NotFoundError(f"no memory with id {memory_id}")
     click.echo("deleted")
 
@@ -357,5 +388,5 @@ def verify(ctx: click.Context, repair: bool, as_json: bool) -> None:
         ctx.exit(1)
 
 
-COMMANDS: list[click.Command] = [add, get, update, delete, clear, list_, stats, search, import_, export, plugins,
-                                 status, health, verify]
+COMMANDS: list[click.Command] = [add, get, history, update, delete, clear, list_, stats, search, import_, export,
+                                 plugins, status, health, verify]

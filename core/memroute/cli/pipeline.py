@@ -118,7 +118,8 @@ def _report(report: Any, as_json: bool, verb: str) -> None:
     else:
         click.echo(f"{report.deleted} memor{'y' if report.deleted == 1 else 'ies'} {verb}")
     if getattr(report, "reasons", None) and report.action == "prune":
-        click.echo("  " + ", ".join(f"{k}: {v}" for k, v in report.reasons.items()))
+        tenants = f"{report.tenants} tenant{'' if report.tenants == 1 else 's'}; "
+        click.echo("  " + tenants + ", ".join(f"{k}: {v}" for k, v in report.reasons.items()))
     if report.summary_ids:
         click.echo(f"summary memory: {', '.join(report.summary_ids)}")
     if report.summary_preview:
@@ -154,17 +155,28 @@ def compact(ctx: click.Context, api_key: str, session: str | None, max_tokens: i
 @click.command()
 @click.option("--api-key", "api_key", default=None, help="Only this tenant's memories.")
 @click.option("--all-tenants", is_flag=True, help="Every tenant's memories (operator maintenance).")
-@click.option("--dry-run", is_flag=True, help="Only report what would be deleted.")
+@click.option("--dry-run", is_flag=True, help="Only report what would be deleted (the default).")
+@click.option("--apply", "--yes", "apply", is_flag=True, help="Delete for real (without it: a dry run).")
 @json_option
 @click.pass_context
-def prune(ctx: click.Context, api_key: str | None, all_tenants: bool, dry_run: bool, as_json: bool) -> None:
-    """Delete memories past [memory] retention_days, expired ones, and (with typed decay on) decayed ones, of
-    one tenant (--api-key) or of every tenant (--all-tenants)."""
+def prune(ctx: click.Context, api_key: str | None, all_tenants: bool, dry_run: bool, apply: bool,
+          as_json: bool) -> None:
+    """Delete the memories configured to go, of one tenant (--api-key) or of every tenant (--all-tenants):
+    expired ones, those past [memory] delete_after_days (off by default) and, with typed decay on, decayed
+    ones. The retrieval window (retention_days) deletes nothing. Shows a dry run unless --apply (or --yes)."""
     tenant_or_all(api_key, all_tenants)
+    if dry_run and apply:
+        raise click.UsageError("--dry-run and --apply contradict each other; give one")
     mem = open_service(ctx)
-    report = mem.prune_all(dry_run=dry_run) if api_key is None else mem.prune(api_key, dry_run=dry_run)
+    report = mem.prune_all(dry_run=not apply) if api_key is None else mem.prune(api_key, dry_run=not apply)
     mem.flush()
     _report(report, as_json, "deleted")
+    if as_json:
+        return
+    if not mem.memory_settings().deletes_by_age:
+        click.echo("deletion by age is off ([memory] delete_after_days = 0): only expired memories are candidates")
+    if not apply and report.candidates:
+        click.echo("run again with --apply to delete them")
 
 
 @click.command()

@@ -24,7 +24,7 @@ import platformdirs
 from memroute.config.omniroute import backend_env_defaults, reference_env_layer, warn_ignored
 from memroute.config.serialization import structure_config
 from memroute.errors import ConfigError
-from memroute.models import MAX_CONTENT_CHARS, MAX_METADATA_BYTES, MAX_METADATA_DEPTH, STRATEGY_ALIASES
+from memroute.models import MAX_CONTENT_CHARS, MAX_METADATA_BYTES, MAX_METADATA_DEPTH, STRATEGY_ALIASES, MemoryType
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -45,6 +45,7 @@ __all__ = [
     "ProxySettings",
     "RerankSettings",
     "ServerSettings",
+    "TypeRetention",
     "UpstreamSettings",
     "VectorSettings",
     "default_data_dir",
@@ -76,6 +77,29 @@ def _strategy(value: str) -> str:
     return "recent" if STRATEGY_ALIASES.get(value) == "exact" else value
 
 
+def _optional_days(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None:
+        _range(0, 36_500)(_inst, attribute, value)
+
+
+@attrs.frozen(kw_only=True)
+class TypeRetention:
+    """``[memory.types.<type>]``: the retention of one memory type; unset fields take the ``[memory]`` ones."""
+
+    retention_days: int | None = attrs.field(default=None, validator=_optional_days)
+    """The retrieval window of this type in days (0: none)."""
+    delete_after_days: int | None = attrs.field(default=None, validator=_optional_days)
+    """Delete memories of this type after this many days (0: never)."""
+
+
+def _type_names(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    known = {t.value for t in MemoryType}
+    unknown = sorted(set(value) - known)
+    if unknown:
+        raise ConfigError(f"unknown memory type(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})",
+                          [(f"{attribute.name}.{name}", "unknown type") for name in unknown])
+
+
 @attrs.frozen(kw_only=True)
 class MemorySettings:
     """``[memory]``: the reference system's settings (reference §12), with the same names and defaults."""
@@ -84,8 +108,18 @@ class MemorySettings:
     """Inject memories into requests and extract facts from them (the reference defaults this off)."""
     max_tokens: int = attrs.field(default=2000, validator=_range(0, 16000))
     """Token budget of the injected memory block (estimate ``ceil(len/4)``); 0 disables injection."""
-    retention_days: int = attrs.field(default=30, validator=_range(1, 365))
-    """Memories created longer ago than this are not retrieved; ``memroute prune`` deletes them."""
+    retention_days: int = attrs.field(default=0, validator=_range(0, 36_500))
+    """The retrieval window (the reference's ``retentionDays``): memories created longer ago than this many days
+    are not retrieved, only hidden (nothing is deleted because of it). 0, the default: no window, so a fact
+    stated years ago is still found. ``[memory.types.<type>] retention_days`` sets it per memory type."""
+    delete_after_days: int = attrs.field(default=0, validator=_range(0, 36_500))
+    """Hard deletion: ``memroute prune`` and the server's scheduled prune delete memories created longer ago than
+    this many days. 0, the default: never (an operator turns deletion on; see docs/pipeline.md, "Retention").
+    ``[memory.types.<type>] delete_after_days`` sets it per memory type."""
+    types: dict[str, TypeRetention] = attrs.field(factory=dict, hash=False, validator=_type_names)
+    """Per memory type (``factual``, ``episodic``, ``procedural``, ``semantic``): ``retention_days`` and
+    ``delete_after_days`` that replace the two above for that type. Left out of the hash (not of equality): a
+    dict cannot be hashed, and equal settings still hash alike."""
     strategy: str = attrs.field(
         default="hybrid", converter=_strategy, validator=_choice("recent", "semantic", "hybrid")
     )
@@ -117,6 +151,33 @@ class MemorySettings:
     typed_decay_sweep_interval: int = attrs.field(default=0, validator=_range(0, 365 * 86_400))
     """Seconds between the typed-decay sweeps ``memroute serve`` runs (``MEMORY_TYPED_DECAY_SWEEP_INTERVAL``);
     0 disables the sweep. Needs ``typed_decay_enabled``."""
+
+    def window_days(self, type: str) -> int:
+        """The retrieval window of memories of ``type`` in days; 0: none."""
+        override = self.types.get(type)
+        days = override.retention_days if override is not None else None
+        return self.retention_days if days is None else days
+
+    def delete_after(self, type: str) -> int:
+        """After how many days ``prune`` deletes memories of ``type``; 0: never."""
+        override = self.types.get(type)
+        days = override.delete_after_days if override is not None else None
+        return self.delete_after_days if days is None else days
+
+    @property
+    def deletes_by_age(self) -> bool:
+        """Whether an operator configured deletion by age for any memory type (or typed decay, which deletes
+        stale episodic memories): without it, ``prune`` deletes only memories whose own expiry passed."""
+        return self.typed_decay_enabled or any(self.delete_after(t.value) > 0 for t in MemoryType)
+
+    def search_windows(self) -> tuple[int | None, dict[str, int]]:
+        """The retrieval windows as a search applies them: the widest one (``None``: some type has none), which
+        every backend and vector store filters on, and the per-type windows narrower than it, which the
+        retrieval engine applies to each candidate (:attr:`memroute.models.SearchQuery.type_windows`)."""
+        windows = {t.value: self.window_days(t.value) for t in MemoryType}
+        widest = None if 0 in windows.values() else max(windows.values())
+        narrower = {t: d for t, d in windows.items() if d > 0 and (widest is None or d < widest)}
+        return widest, narrower
 
 
 @attrs.frozen(kw_only=True)
@@ -192,6 +253,12 @@ class ExtractionSettings:
     extractors: tuple[str, ...] = ("regex",)
     mine_assistant: bool = False
     """Also mine the assistant's reply (off: "I always recommend…" in a reply is not a fact about the user)."""
+    consolidate: bool = True
+    """Consolidate each extracted fact against what the tenant holds (docs/pipeline.md, "Consolidation"): the
+    same key with other content is superseded; near-identical content under another key is updated in place."""
+    restate_similarity: float = attrs.field(default=0.8, validator=_range(0.0, 1.0))
+    """The cosine similarity (of the tenant's embedding vectors) from which a fact restates a memory of the same
+    type stored under another key. Only with an embedding source; without one, only the same key consolidates."""
     options: dict[str, dict[str, Any]] = attrs.field(factory=dict)
 
 
@@ -257,7 +324,11 @@ class ServerSettings:
     request_timeout_s: float = attrs.field(default=60.0, validator=_range(0.1, 86_400))
     """Seconds a request may take before its response starts (504 after); streams then run to the end."""
     maintenance_interval_s: float = attrs.field(default=3600.0, validator=_range(0, 365 * 86_400))
-    """Seconds between scheduled retention prunes (one process of the deployment at a time); 0 disables."""
+    """Seconds between scheduled prunes (one process of the deployment at a time); 0 disables. A prune deletes
+    only what was configured to go: expired memories, and memories past ``[memory] delete_after_days``."""
+    maintenance_first_delay_s: float = attrs.field(default=3600.0, validator=_range(0, 365 * 86_400))
+    """Seconds after start-up before the scheduled jobs may run for the first time (never at start-up: a
+    server started on an imported or restored database gives the operator time to look first)."""
     inline_search_ms: float = attrs.field(default=4.0, validator=_range(0, 1000))
     """``POST /api/memory/search`` runs on the event loop, without a thread hop, for a tenant whose recent
     searches took at most this many milliseconds (on average), when every component works in this process;
@@ -395,6 +466,7 @@ ENV_VARS: Final[dict[str, tuple[str, ...]]] = {
     "MEMORY_ENABLED": ("memory", "enabled"),
     "MEMORY_MAX_TOKENS": ("memory", "max_tokens"),
     "MEMORY_RETENTION_DAYS": ("memory", "retention_days"),
+    "MEMROUTE_DELETE_AFTER_DAYS": ("memory", "delete_after_days"),
     "MEMORY_STRATEGY": ("memory", "strategy"),
     "MEMORY_RRF_K": ("memory", "rrf_k"),
     "MEMORY_VEC_TOP_K": ("memory", "vec_top_k"),
@@ -504,7 +576,7 @@ def _deep_merge(base: dict[str, Any], layer: Mapping[str, Any]) -> dict[str, Any
 _SECTION_RESERVED: Final = {
     "embedding": ("source", "static_enabled", "transformers_enabled", "cache_max", "cache_ttl_ms", "options"),
     "vectors": ("store", "quantization", "options"),
-    "extraction": ("extractors", "mine_assistant", "options"),
+    "extraction": ("extractors", "mine_assistant", "consolidate", "restate_similarity", "options"),
     "rerank": ("reranker", "candidates", "options"),
 }
 

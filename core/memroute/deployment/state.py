@@ -214,6 +214,7 @@ RUNTIME_MEMORY_FIELDS: Final[dict[str, str]] = {
     "enabled": "enabled",
     "maxTokens": "max_tokens",
     "retentionDays": "retention_days",
+    "deleteAfterDays": "delete_after_days",
     "strategy": "strategy",
     "typedDecayEnabled": "typed_decay_enabled",
     "typedDecayEpisodicDays": "typed_decay_episodic_days",

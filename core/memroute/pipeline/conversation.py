@@ -27,6 +27,7 @@ from memroute.interfaces import ExtractedFact, Extractor
 from memroute.models import (
     Memory,
     MemoryType,
+    NewMemory,
     SearchHit,
     SearchQuery,
     SearchResult,
@@ -34,6 +35,7 @@ from memroute.models import (
     require_tenant,
     utcnow,
 )
+from memroute.pipeline import consolidate
 from memroute.pipeline.gate import memory_enabled, opted_out, session_from_headers
 from memroute.pipeline.inject import block_of, inject_block, memory_lines
 from memroute.pipeline.learning import background_status, flush_background, hand_off, offline_extractors
@@ -132,7 +134,7 @@ def run_extractors(chain: Sequence[tuple[str, Extractor]], text: str, *, source:
             continue
         for fact in facts:
             if isinstance(fact, ExtractedFact) and fact.key not in merged:
-                merged[fact.key] = fact
+                merged[fact.key] = fact if fact.extractor is not None else attrs.evolve(fact, extractor=name)
     return list(merged.values())
 
 
@@ -181,20 +183,47 @@ class Conversation:
 
         A fact whose metadata names an ``opposite_key`` (the regex extractor sets it: ``aversion:python`` for
         ``preference:python``) supersedes that key's memory of the same owner: the old one is deleted through
-        the manager and its id kept in the new memory's ``metadata.supersedes``."""
+        the manager and its id kept in the new memory's ``metadata.supersedes``. With ``[extraction]
+        consolidate`` (the default), each fact is first consolidated with what the tenant holds
+        (:mod:`memroute.pipeline.consolidate`). Each change's history names the extractor
+        (``extractor:<name>``)."""
         api_key_id = require_tenant(api_key_id)
         session_id = require_session(session_id)
         stored = []
         for fact in facts:
             metadata = {"category": fact.category, **fact.metadata}
+            actor = f"extractor:{fact.extractor or 'unnamed'}"
             opposite = self._find_by_key(api_key_id, metadata.get("opposite_key"))
             if opposite is not None:
                 metadata["supersedes"] = [opposite.id]
-            stored.append(self.store.add(api_key_id=api_key_id, content=fact.content, key=fact.key,
-                                           type=fact.type, session_id=session_id, metadata=metadata))
+            stored.append(self._write_fact(api_key_id, key=fact.key, content=fact.content, type=fact.type,
+                                           session_id=session_id, metadata=metadata, actor=actor,
+                                           opposite_key=opposite.key if opposite is not None else None))
             if opposite is not None:
-                self.store.delete(opposite.id, api_key_id=api_key_id)
+                self.store.delete(opposite.id, api_key_id=api_key_id, actor=actor)
         return stored
+
+    def _write_fact(self, api_key_id: str, *, key: str, content: str, type: MemoryType, session_id: str | None,
+                    metadata: dict[str, Any], actor: str, opposite_key: str | None = None) -> Memory:
+        extraction = self.settings.extraction
+        if not extraction.consolidate:
+            return self.store.add(api_key_id=api_key_id, content=content, key=key, type=type,
+                                  session_id=session_id, metadata=metadata, actor=actor)
+        decision = consolidate.decide(self.store, api_key_id, key=key, content=content, type=type,
+                                      restate_similarity=extraction.restate_similarity, opposite_key=opposite_key)
+        return consolidate.write(self.store, api_key_id, decision, key=key, content=content, type=type,
+                                 session_id=session_id, metadata=metadata, actor=actor)
+
+    def consolidate(self, new: NewMemory, *, actor: str, explicit_key: bool) -> Memory:
+        """``add(..., consolidate=True)``: store ``new`` after consolidating it like an extracted fact. A key
+        the caller did not give (derived from the content) never makes a slot: only near-identical content
+        consolidates then."""
+        decision = consolidate.decide(self.store, new.api_key_id, key=new.key, content=new.content, type=new.type,
+                                      restate_similarity=self.settings.extraction.restate_similarity)
+        if decision.action == "supersede" and not explicit_key:
+            decision = consolidate.Decision(action="create")
+        return consolidate.write(self.store, new.api_key_id, decision, key=new.key, content=new.content,
+                                 type=new.type, session_id=new.session_id, metadata=new.metadata, actor=actor)
 
     def _find_by_key(self, api_key_id: str, key: object) -> Memory | None:
         if not isinstance(key, str) or not key.strip():
@@ -431,7 +460,9 @@ class Conversation:
             return (None, False) if cached_only else (search(), True)
         version = cache.version(api_key_id)  # before the search: a write landing meanwhile makes the entry stale
         key = (api_key_id, text[:4096], session_id, settings)
-        scope = SearchQuery(api_key_id=api_key_id, session_id=session_id, retention_days=settings.retention_days)
+        window, type_windows = settings.search_windows()
+        scope = SearchQuery(api_key_id=api_key_id, session_id=session_id, retention_days=window,
+                            type_windows=type_windows)
         reused = cache.get(key, version, scope, count_miss=not cached_only)  # the search that follows counts it
         if reused is not None:
             return reused, False
@@ -460,28 +491,46 @@ class Conversation:
 
     def prune(self, api_key_id: str | None = None, *, dry_run: bool = False,
               now: datetime | None = None) -> MaintenanceReport:
-        """Delete (through the manager, so vectors and fallbacks follow) the memories of ``api_key_id`` (all
-        keys when ``None``) created more than ``retention_days`` ago, the expired ones, and — with typed decay
-        on — the decayed ones. ``dry_run`` only reports."""
+        """Delete (through the manager, so vectors, fallbacks and history follow) the memories of ``api_key_id``
+        (every tenant when ``None``) that were configured to go: the expired ones, those created more than
+        ``delete_after_days`` ago (per type; never by default) and, with typed decay on, the decayed ones. The
+        retrieval window (``retention_days``) only hides memories: it never makes one a candidate. ``dry_run``
+        only reports. A real run logs how many memories of how many tenants it deleted."""
         if api_key_id is not None:
             api_key_id = require_tenant(api_key_id)
         now = now or utcnow()
         settings = self.store.memory_settings()
-        cutoff = now - timedelta(days=settings.retention_days)
         reasons = {"retention": 0, "expired": 0, "decay": 0}
         doomed: list[Memory] = []
         memories = self.store.export_all() if api_key_id is None else self.store.export(api_key_id)
         for memory in list(memories):
-            reason = ("retention" if memory.created_at < cutoff else "expired" if memory.is_expired(now)
-                      else "decay" if self._decayed(memory, now, settings=settings) else None)
+            reason = self._prune_reason(memory, now, settings)
             if reason is not None:
                 reasons[reason] += 1
                 doomed.append(memory)
-        deleted = 0 if dry_run else sum(1 for m in doomed if self.store.delete(m.id, api_key_id=m.api_key_id))
+        deleted = 0
+        touched: set[str] = set()
+        if not dry_run:
+            for memory in doomed:
+                if self.store.delete(memory.id, api_key_id=memory.api_key_id, actor="retention"):
+                    deleted += 1
+                    touched.add(memory.api_key_id)
+            log.info("memroute prune: deleted %d memor%s of %d tenant%s (reasons: %s)", deleted,
+                     "y" if deleted == 1 else "ies", len(touched), "" if len(touched) == 1 else "s",
+                     ", ".join(f"{k} {v}" for k, v in reasons.items()))
         return MaintenanceReport(
             action="prune", dry_run=dry_run, api_key_id=api_key_id, candidates=tuple(m.id for m in doomed),
             candidate_tokens=sum(m.tokens for m in doomed), deleted=deleted, reasons=reasons,
+            tenants=len(touched) if not dry_run else len({m.api_key_id for m in doomed}),
         )
+
+    def _prune_reason(self, memory: Memory, now: datetime, settings: MemorySettings) -> str | None:
+        if memory.is_expired(now):
+            return "expired"
+        days = settings.delete_after(memory.type.value)
+        if days > 0 and memory.created_at < now - timedelta(days=days):
+            return "retention"
+        return "decay" if self._decayed(memory, now, settings=settings) else None
 
     # --- summarization -------------------------------------------------------------------------------
     def summarize(self, api_key_id: str, older_than_days: int, *, dry_run: bool = True,
@@ -532,8 +581,10 @@ class Conversation:
                 type=MemoryType.SEMANTIC, session_id=session_id,
                 metadata={"category": "summary", "replaces": ids, "summarized_count": len(ids),
                           "generated_at": now.isoformat(), "source": action, **extra},
+                actor="summarization",
             )
             summary_ids.append(summary.id)
             # The summary is stored first: a failure below leaves duplicates, never a loss.
-            deleted += sum(1 for memory_id in ids if self.store.delete(memory_id, api_key_id=api_key_id))
+            deleted += sum(1 for memory_id in ids
+                           if self.store.delete(memory_id, api_key_id=api_key_id, actor="summarization"))
         return attrs.evolve(report, deleted=deleted, summary_ids=tuple(summary_ids))

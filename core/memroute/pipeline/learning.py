@@ -28,10 +28,11 @@ log = logging.getLogger("memroute.pipeline")
 class TenantView:
     """:class:`~memroute.interfaces.TenantMemories` over the service: one tenant, one session."""
 
-    def __init__(self, store: MemoryStore, api_key_id: str, session_id: str | None) -> None:
+    def __init__(self, store: MemoryStore, api_key_id: str, session_id: str | None, *, actor: str) -> None:
         self._store = store
         self._tenant = api_key_id
         self._session = session_id
+        self._actor = actor  # every write is recorded in the memory's history under the extractor's name
 
     @property
     def api_key_id(self) -> str:
@@ -44,13 +45,14 @@ class TenantView:
 
     def add(self, *, content: str, key: str, type: MemoryType | str, metadata: Mapping[str, Any]) -> Memory:
         return self._store.add(api_key_id=self._tenant, content=content, key=key, type=type,
-                               session_id=self._session, metadata=metadata)
+                               session_id=self._session, metadata=metadata, actor=self._actor)
 
     def update(self, memory_id: str, *, content: str, metadata: Mapping[str, Any]) -> Memory | None:
-        return self._store.update(memory_id, api_key_id=self._tenant, content=content, metadata=dict(metadata))
+        return self._store.update(memory_id, api_key_id=self._tenant, content=content, metadata=dict(metadata),
+                                  actor=self._actor)
 
     def delete(self, memory_id: str) -> bool:
-        return self._store.delete(memory_id, api_key_id=self._tenant)
+        return self._store.delete(memory_id, api_key_id=self._tenant, actor=self._actor)
 
 
 def offline_extractors(chain: Sequence[tuple[str, Extractor]]) -> list[tuple[str, Extractor]]:
@@ -69,7 +71,7 @@ def hand_off(chain: Sequence[tuple[str, Extractor]], store: MemoryStore, *, api_
     turn = ObservedTurn(api_key_id=api_key_id, session_id=session_id, texts=texts, stored=tuple(stored))
     for name, extractor in background_extractors(chain):
         try:
-            extractor.submit(turn, TenantView(store, api_key_id, session_id))
+            extractor.submit(turn, TenantView(store, api_key_id, session_id, actor=f"extractor:{name}"))
         except Exception:
             log.exception("memroute: background extractor %r refused a turn", name)
 

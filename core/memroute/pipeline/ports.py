@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from memroute.config.settings import MemorySettings
-from memroute.models import Memory, MemoryType, SearchResult
+from memroute.models import HistoryEvent, Memory, MemoryType, SearchResult
 
 __all__ = ["MemoryStore"]
 
@@ -31,13 +31,16 @@ class MemoryStore(Protocol):
         session_id: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         expires_at: datetime | str | None = None,
+        actor: str = "api",
+        history_event: HistoryEvent | str | None = None,
     ) -> Memory:
-        """Upsert on ``(api_key_id, key)``."""
+        """Upsert on ``(api_key_id, key)``; ``actor`` (and ``history_event``) go into the memory's history."""
 
-    def update(self, memory_id: str, *, api_key_id: str, **changes: Any) -> Memory | None:
+    def update(self, memory_id: str, *, api_key_id: str, actor: str = "api",
+               history_event: HistoryEvent | str | None = None, **changes: Any) -> Memory | None:
         """Change fields of one memory of ``api_key_id``; ``None`` when it has no such memory."""
 
-    def delete(self, memory_id: str, *, api_key_id: str) -> bool:
+    def delete(self, memory_id: str, *, api_key_id: str, actor: str = "api") -> bool:
         """Delete one memory of ``api_key_id``; False when it has no such memory."""
 
     def get_by_key(self, key: str, *, api_key_id: str) -> Memory | None:
@@ -52,6 +55,7 @@ class MemoryStore(Protocol):
         limit: int | None = None,
         max_tokens: int | None = None,
         session_id: str | None = None,
+        type: MemoryType | str | None = None,
         record_access: bool = True,
     ) -> SearchResult:
         """Ranked memories of ``api_key_id`` for ``query`` (each counted as an access unless

@@ -27,10 +27,18 @@ import attrs
 
 from memroute.config.settings import ManagerSettings
 from memroute.errors import BackendError, BackendUnavailableError, ConfigError, PluginError, ValidationError
-from memroute.interfaces import AccessRecorder, MemoryAccess, MemoryBackend, ReindexMarkers, tenant_routed
+from memroute.interfaces import (
+    AccessRecorder,
+    MemoryAccess,
+    MemoryBackend,
+    MemoryHistory,
+    ReindexMarkers,
+    tenant_routed,
+)
 from memroute.models import (
     BackendHit,
     HealthResult,
+    HistoryEntry,
     ListFilter,
     ListPage,
     Memory,
@@ -555,6 +563,87 @@ class MemoryManager:
                                  error=self._skip_reason(errors))
         raise AssertionError("unreachable: _answers raises when no backend answers")
 
+    # --- history --------------------------------------------------------------------------------------
+    @property
+    def keeps_history(self) -> bool:
+        """Whether any backend keeps memory history (declares ``capabilities.history``)."""
+        return any(b.capabilities.history for b in self.backends)
+
+    def _history_keepers(self) -> builtins.list[MemoryBackend]:
+        keepers = [b for b in self.backends if b.capabilities.history]
+        for backend in keepers:
+            if not isinstance(backend, MemoryHistory):
+                raise PluginError(f"backend {backend.name!r} ({backend.type_name}) declares history but does not "
+                                  "implement append_history / history / purge_history")
+        return keepers
+
+    def append_history(self, entries: Sequence[HistoryEntry]) -> bool:
+        """Record ``entries`` once: on the first backend, in configured order (the primary first), that keeps
+        history and takes the write. History is not replicated: a fallback that served writes during an
+        outage keeps their entries, and :meth:`history` reads every backend that keeps history. Never raises
+        for a backend (the change itself is already stored): a failure is logged; False when nothing took
+        the entries."""
+        batch = builtins.list(entries)
+        if not batch or self._closed:
+            return not batch
+        errors = []
+        for backend in self._history_keepers():
+            try:
+                # Bookkeeping, like access telemetry: only while the breaker is closed (a backend that is down
+                # is skipped for the next keeper), and a failure never opens the breaker a real write depends on.
+                # Not a tracked write: an entry landing late is harmless (idempotent by id, ordered by time).
+                self._caller.call(backend, BackendCall("append_history", lambda b: _keeper(b).append_history(batch),
+                                                       telemetry=True))
+                return True
+            except Exception as exc:
+                errors.append(f"{backend.name}: {exc}")
+        if errors:
+            log.warning("memroute: %d history entr%s not recorded: %s", len(batch), "y" if len(batch) == 1 else
+                        "ies", "; ".join(errors))
+        return False
+
+    def history(self, api_key_id: str, memory_id: str) -> builtins.list[HistoryEntry]:
+        """The history of ``memory_id`` of ``api_key_id``, merged from every backend that keeps history and
+        answers (by entry id), oldest first. Raises when backends keep history and none answers."""
+        keepers = self._history_keepers()
+        self._ensure_open()
+        found: dict[str, HistoryEntry] = {}
+        errors: dict[str, BaseException] = {}
+        answered = False
+        for backend in keepers:
+            try:
+                entries = self._caller.call(backend, BackendCall(
+                    "history", lambda b: _keeper(b).history(api_key_id, memory_id)))
+            except CLIENT_ERRORS:
+                raise
+            except Exception as exc:
+                errors[backend.name] = exc
+                continue
+            answered = True
+            for entry in entries:
+                if entry.api_key_id == api_key_id and entry.memory_id == memory_id:
+                    found.setdefault(entry.id, entry)
+                else:
+                    _dropped(backend, "history", 1)
+        if keepers and not answered:
+            raise self._all_failed("history", errors)
+        return sorted(found.values(), key=lambda e: e.at)
+
+    def purge_history(self, api_key_id: str | None, *, before: datetime) -> int:
+        """:meth:`~memroute.interfaces.MemoryHistory.purge_history` on every backend that keeps history and
+        answers; the number of entries removed (summed)."""
+        self._ensure_open()
+        removed = 0
+        for backend in self._history_keepers():
+            try:
+                removed += int(self._caller.call(backend, BackendCall(
+                    "purge_history", lambda b: _keeper(b).purge_history(api_key_id, before=before))))
+            except CLIENT_ERRORS:
+                raise
+            except Exception as exc:
+                log.warning("memroute: purging history on %r failed: %s", backend.name, exc)
+        return removed
+
     # --- capabilities ---------------------------------------------------------------------------------
     def reindex_markers(self) -> ReindexMarkers | None:
         """The primary's reindex markers (when it declares ``capabilities.reindex_markers``), called through
@@ -667,6 +756,11 @@ class _ManagedMarkers:
 
     def mark_all_for_reindex(self) -> int:
         return self._call("mark_all_for_reindex", lambda m: m.mark_all_for_reindex())
+
+
+def _keeper(backend: MemoryBackend) -> MemoryHistory:
+    # Checked by MemoryManager._history_keepers before any call.
+    return cast(MemoryHistory, backend)
 
 
 def _as_markers(backend: MemoryBackend) -> ReindexMarkers:

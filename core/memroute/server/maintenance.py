@@ -1,7 +1,7 @@
 """Scheduled maintenance while ``memroute serve`` runs, done by one process of the deployment at a time.
 
-Two jobs, each a ``prune_all`` of the service (retention window, expired memories, and typed decay when it is
-enabled):
+Two jobs, each a ``prune_all`` of the service (expired memories, memories past ``[memory] delete_after_days``
+when an operator configured it, and typed decay when it is enabled; the retrieval window deletes nothing):
 
 - ``prune`` every ``[server] maintenance_interval_s`` (default an hour; 0 disables);
 - ``decay`` every ``[memory] typed_decay_sweep_interval`` seconds (``MEMORY_TYPED_DECAY_SWEEP_INTERVAL``) when
@@ -9,8 +9,10 @@ enabled):
 
 Every process runs the same small loop; a job is due when its last run (kept in the shared state store) is
 older than its interval, and only the process that takes the job's lease runs it, so workers and hosts never
-prune twice. Each job runs once soon after start-up, as the reference's sweep does. The last run and its result
-are in the state store, which ``GET /api/memory/engine-status`` shows.
+prune twice. No job runs at start-up: the first run comes ``[server] maintenance_first_delay_s`` after it (an
+hour by default), so a server opened on an imported or restored database gives its operator time to look. Every
+run logs how many memories of how many tenants it deleted. The last run and its result are in the state store,
+which ``GET /api/memory/engine-status`` shows.
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ class Maintenance:
         self.settings = settings
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._not_before = time.time() + settings.maintenance_first_delay_s
+        """No job runs before this (epoch seconds): never at start-up."""
         # Per scheduler, not per process: two services in one process (tests, an embedding app) are two holders.
         self.holder = f"{lease_holder_id()}:{secrets.token_hex(3)}"
 
@@ -91,6 +95,8 @@ class Maintenance:
             self._stop.wait(max(poll, 0.05))
 
     def _due(self, name: str, interval: float) -> bool:
+        if time.time() < self._not_before:
+            return False
         last = self.mem.state.get_value(_NAMESPACE, name) or {}
         return time.time() - float(last.get("ran_at_epoch", 0)) >= interval
 
@@ -109,6 +115,8 @@ class Maintenance:
             record: dict[str, Any] = {"ran_at": utcnow().isoformat(), "ran_at_epoch": time.time(), "by": holder}
             try:
                 report = self.mem.prune_all()
+                log.info("maintenance job %s: deleted %d memories of %d tenants (%s)", name, report.deleted,
+                         report.tenants, ", ".join(f"{k} {v}" for k, v in report.reasons.items()))
                 result = jsonable(report)
                 record.update(ok=True, result=result.to_dict() if hasattr(result, "to_dict") else result)
             except Exception as exc:

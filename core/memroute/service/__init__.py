@@ -22,6 +22,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from memroute.components import build_backend
 from memroute.config.limits import InputLimits
 from memroute.config.settings import MemrouteSettings, load_settings
@@ -29,6 +31,7 @@ from memroute.deployment.group_commit import GroupCommit
 from memroute.errors import ConfigError, ValidationError
 from memroute.interfaces import EmbeddingSource, MemoryBackend, VectorStore
 from memroute.models import (
+    HistoryEvent,
     ListFilter,
     ListPage,
     Memory,
@@ -39,6 +42,8 @@ from memroute.models import (
     SearchResult,
     as_utc,
     check_storable,
+    require_actor,
+    require_history_event,
     require_key,
     require_memory_id,
     require_session,
@@ -58,6 +63,7 @@ from memroute.retrieval.build import build_retrieval
 from memroute.routing.manager import MemoryManager
 from memroute.service.conversation import ConversationMethods
 from memroute.service.deployment import DeploymentMethods
+from memroute.service.history import HistoryMethods
 
 if TYPE_CHECKING:
     from memroute.deployment.state import RuntimeMemorySettings, StateStore
@@ -78,12 +84,23 @@ def derive_key(content: str) -> str:
     return f"note:{slug}:{digest}" if slug else f"note:{digest}"
 
 
-class Memroute(DeploymentMethods, ConversationMethods):
+@attrs.frozen
+class _PendingAdd:
+    """One add waiting in the group commit: the validated memory, who asked, and the history event a
+    consolidation chose (``None``: created or updated, from what the upsert finds)."""
+
+    new: NewMemory
+    actor: str
+    event: HistoryEvent | None = None
+
+
+class Memroute(DeploymentMethods, ConversationMethods, HistoryMethods):
     """memroute's Python API. Use as a context manager, or call :meth:`close`.
 
-    The methods live in three modules: this one (construction, lifecycle, CRUD, search),
-    :mod:`memroute.service.deployment` (keys, runtime settings, operations, import / export) and
-    :mod:`memroute.service.conversation` (augment, observe, extract, maintenance)."""
+    The methods live in four modules: this one (construction, lifecycle, CRUD, search),
+    :mod:`memroute.service.deployment` (keys, runtime settings, operations, import / export),
+    :mod:`memroute.service.conversation` (augment, observe, extract, maintenance) and
+    :mod:`memroute.service.history` (each memory's history)."""
 
     def __init__(
         self,
@@ -101,7 +118,7 @@ class Memroute(DeploymentMethods, ConversationMethods):
         self._limits = InputLimits(settings.limits)
         self._closed = False
         self._lock = threading.RLock()
-        self._adds: GroupCommit[NewMemory, Memory] = GroupCommit(self._write_adds)
+        self._adds: GroupCommit[_PendingAdd, Memory] = GroupCommit(self._write_adds)
         self._pipeline: Conversation | None = None
         self._state: StateStore | None = None
         self._runtime: RuntimeMemorySettings | None = None
@@ -210,13 +227,27 @@ class Memroute(DeploymentMethods, ConversationMethods):
         session_id: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         expires_at: datetime | str | None = None,
+        actor: str = "api",
+        history_event: HistoryEvent | str | None = None,
+        consolidate: bool = False,
     ) -> Memory:
         """Store a memory: an upsert on ``(api_key_id, key)``; ``key`` is derived from the content when
-        omitted. Returns the stored memory (with its id, kept across upserts).
+        omitted. Returns the stored memory (with its id, kept across upserts). ``actor`` names who made the
+        change in the memory's history (:meth:`history`); ``history_event`` the event recorded there (default:
+        ``created`` or ``updated``, from what the upsert finds; ``superseded`` says a newer statement replaced
+        what the memory said).
+
+        ``consolidate=True`` first looks for a memory the new one restates or contradicts, as ``observe`` does
+        for extracted facts (docs/pipeline.md, "Consolidation"): the same key with other content is superseded,
+        and near-identical content under another key is updated in place instead of stored twice.
 
         Concurrent adds (from threads, or :meth:`submit_add`) are written together, one transaction for all
         of them (:mod:`memroute.deployment.group_commit`); each caller still gets its own memory or its own error."""
-        return self._adds.call(self._new_memory(api_key_id, content, key, type, session_id, metadata, expires_at))
+        new = self._new_memory(api_key_id, content, key, type, session_id, metadata, expires_at)
+        event = None if history_event is None else require_history_event(history_event)
+        if consolidate:
+            return self._conversation.consolidate(new, actor=require_actor(actor), explicit_key=key is not None)
+        return self._adds.call(_PendingAdd(new, require_actor(actor), event))
 
     def submit_add(
         self,
@@ -228,13 +259,17 @@ class Memroute(DeploymentMethods, ConversationMethods):
         session_id: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         expires_at: datetime | str | None = None,
+        actor: str = "api",
+        history_event: HistoryEvent | str | None = None,
     ) -> concurrent.futures.Future[Memory]:
         """:meth:`add` without blocking, for an event loop: the input is validated now (a bad one raises
         :class:`~memroute.errors.ValidationError` here, before anything is queued), the write goes with the
         next batch, and the returned future resolves to the stored memory, or to the error the add met.
         ``await asyncio.wrap_future(mem.submit_add(...))`` costs the loop no thread hop of its own."""
-        return self._adds.submit(self._new_memory(api_key_id, content, key, type, session_id, metadata,
-                                                  expires_at))
+        event = None if history_event is None else require_history_event(history_event)
+        return self._adds.submit(_PendingAdd(
+            self._new_memory(api_key_id, content, key, type, session_id, metadata, expires_at),
+            require_actor(actor), event))
 
     def _new_memory(self, api_key_id: str, content: str, key: str | None, type: MemoryType | str,
                     session_id: str | None, metadata: Mapping[str, Any] | None,
@@ -250,9 +285,11 @@ class Memroute(DeploymentMethods, ConversationMethods):
         self._limits.check(content=new.content, metadata=new.metadata)
         return new
 
-    def _write_adds(self, news: Sequence[NewMemory]) -> builtins.list[Memory | Exception]:
+    def _write_adds(self, pending: Sequence[_PendingAdd]) -> builtins.list[Memory | Exception]:
         """The group commit's batch (:mod:`memroute.deployment.group_commit`): concurrent adds, already validated,
-        in one backend write; then one indexer wake for all of them."""
+        in one backend write; then one indexer wake for all of them, and their history."""
+        news = [p.new for p in pending]
+        priors = self._priors_by_key([(n.api_key_id, n.key) for n in news])
         if len(news) == 1:  # a lone add: exactly the single-write path
             try:
                 outcomes: builtins.list[Memory | Exception] = [self._manager.create(news[0])]
@@ -261,6 +298,14 @@ class Memroute(DeploymentMethods, ConversationMethods):
         else:
             outcomes = self._manager.create_many(news)
         self._retrieval.on_written([m for m in outcomes if isinstance(m, Memory)])
+        if priors:
+            changes = []
+            for item, outcome in zip(pending, outcomes, strict=True):
+                if isinstance(outcome, Memory):
+                    slot = (outcome.api_key_id, item.new.key)
+                    changes.append((priors.get(slot), outcome, item.actor, item.event))
+                    priors[slot] = outcome  # a later add of the batch to the same key changes this one
+            self._record(changes)
         return outcomes
 
     def get(self, memory_id: str, *, api_key_id: str) -> Memory | None:
@@ -287,14 +332,18 @@ class Memroute(DeploymentMethods, ConversationMethods):
         memory = self._manager.get_by_key(tenant, key)
         return memory if memory is not None and memory.api_key_id == tenant and memory.key == key else None
 
-    def update(self, memory_id: str, *, api_key_id: str, **changes: Any) -> Memory | None:
+    def update(self, memory_id: str, *, api_key_id: str, actor: str = "api",
+               history_event: HistoryEvent | str | None = None, **changes: Any) -> Memory | None:
         """Change some of ``content, key, type, session_id, metadata, expires_at`` of a memory of
         ``api_key_id``; returns the updated memory, or ``None`` when there is no such id or it belongs to
         another tenant. ``metadata`` replaces the stored object; ``session_id=None`` / ``expires_at=None``
         clear those fields. Changing ``key`` to one another memory of the tenant holds raises
-        :class:`~memroute.errors.ConflictError`."""
+        :class:`~memroute.errors.ConflictError`. ``actor`` names who made the change in its history,
+        ``history_event`` the event (default ``updated``)."""
         memory_id = require_memory_id(memory_id)
         tenant = require_tenant(api_key_id)
+        actor = require_actor(actor)
+        event = None if history_event is None else require_history_event(history_event)
         unknown = sorted(set(changes) - set(_PATCHABLE))
         if unknown:
             raise ValidationError(
@@ -305,26 +354,32 @@ class Memroute(DeploymentMethods, ConversationMethods):
             raise ValidationError("update: nothing to change", [("(root)", "empty")])
         patch = MemoryPatch(**changes)
         self._limits.check(content=changes.get("content"), metadata=patch.metadata or None)
-        if self._owned(memory_id, tenant) is None:
+        before = self._owned(memory_id, tenant)
+        if before is None:
             return None
         updated = self._manager.update(memory_id, patch, api_key_id=tenant)
         if updated is not None:
             self._retrieval.on_written([updated])
+            self._record_one(before, updated, actor, event)
         return updated
 
-    def delete(self, memory_id: str, *, api_key_id: str) -> bool:
+    def delete(self, memory_id: str, *, api_key_id: str, actor: str = "api") -> bool:
         """Delete a memory of ``api_key_id`` (from every backend, through the outbox, and from the vector
-        index); ``False`` when there is no such id or it belongs to another tenant."""
+        index); ``False`` when there is no such id or it belongs to another tenant. Its history keeps what it
+        said (``actor``: who deleted it)."""
         memory_id = require_memory_id(memory_id)
         tenant = require_tenant(api_key_id)
-        if self._owned(memory_id, tenant) is None:
+        actor = require_actor(actor)
+        before = self._owned(memory_id, tenant)
+        if before is None:
             return False
-        return self._delete_owned(memory_id, tenant)
+        return self._delete_owned(before, actor)
 
-    def _delete_owned(self, memory_id: str, tenant: str) -> bool:
-        deleted = self._manager.delete(memory_id, api_key_id=tenant)
+    def _delete_owned(self, memory: Memory, actor: str) -> bool:
+        deleted = self._manager.delete(memory.id, api_key_id=memory.api_key_id)
         if deleted:
-            self._retrieval.on_deleted(memory_id, tenant)
+            self._retrieval.on_deleted(memory.id, memory.api_key_id)
+            self._record_one(memory, None, actor)
         return deleted
 
     def clear(
@@ -360,7 +415,7 @@ class Memroute(DeploymentMethods, ConversationMethods):
         ]
         deleted = 0
         if not dry_run:
-            deleted = sum(1 for m in matched if self._delete_owned(m.id, tenant))
+            deleted = sum(1 for m in matched if self._delete_owned(m, "api"))
         return ClearReport(
             api_key_id=tenant, dry_run=bool(dry_run), type=kind.value if kind else None, session_id=session,
             older_than_days=older_than_days, matched=len(matched), deleted=deleted,
@@ -433,8 +488,9 @@ class Memroute(DeploymentMethods, ConversationMethods):
         record_access: bool = True,
     ) -> SearchResult:
         """Ranked memories of ``api_key_id`` for ``query``. ``strategy``: ``exact``/``recent`` (newest
-        first), ``semantic`` or ``hybrid`` (default: the configured one). Expired memories, memories older
-        than ``retention_days`` and (with ``session_id``) other sessions' memories are never returned; with
+        first), ``semantic`` or ``hybrid`` (default: the configured one). Expired memories, memories outside
+        the retrieval window (``[memory] retention_days``, per type too; none by default) and (with
+        ``session_id``) other sessions' memories are never returned; with
         ``type``, only memories of that type are (filtered before the token budget is filled).
 
         Each memory returned counts as an access (``access_count``, ``last_accessed_at``; recorded in the
@@ -448,10 +504,11 @@ class Memroute(DeploymentMethods, ConversationMethods):
         if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int)
                                        or not 0 <= max_tokens <= 16000):
             raise ValidationError("max_tokens: must be an integer in [0, 16000]", [("max_tokens", "range")])
+        window, type_windows = memory.search_windows()
         search_query = SearchQuery(
             api_key_id=tenant, text=query[:4096], strategy=chosen,
             limit=limit if limit is not None else self.settings.memory.vec_top_k,
-            session_id=session_id, retention_days=memory.retention_days, type=type,
+            session_id=session_id, retention_days=window, type_windows=type_windows, type=type,
         )
         result = self._retrieval.search(search_query, max_tokens=max_tokens)
         if record_access and result.hits:

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from memroute.config.settings import MemrouteSettings
     from memroute.deployment.group_commit import GroupCommit
     from memroute.deployment.state import RuntimeMemorySettings, StateStore
-    from memroute.models import Memory, NewMemory, SearchHit, SearchResult
+    from memroute.models import Memory, SearchHit, SearchResult
     from memroute.pipeline.conversation import Conversation
     from memroute.plugins import MemroutePluginManager
     from memroute.retrieval.engine import RetrievalEngine
@@ -36,7 +36,7 @@ class ServiceBase:
     _limits: InputLimits
     _closed: bool
     _lock: threading.RLock
-    _adds: GroupCommit[NewMemory, Memory]
+    _adds: GroupCommit[Any, Memory]
     _manager: MemoryManager
     _engine: RetrievalEngine
     _vector_switch: VectorSwitch | None

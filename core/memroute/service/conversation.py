@@ -6,11 +6,14 @@ they are documented and called as its own."""
 from __future__ import annotations
 
 import builtins
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal, cast, overload
+
+import attrs
 
 from memroute.errors import MemrouteError, ValidationError
 from memroute.interfaces import ExtractedFact
-from memroute.models import Memory, require_tenant
+from memroute.models import Memory, require_tenant, utcnow
 from memroute.reports import AugmentReport, MaintenanceReport
 from memroute.service.base import ServiceBase
 
@@ -130,9 +133,19 @@ class ConversationMethods(ServiceBase):
         return self._conversation.compact(require_tenant(api_key_id), session_id, max_tokens, dry_run=dry_run)
 
     def prune(self, api_key_id: str, *, dry_run: bool = False) -> MaintenanceReport:
-        """Delete one tenant's memories past retention, expired, or decayed (typed decay, when enabled)."""
-        return self._conversation.prune(require_tenant(api_key_id), dry_run=dry_run)
+        """Delete one tenant's memories configured to go: expired, past ``[memory] delete_after_days`` (never by
+        default), or decayed (typed decay, when enabled); and the history of memories deleted longer ago than
+        ``delete_after_days`` (docs/pipeline.md, "Retention" and "History")."""
+        tenant = require_tenant(api_key_id)
+        return self._purge_history(tenant, self._conversation.prune(tenant, dry_run=dry_run))
 
     def prune_all(self, *, dry_run: bool = False) -> MaintenanceReport:
         """:meth:`prune` for **every** tenant: operator maintenance (``memroute prune --all-tenants``)."""
-        return self._conversation.prune(None, dry_run=dry_run)
+        return self._purge_history(None, self._conversation.prune(None, dry_run=dry_run))
+
+    def _purge_history(self, tenant: str | None, report: MaintenanceReport) -> MaintenanceReport:
+        days = cast("MemoryStore", self).memory_settings().delete_after_days
+        if report.dry_run or days <= 0 or not self._manager.keeps_history:
+            return report
+        purged = self._manager.purge_history(tenant, before=utcnow() - timedelta(days=days))
+        return attrs.evolve(report, history_purged=purged)

@@ -27,7 +27,7 @@ import attrs
 from memroute.config.limits import InputLimits
 from memroute.config.serialization import memory_from_dict
 from memroute.errors import MemrouteError, ValidationError
-from memroute.models import Memory, is_memory_id, require_tenant
+from memroute.models import HistoryEntry, Memory, is_memory_id, require_tenant
 
 if TYPE_CHECKING:
     from memroute.routing.manager import MemoryManager
@@ -99,17 +99,21 @@ def parse_jsonl(lines: Iterable[str], *, api_key_id: str | None = None,
     return parsed
 
 
-def _refuse_foreign_ids(manager: MemoryManager, parsed: Sequence[tuple[int, Memory]]) -> None:
-    """An id that exists under another tenant is refused: an import never moves a memory between tenants."""
+def _refuse_foreign_ids(manager: MemoryManager, parsed: Sequence[tuple[int, Memory]]) -> dict[str, Memory]:
+    """An id that exists under another tenant is refused: an import never moves a memory between tenants.
+    Returns the memories the import will replace, by id (their history entries say what they said before)."""
+    replaced: dict[str, Memory] = {}
     for start in range(0, len(parsed), _LOOKUP_BATCH):
         chunk = parsed[start:start + _LOOKUP_BATCH]
         existing = manager.get_many([m.id for _, m in chunk])
+        replaced.update(existing)
         for number, memory in chunk:
             stored = existing.get(memory.id)
             if stored is not None and stored.api_key_id != memory.api_key_id:
                 # Do not say whose: to a tenant, another tenant's id is just "taken".
                 raise _line_error(number, f"id: {memory.id} is already used by another memory (of another "
                                           "tenant); an import never moves a memory between tenants")
+    return replaced
 
 
 def import_memories(
@@ -120,10 +124,16 @@ def import_memories(
     on_written: Callable[[list[Memory]], Any] | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> ImportReport:
-    """Write already-validated ``(line, memory)`` pairs: refuse foreign ids, then one ``put_many``."""
-    _refuse_foreign_ids(manager, memories)
+    """Write already-validated ``(line, memory)`` pairs: refuse foreign ids, then one ``put_many``; then the
+    history of each memory the import created or changed (actor ``import``)."""
+    replaced = _refuse_foreign_ids(manager, memories)
     batch = [memory for _, memory in memories]
     count = manager.put_many(batch) if batch else 0
+    if manager.keeps_history and batch:
+        changes = (HistoryEntry.of_change(replaced.get(m.id), m, actor="import") for m in batch)
+        entries = [entry for entry in changes if entry is not None]
+        for start in range(0, len(entries), _LOOKUP_BATCH):
+            manager.append_history(entries[start:start + _LOOKUP_BATCH])
     if progress is not None:
         progress(len(batch))
     if on_written is not None and batch:

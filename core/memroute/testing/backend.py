@@ -65,6 +65,7 @@ from memroute.models import (
 )
 from memroute.testing.access import AccessTrackingTests
 from memroute.testing.batches import BatchCreateTests
+from memroute.testing.history import HistoryTests
 from memroute.testing.routing import TenantRoutingTests
 
 __all__ = ["FTS_SYNTAX_QUERIES", "BackendContract", "ROUND_TRIP_CONTENTS"]
@@ -111,7 +112,7 @@ FTS_SYNTAX_QUERIES: tuple[str, ...] = (
 )
 
 
-class BackendContract(AccessTrackingTests, BatchCreateTests, TenantRoutingTests):
+class BackendContract(AccessTrackingTests, BatchCreateTests, HistoryTests, TenantRoutingTests):
     """Abstract conformance tests for a :class:`~memroute.interfaces.MemoryBackend`.
 
     Override the ``backend`` fixture (required) and the ``reopen`` fixture (optional, for persistence).

@@ -22,19 +22,30 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 from typing import Any, Final
 
 import attrs
 
 from memroute.errors import BackendUnavailableError
-from memroute.interfaces import AccessRecorder, MemoryAccess, MemoryBackend
-from memroute.models import BackendHit, HealthResult, ListFilter, ListPage, Memory, MemoryPatch, NewMemory, SearchQuery
+from memroute.interfaces import AccessRecorder, MemoryAccess, MemoryBackend, MemoryHistory
+from memroute.models import (
+    BackendHit,
+    HealthResult,
+    HistoryEntry,
+    ListFilter,
+    ListPage,
+    Memory,
+    MemoryPatch,
+    NewMemory,
+    SearchQuery,
+)
 
 __all__ = ["FaultyBackend", "ManualClock"]
 
 OPERATIONS: Final = frozenset(
     {"create", "put", "get", "get_many", "update", "delete", "list", "search", "health", "iter_all",
-     "record_access"}
+     "record_access", "append_history", "history", "purge_history"}
 )
 
 
@@ -185,6 +196,24 @@ class FaultyBackend(MemoryBackend):
         if not isinstance(inner, AccessRecorder):
             raise BackendUnavailableError(f"{inner.name!r} records no access", backend=self.name)
         return inner.record_access(api_key_id, accesses)
+
+    def _history(self) -> MemoryHistory:
+        inner = self.inner
+        if not isinstance(inner, MemoryHistory):
+            raise BackendUnavailableError(f"{inner.name!r} keeps no history", backend=self.name)
+        return inner
+
+    def append_history(self, entries: Sequence[HistoryEntry]) -> None:
+        self._enter("append_history")
+        self._history().append_history(entries)
+
+    def history(self, api_key_id: str, memory_id: str) -> builtins.list[HistoryEntry]:
+        self._enter("history")
+        return self._history().history(api_key_id, memory_id)
+
+    def purge_history(self, api_key_id: str | None, *, before: datetime) -> int:
+        self._enter("purge_history")
+        return self._history().purge_history(api_key_id, before=before)
 
     def iter_all(self, api_key_id: str | None = None, batch: int = 500) -> Iterable[Memory]:
         self._enter("iter_all")

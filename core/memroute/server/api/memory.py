@@ -17,6 +17,7 @@ from fastapi import Query, Request
 from memroute.aio import AsyncMemroute
 from memroute.errors import NotFoundError, ValidationError
 from memroute.models import Memory, MemoryType
+from memroute.reports import HistoryReport
 from memroute.server.api import models as m
 from memroute.server.api.lean import InlineBudget, LeanRoute
 from memroute.server.auth import CurrentPrincipal, ScopedRouter
@@ -40,6 +41,12 @@ MEMORY_EXAMPLE: dict[str, Any] = {
     "key": "preference:typescript", "content": "I prefer TypeScript over JavaScript", "metadata": {},
     "createdAt": "2026-01-01T12:00:00Z", "updatedAt": "2026-01-01T12:00:00Z", "expiresAt": None,
     "accessCount": 2, "lastAccessedAt": "2026-01-02T09:30:00Z",
+}
+HISTORY_EXAMPLE: dict[str, Any] = {
+    "id": "5c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e4f", "memoryId": MEMORY_EXAMPLE["id"], "apiKeyId": "shop",
+    "event": "superseded", "actor": "extractor:regex", "at": "2026-01-03T08:00:00Z",
+    "oldContent": "I prefer JavaScript", "newContent": "I prefer TypeScript over JavaScript", "oldKey": None,
+    "newKey": None, "oldType": None, "newType": None,
 }
 _ORDER_FIELDS = {"createdAt": "created_at", "updatedAt": "updated_at", "lastAccessedAt": "last_accessed_at"}
 TenantQuery = Annotated[str | None, Query(alias="apiKeyId", max_length=256,
@@ -112,6 +119,12 @@ async def list_memories(
              responses=ok({"success": True, "id": MEMORY_EXAMPLE["id"], "memory": MEMORY_EXAMPLE}, 201))
 async def create_memory(request: Request, principal: CurrentPrincipal, body: CreateBody) -> m.MemoryCreated:  # type: ignore[valid-type]
     tenant = principal.tenant_for(body.api_key_id)  # type: ignore[attr-defined]
+    if body.consolidate:  # type: ignore[attr-defined]
+        memory = await asvc(request).add(
+            api_key_id=tenant, content=body.content, key=body.key, type=body.type,  # type: ignore[attr-defined]
+            session_id=body.session_id or None, metadata=body.metadata,  # type: ignore[attr-defined]
+            expires_at=body.expires_at, consolidate=True)  # type: ignore[attr-defined]
+        return m.MemoryCreated(success=True, id=memory.id, memory=memory)
     # Validated here (no I/O), then queued for the service's group commit: no thread hop per request, one
     # batched write for the adds that arrive together (docs/server.md, "Concurrent writers").
     memory = await asyncio.wrap_future(svc(request).submit_add(
@@ -176,6 +189,25 @@ async def _owned_or_404(request: Request, tenant: str, memory_id: str) -> Memory
         raise NotFoundError("Memory not found")
     assert isinstance(memory, Memory)
     return memory
+
+
+@by_id.get("/{memory_id}/history", scope="read", response_model=wire_model(HistoryReport),
+            summary="The history of a memory (also after it was deleted)",
+            responses={**ok({"memoryId": MEMORY_EXAMPLE["id"], "apiKeyId": "shop", "current": MEMORY_EXAMPLE,
+                             "entries": [HISTORY_EXAMPLE], "recorded": True}), **_NOT_FOUND})
+async def memory_history(request: Request, principal: CurrentPrincipal, memory_id: str,
+                         api_key_id: TenantQuery = None) -> HistoryReport:
+    """Every recorded change of the memory, oldest first (event, actor, old and new content, key and type,
+    time), and the memory as it is now (``null`` once deleted). Another tenant's id is 404 like a missing one."""
+    tenant = principal.tenant_for(api_key_id)
+    try:
+        report = await asvc(request).history(_memory_id(memory_id), api_key_id=tenant)
+    except ValidationError:
+        report = None  # a malformed id names no memory: the same 404 as a missing one
+    if report is None:
+        raise NotFoundError("Memory not found")
+    assert isinstance(report, HistoryReport)
+    return report
 
 
 @by_id.put("/{memory_id}", scope="write", response_model=wire_model(m.MemoryUpdated),

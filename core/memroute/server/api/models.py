@@ -30,6 +30,9 @@ class MemoryCreate:
     """The tenant; only an admin key may name another than its own."""
     metadata: dict[str, Any] = attrs.field(factory=dict)
     expires_at: datetime | None = None
+    consolidate: bool = False
+    """Update a memory this one restates, or supersede the memory with the same key, instead of adding a
+    second one (docs/pipeline.md, "Consolidation")."""
 
 
 @attrs.frozen(kw_only=True)
@@ -233,6 +236,9 @@ class MemorySettingsView:
     enabled: bool
     max_tokens: int
     retention_days: int
+    """The retrieval window in days (0: none); it hides older memories, never deletes them."""
+    delete_after_days: int
+    """Memories older than this many days are deleted by prune (0: never)."""
     strategy: str
     typed_decay_enabled: bool
     typed_decay_episodic_days: int
@@ -248,7 +254,8 @@ class MemorySettingsUpdate:
 
     enabled: bool | None = None
     max_tokens: int | None = attrs.field(default=None, metadata={"ge": 0, "le": 16000})
-    retention_days: int | None = attrs.field(default=None, metadata={"ge": 1, "le": 365})
+    retention_days: int | None = attrs.field(default=None, metadata={"ge": 0, "le": 36_500})
+    delete_after_days: int | None = attrs.field(default=None, metadata={"ge": 0, "le": 36_500})
     strategy: Literal["recent", "exact", "semantic", "hybrid"] | None = None
     typed_decay_enabled: bool | None = None
     typed_decay_episodic_days: int | None = attrs.field(default=None, metadata={"ge": 1, "le": 3650})
@@ -339,8 +346,8 @@ class QdrantCleanupResponse:
     deleted_count: int
     """Memories really deleted, each with its Qdrant point (0 in a dry run)."""
     candidates: tuple[str, ...]
-    """Ids past retention or expired."""
+    """Ids past ``deleteAfterDays`` or expired."""
     reasons: dict[str, int]
     retention_days: int
-    """The retention in effect (runtime settings included)."""
+    """The retrieval window in effect (runtime settings included; 0: none). It deletes nothing."""
     dry_run: bool

@@ -18,7 +18,7 @@ from memroute.server.wire import jsonable
 router = ScopedRouter(prefix="/api/settings", tags=["settings"])
 
 UpdateBody = wire_model(m.MemorySettingsUpdate, mode="request")
-_SETTINGS_EXAMPLE = {"enabled": True, "maxTokens": 2000, "retentionDays": 30, "strategy": "hybrid",
+_SETTINGS_EXAMPLE = {"enabled": True, "maxTokens": 2000, "retentionDays": 0, "deleteAfterDays": 0, "strategy": "hybrid",
                      "typedDecayEnabled": False, "typedDecayEpisodicDays": 30, "typedDecayAccessImmunity": 3,
                      "overrides": ["enabled"]}
 
@@ -28,7 +28,8 @@ def _view(mem: Any) -> m.MemorySettingsView:
     stored = mem.memory_overrides()
     return m.MemorySettingsView(
         enabled=current.enabled, max_tokens=current.max_tokens, retention_days=current.retention_days,
-        strategy=current.strategy, typed_decay_enabled=current.typed_decay_enabled,
+        delete_after_days=current.delete_after_days, strategy=current.strategy,
+        typed_decay_enabled=current.typed_decay_enabled,
         typed_decay_episodic_days=current.typed_decay_episodic_days,
         typed_decay_access_immunity=current.typed_decay_access_immunity,
         overrides=tuple(wire for wire, setting in RUNTIME_MEMORY_FIELDS.items() if setting in stored),
@@ -167,15 +168,16 @@ def qdrant_search(request: Request, principal: CurrentPrincipal, body: QdrantSea
 
 
 @router.post("/qdrant/cleanup", scope="write", response_model=wire_model(m.QdrantCleanupResponse),
-             summary="Delete the tenant's memories past retention or expired, with their Qdrant points",
+             summary="Delete the tenant's memories past deleteAfterDays or expired, with their Qdrant points",
              responses={**ok({"ok": True, "deletedCount": 2, "candidates": [MEMORY_EXAMPLE["id"]],
-                              "reasons": {"retention": 1, "expired": 1, "decay": 0}, "retentionDays": 30,
+                              "reasons": {"retention": 1, "expired": 1, "decay": 0}, "retentionDays": 0,
                               "dryRun": False}), **_NO_QDRANT})
 def qdrant_cleanup(request: Request, principal: CurrentPrincipal, body: QdrantCleanupBody) -> m.QdrantCleanupResponse:  # type: ignore[valid-type]
-    """The tenant's retention prune (``mem.prune``): memories older than the ``retentionDays`` in effect and
-    expired ones are deleted through the manager, so each memory and its point go together and the count is
-    the real one. The reference deleted only Qdrant points of every key, leaving their memories behind, and
-    reported the number counted before the delete."""
+    """The tenant's prune (``mem.prune``): expired memories, and memories older than the ``deleteAfterDays`` in
+    effect (when an operator set it; the ``retentionDays`` window only hides memories) are deleted through the
+    manager, so each memory and its point go together and the count is the real one. The reference deleted
+    only Qdrant points of every key, leaving their memories behind, and reported the number counted before the
+    delete."""
     mem = request.app.state.memroute
     _qdrant(mem)
     tenant = principal.tenant_for(body.api_key_id)  # type: ignore[attr-defined]

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any, TypeVar, Union
 import attrs
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from memroute.models import Memory
+from memroute.models import HistoryEntry, Memory
 from memroute.reports import ClearReport
 
-__all__ = ["ClearOut", "FoundMemory", "MemoryOut", "Output", "model_from_attrs", "to_output"]
+__all__ = ["ClearOut", "FoundMemory", "HistoryEntryOut", "MemoryOut", "Output", "model_from_attrs", "to_output"]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -36,6 +36,18 @@ MEMORY_DESCRIPTIONS: Mapping[str, str] = {
     "created_at": "When it was first stored (ISO-8601, UTC).",
     "updated_at": "When it last changed (ISO-8601, UTC).",
     "expires_at": "When it stops being returned (ISO-8601, UTC); null for never.",
+}
+HISTORY_DESCRIPTIONS: Mapping[str, str] = {
+    "id": "Id of this history entry.",
+    "event": "created, updated (changed in place or restated), superseded (a newer statement replaced it), deleted.",
+    "actor": "Who made the change: api, mcp, cli, import, summarization, retention, extractor:<name>, ...",
+    "at": "When (ISO-8601, UTC).",
+    "old_content": "What the memory said before; null when it was created.",
+    "new_content": "What it said after; null when it was deleted.",
+    "old_key": "The key before, when the key changed (or on deletion).",
+    "new_key": "The key after, when the key changed (or on creation).",
+    "old_type": "The type before, when it changed (or on deletion).",
+    "new_type": "The type after, when it changed (or on creation).",
 }
 CLEAR_DESCRIPTIONS: Mapping[str, str] = {
     "dry_run": "True when nothing was deleted: the numbers say what would be.",
@@ -102,6 +114,7 @@ if TYPE_CHECKING:  # generated at run time; to the type checker they are plain m
     MemoryOut = BaseModel
     FoundMemory = BaseModel
     ClearOut = BaseModel
+    HistoryEntryOut = BaseModel
 else:
     MemoryOut = model_from_attrs(
         Memory, "MemoryOut", exclude=("api_key_id",), descriptions=MEMORY_DESCRIPTIONS,
@@ -111,6 +124,10 @@ else:
         Memory, "FoundMemory", exclude=("api_key_id",), descriptions=MEMORY_DESCRIPTIONS,
         extra={"score": (float, "Relevance to the query (higher is better; comparable within one search).")},
         doc="One memory found by memory_search, best first.",
+    )
+    HistoryEntryOut = model_from_attrs(
+        HistoryEntry, "HistoryEntryOut", exclude=("api_key_id", "memory_id"), descriptions=HISTORY_DESCRIPTIONS,
+        doc="One change of a memory.",
     )
     # The matching ids stay out: a clear may match thousands, and memory_list shows them on request.
     ClearOut = model_from_attrs(

@@ -27,7 +27,7 @@ from pydantic import BaseModel, Field
 
 from memroute.errors import MemrouteError
 from memroute.models import MemoryType
-from memroute.server.mcp.schemas import ClearOut, FoundMemory, MemoryOut, Output, to_output
+from memroute.server.mcp.schemas import ClearOut, FoundMemory, HistoryEntryOut, MemoryOut, Output, to_output
 
 if TYPE_CHECKING:
     from mcp.server import MCPServer
@@ -80,6 +80,15 @@ class ListOut(Output):
     memories: list[MemoryOut]
     total: int = Field(description="How many memories match the filters in all pages.")
     next_cursor: str | None = Field(description="Pass as `cursor` to get the next page; null on the last page.")
+
+
+class HistoryOut(Output):
+    """The history of one memory, oldest change first."""
+
+    id: str
+    current: MemoryOut | None = Field(description="The memory as it is now; null once it was deleted.")
+    changes: list[HistoryEntryOut] = Field(description="Every recorded change, oldest first.")
+    recorded: bool = Field(description="False when this deployment keeps no history (then `changes` is empty).")
 
 
 class DeleteOut(Output):
@@ -189,6 +198,10 @@ class MemoryTools:
                                                             "for a memory every session sees.")] = None,
         metadata: MetadataArg = None,
         expires_at: ExpiresArg = None,
+        consolidate: Annotated[bool, Field(description="When the fact restates a memory the user already has, "
+                                                       "update that one instead of adding a second; with a "
+                                                       "`key` that exists, the old text is kept in the "
+                                                       "memory's history (see memory_history).")] = False,
     ) -> AddOut:
         """Store a durable fact about the user: a preference, a decision, a recurring pattern.
 
@@ -196,7 +209,7 @@ class MemoryTools:
         an existing key updates that memory (the id stays the same)."""
         memory = self.mem.add(
             api_key_id=caller.tenant, content=content, key=key, type=type or MemoryType.FACTUAL,
-            session_id=session_id, metadata=metadata, expires_at=expires_at,
+            session_id=session_id, metadata=metadata, expires_at=expires_at, actor="mcp", consolidate=consolidate,
         )
         return AddOut(memory=to_output(MemoryOut, memory), created=memory.created_at == memory.updated_at)
 
@@ -229,6 +242,19 @@ class MemoryTools:
             raise _not_found(id)
         return to_output(MemoryOut, memory)
 
+    @declare_tool("read", "A memory's history", read_only=True)
+    def memory_history(self, caller: Caller, id: IdArg) -> HistoryOut:
+        """What a memory said before and who changed it: every change (created, updated, superseded, deleted),
+        oldest first, also for a memory that was deleted. Use it when the user asks what they said earlier or
+        why a memory changed."""
+        report = self.mem.history(id, api_key_id=caller.tenant)
+        if report is None:
+            raise _not_found(id)
+        return HistoryOut(
+            id=report.memory_id,
+            current=to_output(MemoryOut, report.current) if report.current is not None else None,
+            changes=[to_output(HistoryEntryOut, entry) for entry in report.entries], recorded=report.recorded)
+
     @declare_tool("write", "Update a memory", idempotent=True)
     def memory_update(
         self,
@@ -244,14 +270,14 @@ class MemoryTools:
     ) -> MemoryOut:
         """Correct or refine an existing memory (give only the fields to change). Prefer this over adding a
         second, contradicting memory when a fact about the user changes."""
-        changes = {name: value for name, value in (
+        changes: dict[str, Any] = {name: value for name, value in (
             ("content", content), ("key", key), ("type", type), ("session_id", session_id),
             ("metadata", metadata), ("expires_at", expires_at),
         ) if value is not None}
         if not changes:
             raise ToolError("nothing to change: give at least one of content, key, type, session_id, metadata, "
                             "expires_at")
-        memory = self.mem.update(id, api_key_id=caller.tenant, **changes)
+        memory = self.mem.update(id, api_key_id=caller.tenant, actor="mcp", **changes)
         if memory is None:
             raise _not_found(id)
         return to_output(MemoryOut, memory)
@@ -259,7 +285,7 @@ class MemoryTools:
     @declare_tool("write", "Delete a memory", destructive=True, idempotent=True)
     def memory_delete(self, caller: Caller, id: IdArg) -> DeleteOut:
         """Delete one memory by id (for example when the user asks to forget something specific)."""
-        if not self.mem.delete(id, api_key_id=caller.tenant):
+        if not self.mem.delete(id, api_key_id=caller.tenant, actor="mcp"):
             raise _not_found(id)
         return DeleteOut(id=id, deleted=True)
 

@@ -36,6 +36,7 @@ from memroute.interfaces import BackendCapabilities, ComponentContext, MemoryAcc
 from memroute.models import (
     BackendHit,
     HealthResult,
+    HistoryEntry,
     ListFilter,
     ListPage,
     Memory,
@@ -53,6 +54,7 @@ from memroute_builtins.backends.postgres.database import (
     check_schema_name,
     redact_dsn,
 )
+from memroute_builtins.backends.postgres.history import HistorySql, rows_of, to_entry
 from memroute_builtins.backends.postgres.schema import (
     CONTENT_WEIGHT,
     KEY_WEIGHT,
@@ -97,7 +99,7 @@ class PostgresBackend(MemoryBackend):
     in_process = False  # a PostgreSQL server (its own processes)
 
     capabilities = BackendCapabilities(reindex_markers=True, access_tracking=True, tenant_routing=True,
-                                       batch_create=True)
+                                       batch_create=True, history=True)
     type_name = "postgres"
 
     def __init__(self, name: str, settings: PostgresSettings) -> None:
@@ -105,6 +107,7 @@ class PostgresBackend(MemoryBackend):
         self.settings = settings
         self.schema = settings.schema
         self.sql = Sql(settings.schema)
+        self.history_sql = HistorySql(settings.schema)
         self.db = Database(settings, component=f"PostgreSQL backend {name!r}")
         self._jsonb: Any = None
         self._opened = False
@@ -516,6 +519,26 @@ class PostgresBackend(MemoryBackend):
             cur = conn.execute(self.sql.record_access, ([i for i, _ in items], [a.count for _, a in items],
                                                         [a.at for _, a in items], api_key_id))
             return int(cur.rowcount)
+
+    # --- history (capability ``history``: memroute_builtins.backends.postgres.history) ---------------------
+
+    def append_history(self, entries: Sequence[HistoryEntry]) -> None:
+        by_tenant: dict[str, list[HistoryEntry]] = {}
+        for entry in entries:
+            by_tenant.setdefault(entry.api_key_id, []).append(entry)
+        for tenant, batch in by_tenant.items():
+            with self.db.transaction("record history", tenant=tenant) as conn, conn.cursor() as cur:
+                cur.executemany(self.history_sql.insert, rows_of(batch))
+
+    def history(self, api_key_id: str, memory_id: str) -> builtins.list[HistoryEntry]:
+        with self.db.transaction("read history", tenant=api_key_id) as conn:
+            rows = conn.execute(self.history_sql.select, (api_key_id, memory_id)).fetchall()
+        return [to_entry(row) for row in rows]
+
+    def purge_history(self, api_key_id: str | None, *, before: datetime) -> int:
+        sql, params = self.history_sql.purge(api_key_id, before)
+        with self.db.transaction("purge history", tenant=api_key_id or ALL_TENANTS) as conn:
+            return int(conn.execute(sql, params).rowcount)
 
     def get_setting(self, key: str) -> str | None:
         with self.db.transaction("read a setting", tenant=ALL_TENANTS) as conn:

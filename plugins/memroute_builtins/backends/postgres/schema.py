@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any, Final
 
-from memroute.models import Memory, MemoryType
+from memroute.models import HistoryEvent, Memory, MemoryType
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Sql", "keyword_terms", "put_columns", "row_values", "to_memory"]
 
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 MAX_QUERY_CHARS: Final = 4096
 MAX_QUERY_TERMS: Final = 32
 INDEXED_PREFIX_CHARS: Final = 262_144
@@ -29,6 +29,7 @@ CONTENT_WEIGHT: Final = 0.5
 SQLite backend's bm25 and the reference's keyword scorer."""
 
 _TYPES_SQL = ", ".join(f"'{t.value}'" for t in MemoryType)
+_EVENTS_SQL = ", ".join(f"'{e.value}'" for e in HistoryEvent)
 # The policy admits the tenant the transaction was opened for, or every row in a transaction opened for
 # ALL_TENANTS (operations addressed by id). A transaction that set neither sees nothing: default deny.
 _POLICY = ("(current_setting('memroute.all_tenants', true) = 'on' "
@@ -41,7 +42,9 @@ def migrations(schema: str) -> dict[int, str]:
     1: memories (+ settings). 2: the deployment's state: API keys, state values, leases (``state``).
     3: the primary key of ``memories`` becomes ``(api_key_id, id)``, so every unique constraint of the tenant
     table includes the tenant and Citus can distribute it by ``api_key_id`` (docs/deployment.md), plus a plain
-    index on ``id``. Rebuilding the key's index keeps every row as it is."""
+    index on ``id``. Rebuilding the key's index keeps every row as it is. 4: the history of every memory's
+    changes (capability ``history``), keyed by tenant like ``memories`` and under the same row-level policy; no
+    foreign key, so the history of a deleted memory stays."""
     from memroute_builtins.backends.postgres.state import state_migration
 
     s = f'"{schema}"'
@@ -97,6 +100,29 @@ def migrations(schema: str) -> dict[int, str]:
             -- Not unique: the by-id operations that name no tenant (replication, the import's foreign-id
             -- check, verification) find an id without reading every row.
             CREATE INDEX memories_id ON {s}.memories (id);
+        """,
+        4: f"""
+            CREATE TABLE {s}.memory_history (
+                api_key_id  text NOT NULL,
+                id          text NOT NULL,
+                seq         bigint GENERATED ALWAYS AS IDENTITY,
+                memory_id   text NOT NULL,
+                event       text NOT NULL CHECK (event IN ({_EVENTS_SQL})),
+                actor       text NOT NULL,
+                at          timestamptz NOT NULL,
+                old_content text,
+                new_content text,
+                old_key     text,
+                new_key     text,
+                old_type    text,
+                new_type    text,
+                PRIMARY KEY (api_key_id, id)
+            );
+            CREATE INDEX memory_history_memory ON {s}.memory_history (api_key_id, memory_id, at, seq);
+            CREATE INDEX memory_history_at ON {s}.memory_history (at);
+            ALTER TABLE {s}.memory_history ENABLE ROW LEVEL SECURITY;
+            ALTER TABLE {s}.memory_history FORCE ROW LEVEL SECURITY;
+            CREATE POLICY memory_history_tenant ON {s}.memory_history USING {_POLICY} WITH CHECK {_POLICY};
         """,
     }
 

@@ -40,6 +40,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
@@ -60,6 +61,7 @@ from memroute.interfaces import BackendCapabilities, ComponentContext, MemoryAcc
 from memroute.models import (
     BackendHit,
     HealthResult,
+    HistoryEntry,
     ListFilter,
     ListPage,
     Memory,
@@ -70,6 +72,7 @@ from memroute.models import (
     require_ids,
 )
 from memroute.specs import BackendSpec
+from memroute_builtins.backends.sqlite import history as history_sql
 from memroute_builtins.backends.sqlite.schema import (
     _COLUMNS,
     _M_COLUMNS,
@@ -173,7 +176,7 @@ class SqliteBackend(MemoryBackend):
     in_process = True  # a SQLite file, and the Python that builds memories from its rows
 
     capabilities = BackendCapabilities(bounded_latency=True, reindex_markers=True, access_tracking=True,
-                                       data_versions=True, batch_create=True, tenant_routing=True)
+                                       data_versions=True, batch_create=True, tenant_routing=True, history=True)
     type_name = "sqlite"
 
     def __init__(self, name: str, path: str | Path, *, settings: SqliteSettings | None = None,
@@ -887,6 +890,21 @@ class SqliteBackend(MemoryBackend):
         transaction of every write that changes what a search of the tenant reads, whichever process made it."""
         rows = self._read(_SQL_DATA_VERSION, (api_key_id,), "read the data version")
         return int(rows[0][0]) if rows else 0
+
+    # --- history (capability ``history``: memroute_builtins.backends.sqlite.history) ------------------------
+
+    def append_history(self, entries: Sequence[HistoryEntry]) -> None:
+        if entries:
+            with self._write("record history") as connection:
+                history_sql.append(connection, entries)
+
+    def history(self, api_key_id: str, memory_id: str) -> builtins.list[HistoryEntry]:
+        with self._errors("read history"):
+            return history_sql.read(self._connection(), api_key_id, memory_id)
+
+    def purge_history(self, api_key_id: str | None, *, before: datetime) -> int:
+        with self._write("purge history") as connection:
+            return history_sql.purge(connection, api_key_id, before)
 
     def get_setting(self, key: str) -> str | None:
         rows = self._read("SELECT value FROM settings WHERE key = ?", (key,), "read a setting")

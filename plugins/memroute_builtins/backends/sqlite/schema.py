@@ -15,9 +15,9 @@ from typing import Any, Final
 import apsw
 
 from memroute.errors import BackendError, BackendUnavailableError, ConflictError
-from memroute.models import Memory, MemoryType
+from memroute.models import HistoryEvent, Memory, MemoryType
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 MAX_QUERY_CHARS: Final = 4096
 MAX_QUERY_TERMS: Final = 32
 
@@ -25,6 +25,7 @@ MAX_QUERY_TERMS: Final = 32
 # --- schema --------------------------------------------------------------------------------------------
 
 _TYPES_SQL = ", ".join(f"'{t.value}'" for t in MemoryType)
+_EVENTS_SQL = ", ".join(f"'{e.value}'" for e in HistoryEvent)
 
 _MIGRATIONS: Final[dict[int, str]] = {
     1: f"""
@@ -86,6 +87,27 @@ _MIGRATIONS: Final[dict[int, str]] = {
             key   TEXT PRIMARY KEY,
             value TEXT NOT NULL
         ) WITHOUT ROWID;
+    """,
+    # 2: the history of every memory's changes (capability ``history``). No foreign key to memories: the
+    # history of a deleted memory is kept (see docs/pipeline.md, "History").
+    2: f"""
+        CREATE TABLE memory_history (
+            history_rowid INTEGER PRIMARY KEY,
+            id            TEXT NOT NULL UNIQUE,
+            memory_id     TEXT NOT NULL,
+            api_key_id    TEXT NOT NULL,
+            event         TEXT NOT NULL CHECK (event IN ({_EVENTS_SQL})),
+            actor         TEXT NOT NULL,
+            at            TEXT NOT NULL,
+            old_content   TEXT,
+            new_content   TEXT,
+            old_key       TEXT,
+            new_key       TEXT,
+            old_type      TEXT,
+            new_type      TEXT
+        );
+        CREATE INDEX idx_memory_history_memory ON memory_history(api_key_id, memory_id, history_rowid);
+        CREATE INDEX idx_memory_history_at ON memory_history(at);
     """,
 }
 

@@ -188,6 +188,10 @@ async function openEditor(id) {
   clearFieldErrors();
   state.editing = id;
   $("e-delete").hidden = id === null;
+  $("e-consolidate-row").hidden = id !== null;
+  $("e-consolidate").checked = false;
+  $("e-history-box").hidden = true;
+  $("e-history").replaceChildren();
   if (id === null) {
     $("editor-title").textContent = "Add memory";
     $("editor-id").textContent = "";
@@ -203,9 +207,27 @@ async function openEditor(id) {
     $("e-type").value = memory.type;
     $("e-session").value = memory.sessionId || "";
     $("e-metadata").value = JSON.stringify(memory.metadata || {}, null, 2);
+    const history = await api("GET", `/api/memory/${encodeURIComponent(id)}/history`, undefined, { query: { apiKeyId: state.tenant } });
+    renderHistory(history);
   }
   $("editor").showModal();
   $("e-content").focus();
+}
+
+function renderHistory(history) {
+  const list = $("e-history");
+  list.replaceChildren();
+  if (!history.recorded) list.append(el("li", "This deployment keeps no history."));
+  for (const change of history.entries) {
+    const item = el("li", null, "history-entry");
+    item.append(el("span", `${when(change.at)} · ${change.event} · by ${change.actor}`, "history-head"));
+    if (change.oldKey !== null && change.newKey !== null) item.append(el("span", `key: ${change.oldKey} → ${change.newKey}`, "history-line"));
+    if (change.oldType !== null && change.newType !== null) item.append(el("span", `type: ${change.oldType} → ${change.newType}`, "history-line"));
+    if (change.oldContent !== null) item.append(el("span", `was: ${change.oldContent}`, "history-line history-old"));
+    if (change.newContent !== null) item.append(el("span", `now: ${change.newContent}`, "history-line"));
+    list.append(item);
+  }
+  $("e-history-box").hidden = false;
 }
 
 $("e-save").addEventListener("click", async () => {
@@ -220,7 +242,7 @@ $("e-save").addEventListener("click", async () => {
   if ($("e-key").value) body.key = $("e-key").value;
   try {
     if (state.editing === null) {
-      await api("POST", "/api/memory", { ...body, apiKeyId: state.tenant });
+      await api("POST", "/api/memory", { ...body, apiKeyId: state.tenant, consolidate: $("e-consolidate").checked });
       flash("Memory added.");
     } else {
       await api("PUT", `/api/memory/${encodeURIComponent(state.editing)}`, body, { query: { apiKeyId: state.tenant } });
@@ -393,6 +415,7 @@ async function loadEngine() {
   $("s-enabled").checked = settings.enabled;
   $("s-max-tokens").value = settings.maxTokens;
   $("s-retention").value = settings.retentionDays;
+  $("s-delete-after").value = settings.deleteAfterDays;
   $("s-strategy").value = settings.strategy === "exact" ? "recent" : settings.strategy;
   showReindex(reindex);
 }
@@ -433,7 +456,9 @@ $("settings").addEventListener("submit", async (event) => {
   $("s-error").textContent = "";
   try {
     await api("PUT", "/api/settings/memory", { enabled: $("s-enabled").checked, maxTokens: Number($("s-max-tokens").value),
-                                                retentionDays: Number($("s-retention").value), strategy: $("s-strategy").value });
+                                                retentionDays: Number($("s-retention").value),
+                                                deleteAfterDays: Number($("s-delete-after").value),
+                                                strategy: $("s-strategy").value });
     flash("Settings saved.");
   } catch (error) {
     $("s-error").textContent = [error.message, ...error.details.map((d) => `${d.field}: ${d.message}`)].join(" · ");

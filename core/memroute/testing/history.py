@@ -1,0 +1,89 @@
+"""The history part of the backend conformance suite (capability ``history``).
+
+:class:`~memroute.testing.backend.BackendContract` inherits these tests; a backend that does not declare
+``history`` skips them (the service then reports that the deployment keeps no history).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import ClassVar
+
+import pytest
+
+from memroute.interfaces import MemoryBackend, MemoryHistory
+from memroute.models import HistoryEntry, HistoryEvent, Memory, NewMemory, new_memory_id, utcnow
+
+__all__ = ["HistoryTests"]
+
+_A = "tenant-a"
+_B = "tenant-b"
+
+
+def _keeper(backend: MemoryBackend) -> MemoryHistory:
+    if not backend.capabilities.history:
+        pytest.skip(f"{type(backend).__name__} declares capability history=False")
+    assert isinstance(backend, MemoryHistory), (
+        f"{type(backend).__name__} declares history but lacks append_history / history / purge_history")
+    return backend
+
+
+def _change(before: Memory | None, after: Memory | None, *, minutes_ago: int, actor: str = "api",
+            event: HistoryEvent | None = None) -> HistoryEntry:
+    at = utcnow().replace(microsecond=0) - timedelta(minutes=minutes_ago)
+    entry = HistoryEntry.of_change(before, after, actor=actor, event=event, at=at)
+    assert entry is not None
+    return entry
+
+
+class HistoryTests:
+    """Conformance tests for :class:`~memroute.interfaces.MemoryHistory` (mixed into ``BackendContract``)."""
+
+    __test__: ClassVar[bool] = False
+
+    def test_history_round_trips_every_field_oldest_first(self, backend: MemoryBackend) -> None:
+        keeper = _keeper(backend)
+        first = backend.create(NewMemory(api_key_id=_A, key="profile:location", content="Lives in Lisbon"))
+        second = backend.create(NewMemory(api_key_id=_A, key="profile:location", content="Lives in Berlin"))
+        created = _change(None, first, minutes_ago=30, actor="extractor:regex")
+        superseded = _change(first, second, minutes_ago=20, actor="extractor:regex", event=HistoryEvent.SUPERSEDED)
+        keeper.append_history([superseded])
+        keeper.append_history([created])
+        got = keeper.history(_A, first.id)
+        assert got == [created, superseded], "history must return every entry exactly, oldest first"
+        assert got[1].old_content == "Lives in Lisbon" and got[1].new_content == "Lives in Berlin"
+        assert got[0].new_key == "profile:location" and got[0].new_type == "factual"
+
+    def test_appending_an_entry_again_changes_nothing(self, backend: MemoryBackend) -> None:
+        keeper = _keeper(backend)
+        memory = backend.create(NewMemory(api_key_id=_A, key="k", content="tea"))
+        entry = _change(None, memory, minutes_ago=5)
+        keeper.append_history([entry])
+        keeper.append_history([entry])
+        assert keeper.history(_A, memory.id) == [entry], "append_history must be idempotent by entry id"
+
+    def test_history_is_tenant_scoped(self, backend: MemoryBackend) -> None:
+        keeper = _keeper(backend)
+        mine = backend.create(NewMemory(api_key_id=_A, key="k", content="tenant a's memory"))
+        keeper.append_history([_change(None, mine, minutes_ago=5)])
+        assert keeper.history(_B, mine.id) == [], "tenant B read tenant A's history"
+        assert keeper.history(_A, new_memory_id()) == []
+
+    def test_history_outlives_the_memory_and_purge_removes_only_what_it_names(self, backend: MemoryBackend) -> None:
+        keeper = _keeper(backend)
+        gone = backend.create(NewMemory(api_key_id=_A, key="gone", content="Allergic to peanuts"))
+        kept = backend.create(NewMemory(api_key_id=_A, key="kept", content="Likes tea"))
+        theirs = backend.create(NewMemory(api_key_id=_B, key="gone", content="tenant b"))
+        keeper.append_history([_change(None, gone, minutes_ago=90), _change(gone, None, minutes_ago=60),
+                               _change(None, kept, minutes_ago=90), _change(None, theirs, minutes_ago=90)])
+        assert backend.delete(gone.id) and backend.delete(theirs.id)
+        assert [e.event for e in keeper.history(_A, gone.id)] == [HistoryEvent.CREATED, HistoryEvent.DELETED], (
+            "a deleted memory's history must stay readable")
+        cutoff = utcnow() - timedelta(minutes=75)  # after the creation, before the deletion
+        assert keeper.purge_history(_A, before=cutoff) == 0, "purge removed a history whose last entry is newer"
+        assert keeper.purge_history(_A, before=utcnow()) == 2, "purge must remove the deleted memory's history"
+        assert keeper.history(_A, gone.id) == []
+        assert len(keeper.history(_A, kept.id)) == 1, "purge removed the history of a memory that exists"
+        assert len(keeper.history(_B, theirs.id)) == 1, "a purge of tenant A touched tenant B"
+        assert keeper.purge_history(None, before=utcnow()) == 1
+        assert keeper.history(_B, theirs.id) == [] and len(keeper.history(_A, kept.id)) == 1
