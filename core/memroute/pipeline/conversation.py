@@ -33,10 +33,11 @@ from memroute.models import (
     require_tenant,
     utcnow,
 )
-from memroute.pipeline.gate import memory_enabled, opted_out, session_from_headers
+from memroute.pipeline.gate import memory_enabled, message_time_from_headers, opted_out, session_from_headers
 from memroute.pipeline.inject import block_of, inject_block, memory_lines
-from memroute.pipeline.requests import ApiShape, assistant_text, extraction_text, query_text
+from memroute.pipeline.requests import ApiShape, assistant_text, extraction_text, last_user_name, query_text
 from memroute.pipeline.summarize import build_summary, select_for_compaction
+from memroute.pipeline.turns import TURN_CATEGORY, is_salient, parse_said_at, split_turn, turn_key
 from memroute.reports import MaintenanceReport
 
 if TYPE_CHECKING:
@@ -93,6 +94,10 @@ class _Job:
     session_id: str | None
     texts: tuple[tuple[str, str], ...]
     """(text, source) pairs."""
+    said_at: datetime
+    """When the user's message was said (``observe``'s ``said_at``, the message-time header, or the call's time)."""
+    speaker: str | None = None
+    """The user message's ``name``, when it carries one."""
 
 
 def _check_days(name: str, value: object, low: int = 0, high: int = 36_500) -> int:
@@ -170,18 +175,19 @@ class Conversation:
         return run_extractors(self.extractors(), text, source=source)
 
     def store_facts(self, api_key_id: str, facts: Sequence[ExtractedFact], *,
-                    session_id: str | None = None) -> list[Memory]:
+                    session_id: str | None = None, said: dict[str, str] | None = None) -> list[Memory]:
         """Store extracted facts for ``api_key_id`` now (an upsert per key), whatever the memory gate says:
         for explicit requests such as ``memroute extract --store``.
 
         A fact whose metadata names an ``opposite_key`` (the regex extractor sets it: ``aversion:python`` for
         ``preference:python``) supersedes that key's memory of the same owner: the old one is deleted through
-        the manager and its id kept in the new memory's ``metadata.supersedes``."""
+        the manager and its id kept in the new memory's ``metadata.supersedes``. ``said`` (``said_at``, ``speaker``)
+        is added to each fact's metadata."""
         api_key_id = require_tenant(api_key_id)
         session_id = require_session(session_id)
         stored = []
         for fact in facts:
-            metadata = {"category": fact.category, **fact.metadata}
+            metadata = {"category": fact.category, **fact.metadata, **(said or {})}
             opposite = self._find_by_key(api_key_id, metadata.get("opposite_key"))
             if opposite is not None:
                 metadata["supersedes"] = [opposite.id]
@@ -208,11 +214,32 @@ class Conversation:
         return tuple(texts)
 
     def _store(self, job: _Job) -> list[Memory]:
+        said = {"said_at": job.said_at.isoformat()}
+        if job.speaker is not None:
+            said["speaker"] = job.speaker
         stored = []
         for text, source in job.texts:
-            stored.extend(self.store_facts(job.api_key_id, self.extract(text, source=source),
-                                           session_id=job.session_id))
+            facts = self.extract(text, source=source)
+            if source == "user":
+                stored.extend(self._keep_turn(job, text, bool(facts), said))
+            stored.extend(self.store_facts(job.api_key_id, facts, session_id=job.session_id, said=said))
         return stored
+
+    def _keep_turn(self, job: _Job, text: str, has_facts: bool, said: dict[str, str]) -> list[Memory]:
+        """Keep the user's message itself as ``episodic`` memories (:mod:`memroute.pipeline.turns`)."""
+        extraction = self.settings.extraction
+        if extraction.keep_turns == "none" or (extraction.keep_turns == "salient" and not (
+                has_facts or is_salient(text))):
+            return []
+        parts = split_turn(text, extraction.turn_max_chars)
+        kept = []
+        for number, part in enumerate(parts, start=1):
+            metadata: dict[str, Any] = {"category": TURN_CATEGORY, "source": "user", **said}
+            if len(parts) > 1:
+                metadata.update(part=number, parts=len(parts))
+            kept.append(self.store.add(api_key_id=job.api_key_id, content=part, key=turn_key(part),
+                                       type=MemoryType.EPISODIC, session_id=job.session_id, metadata=metadata))
+        return kept
 
     def observe(
         self,
@@ -223,9 +250,15 @@ class Conversation:
         session_id: str | None = None,
         headers: Any = None,
         wait: bool = False,
+        said_at: datetime | str | None = None,
     ) -> list[Memory]:
-        """Extract facts from the request's last user message (and, when ``[extraction] mine_assistant``
-        is on, from the assistant's reply) and store them for ``api_key_id``.
+        """Keep the request's last user message (``[extraction] keep_turns``), extract facts from it (and, when
+        ``[extraction] mine_assistant`` is on, from the assistant's reply) and store them for ``api_key_id``.
+
+        ``said_at`` is when the message was said (a datetime with a time zone or ISO 8601 text); without it an
+        ``x-memroute-message-time`` header gives it, else the time of the call. It is stored as
+        ``metadata.said_at`` on the message and on each fact from it; a malformed one raises
+        :class:`ValidationError` at once.
 
         Runs in a background worker: failures are logged, never raised. ``wait=True`` runs it now and returns
         the stored memories (still logging, not raising, a storage failure). Invalid ``api_key_id`` /
@@ -234,12 +267,17 @@ class Conversation:
         ``x-omniroute-session-id``) header names the session."""
         api_key_id = require_tenant(api_key_id)
         session_id = require_session(session_id if session_id is not None else session_from_headers(headers))
+        if said_at is None and (header := message_time_from_headers(headers)) is not None:
+            moment = parse_said_at(header, "x-memroute-message-time")
+        else:
+            moment = utcnow() if said_at is None else parse_said_at(said_at)
         if not memory_enabled(self.store.memory_settings()) or opted_out(headers):
             return []
         texts = self._texts(request, response)
         if not texts:
             return []
-        job = _Job(api_key_id=api_key_id, session_id=session_id, texts=texts)
+        job = _Job(api_key_id=api_key_id, session_id=session_id, texts=texts, said_at=moment,
+                   speaker=last_user_name(request))
         if wait:
             try:
                 return self._store(job)
