@@ -210,7 +210,8 @@ def _call_me(m: re.Match[str], clause: str) -> Fact:
 
 
 @rule(rf"\bmy\s+name(?:'s|\s+is)\s+(?P<x>{NAME})", rf"{IM}called\s+(?P<x>{NAME})",
-      rf"\b(?:hi|hello|hey)\b[\s,!]+(?:there[\s,!]+)?I(?:'m|\s+am)\s+(?P<x>{NAME})")
+      rf"\b(?:hi|hello|hey)\b[\s,!]+(?:there[\s,!]+)?I(?:'m|\s+am)\s+(?P<x>{NAME})",
+      rf"{IM}(?P<x>{NAME})(?=,?\s+(?:nice|pleased|good|glad)\s+to\s+meet)")
 def _name(m: re.Match[str], clause: str) -> Fact:
     return _fact("identity", "profile:name", f"Is named {m['x']}")
 
@@ -244,7 +245,7 @@ def _born(m: re.Match[str], clause: str) -> Fact | None:
     return _fact("place", "profile:birthplace", f"Was born in {when}")
 
 
-@rule(rf"{IM}(?:a\s+)?(?:proud\s+)?(?P<x>[\w-]+)(?:\s+(?:citizen|national))?\s*$")
+@rule(rf"{IM}(?:a\s+)?(?:proud\s+)?(?P<x>[\w-]+)(?:\s+(?:citizen|national))?\s*(?:,.*)?$")
 def _nationality(m: re.Match[str], clause: str) -> Fact | None:
     word = m["x"].lower()
     if word in NATIONALITIES:
@@ -323,13 +324,15 @@ def _got_married(m: re.Match[str], clause: str) -> Fact:
 
 
 # --- work and study -------------------------------------------------------------------------------------
-@rule(r"\bI\s+(?:currently\s+|now\s+|still\s+)?work\s+(?P<p>at|for)\s+(?P<org>.+?)(?:\s+as\s+(?P<role>.+))?$")
+@rule(r"\bI\s+(?:currently\s+|now\s+|still\s+|also\s+)?work\s+(?P<t>(?:part|full)[\s-]time\s+)?(?P<p>at|for)\s+"
+      r"(?P<org>.+?)(?:\s+as\s+(?P<role>.+))?$")
 def _employer(m: re.Match[str], clause: str) -> Fact | None:
     org = obj(m["org"])
     if not org:
         return None
     role = obj(m["role"]) if m["role"] else None
-    return _fact("work", "profile:employer", f"Works {m['p'].lower()} {org}" + (f" as {role}" if role else ""))
+    when = " ".join(m["t"].split()) + " " if m["t"] else ""
+    return _fact("work", "profile:employer", f"Works {when}{m['p'].lower()} {org}" + (f" as {role}" if role else ""))
 
 
 @rule(r"\bI\s+(?:currently\s+|now\s+)?work\s+as\s+(?P<x>.+)")
@@ -377,7 +380,7 @@ def _not_working(m: re.Match[str], clause: str) -> Fact:
     return _fact("work", "profile:occupation", f"Is {m['x']}")
 
 
-@rule(r"\bI\s+(?:study|'m\s+studying|am\s+studying|major\s+in|'m\s+majoring\s+in|am\s+majoring\s+in)\s+(?P<x>.+)")
+@rule(r"\bI\s+(?:study|major\s+in)\s+(?P<x>.+)", rf"{IM}majoring\s+in\s+(?P<x>.+)")
 def _study(m: re.Match[str], clause: str) -> Fact | None:
     what = obj(m["x"])
     if not what or (TIME.search(what) and len(what.split()) < 3):
@@ -467,7 +470,8 @@ def _plays(m: re.Match[str], clause: str) -> Fact | None:
 # --- place ----------------------------------------------------------------------------------------------
 @rule(r"\b(?:I|we)\s+(?:currently\s+|now\s+|still\s+|actually\s+)?(?:live|reside)\s+in\s+(?P<x>.+)",
       rf"{WE_ARE}(?:currently\s+|now\s+)?(?:living|based|located|settled)\s+in\s+(?P<x>.+)",
-      r"\bmy\s+home(?:town)?\s+is\s+(?:in\s+)?(?P<x>(?-i:[A-Z]).+)")
+      r"\bmy\s+home(?:town)?\s+is\s+(?:in\s+)?(?P<x>(?-i:[A-Z]).+)",
+      r"\b(?:I|we)\s+live\s+with\s+(?:my|our)\s+[\w\s]{1,30}?\s+in\s+(?P<x>(?-i:[A-Z]).+)")
 def _lives_in(m: re.Match[str], clause: str) -> Fact | None:
     where = obj(m["x"])
     return _fact("place", "profile:location", f"Lives in {where}") if where else None
@@ -551,11 +555,13 @@ _CONDITION = _alternation(CONDITIONS)
 
 @rule(rf"\bI\s+(?:have|'ve\s+got|have\s+got)\s+(?P<x>(?:a\s+|an\s+|chronic\s+|severe\s+|mild\s+|type\s+[12]\s+)*"
       rf"(?:\w+\s+)?(?:{_CONDITION})\b.*)",
-      r"\bI\s+(?P<v>suffer\s+from|was\s+diagnosed\s+with|live\s+with|struggle\s+with|am\s+recovering\s+from|"
-      r"'m\s+recovering\s+from)\s+(?P<y>.+)")
+      r"\bI(?:'m|\s+am)?\s+(?P<v>suffer\s+from|was\s+diagnosed\s+with|live\s+with|struggle\s+with|"
+      r"recovering\s+from)\s+(?P<y>.+)")
 def _condition(m: re.Match[str], clause: str) -> Fact | None:
     if m.groupdict().get("y"):
         what = obj(m["y"])
+        if what and re.match(r"(?:my|our|a|an|the|his|her|their)\s", what, re.IGNORECASE):
+            return None  # "I live with my parents": people, not a condition
         verb = {"suffer from": "Suffers from", "was diagnosed with": "Was diagnosed with", "live with": "Lives with",
                 "struggle with": "Struggles with"}.get(" ".join(m["v"].split()).lower(), "Is recovering from")
         return _fact("health", f"health:condition:{slug(what)}", f"{verb} {what}") if what else None
@@ -800,6 +806,8 @@ def _possession(m: re.Match[str], clause: str) -> Fact | None:
     thing = re.search(rf"\b(?:{_POSSESSION})\b", what, re.IGNORECASE)
     if pet is not None and verb in ("adopted", "got", "bought"):
         return _fact("pets", f"pets:{PETS[pet]}", f"{cap(verb)} {what}")
+    if verb == "adopted":  # people adopt pets (and children) more than anything else
+        return _fact("pets", f"pets:{slug(what.split()[-1])}", f"Adopted {what}")
     if verb in ("drive", "ride"):
         return _fact("possessions", "possession:car" if verb == "drive" else f"possession:{slug(what)}",
                      f"{cap(verb3(verb))} {what}")
