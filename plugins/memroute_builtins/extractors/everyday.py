@@ -15,7 +15,9 @@ anymore" replaces "I love sushi".
 What is *not* a fact about the user: questions ("Am I allergic to peanuts?"), hypotheticals ("If I lived in
 Paris…", "I wish I had a dog"), what others said ("My friend said 'I love sushi'"), and statements about the
 assistant ("I like your answer"). A sentence is read clause by clause ("I'm a nurse and I work night shifts" is
-two facts). Rule-based and offline: about 30 µs for a short message.
+two facts). Rule-based and offline: on this project's shared 2-core machine, about 0.16 ms for a one-sentence
+message and 0.4 s for 64 KiB of text (the ``regex`` extractor: 0.05 ms and 0.09 s), run in ``observe``'s
+background worker, next to an embedding and a write that cost more.
 """
 
 from __future__ import annotations
