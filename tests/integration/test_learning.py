@@ -163,3 +163,13 @@ def test_export_and_import_keep_the_time_said(mem, tmp_path):
     with memroute.open({"memory": {"enabled": True}}, data_dir=str(tmp_path / "other")) as fresh:
         fresh.import_jsonl(lines)
         assert {m.metadata["said_at"] for m in fresh.export(ALICE)} == {"2024-06-01T12:00:00+00:00"}
+
+
+def test_a_summary_groups_what_was_learned_by_kind(mem):
+    for text in ("I'm allergic to peanuts.", "My wife is called Maria.", "Our landlord raised the rent again."):
+        mem.observe(chat(text), api_key_id=ALICE, wait=True)
+    preview = mem.summarize(ALICE, 0, dry_run=True).summary_preview
+    for title in ("Health", "Family and relationships", "What they said"):
+        assert title in preview, preview
+    assert preview.index("Health") < preview.index("What they said")
+    assert len(list(mem.export(ALICE))) == 5  # a dry run changes nothing
