@@ -107,6 +107,15 @@ def test_odd_input_never_raises():
         assert isinstance(extract_facts(text), list)
 
 
+@pytest.mark.parametrize("unit", ["call me Sam ", "I I I ", "my wife Maria ", "I'm a nurse at Acme and ",
+                                  "My friend said I love x "])
+def test_64_kib_of_one_repeated_statement_is_read_in_bounded_time(unit):
+    # Before clauses were bounded, "call me Sam " repeated over 64 KiB took minutes (each match looked back over
+    # the whole clause); the suite's timeout catches a return of that.
+    facts = extract_facts((unit * 6_000)[:65_536])
+    assert len(facts) <= 1
+
+
 def test_long_input_keeps_its_end_and_long_facts_are_cut():
     settings = EverydayExtractorSettings(max_input_chars=100, max_fact_length=20)
     text = "I live in Lisbon. " + "filler words here. " * 20 + "I work at a very long company name indeed"

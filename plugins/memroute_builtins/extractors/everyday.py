@@ -38,6 +38,7 @@ __all__ = ["EverydayExtractor", "EverydayExtractorSettings", "clauses", "extract
 
 MAX_FACT_LENGTH: Final = 500
 MAX_EXTRACTION_TEXT_LENGTH: Final = 65_536
+MAX_CLAUSE_CHARS: Final = 400
 
 _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "\uff07": "'", "\u00b4": "'", "`": "'"})
 _QUOTED = re.compile(r"\"[^\"\n]{0,400}\"|\u201c[^\u201d\n]{0,400}\u201d")
@@ -76,9 +77,20 @@ def clauses(text: str) -> Iterator[tuple[str, bool]]:
         question = sentence.endswith("?")
         sentence = sentence.rstrip(".!?… ").strip()
         for clause in _CLAUSE_BREAK.split(sentence):
-            clause = clause.strip(" ,;:-")
-            if clause:
-                yield clause, question
+            for piece in _bounded(clause.strip(" ,;:-")):
+                yield piece, question
+
+
+def _bounded(clause: str) -> Iterator[str]:
+    """``clause`` in pieces of at most :data:`MAX_CLAUSE_CHARS`, cut at spaces: no statement is that long, and
+    it keeps every rule's work per clause small whatever the input (64 KiB of "call me Sam call me Sam …")."""
+    while len(clause) > MAX_CLAUSE_CHARS:
+        cut = clause.rfind(" ", 0, MAX_CLAUSE_CHARS)
+        cut = cut if cut > 0 else MAX_CLAUSE_CHARS
+        yield clause[:cut]
+        clause = clause[cut:].strip()
+    if clause:
+        yield clause
 
 
 def _facts_of(clause: str) -> Iterator[tuple[int, Fact]]:

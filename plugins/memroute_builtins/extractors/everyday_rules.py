@@ -90,7 +90,7 @@ def first_person(clause: str) -> bool:
 def is_blocked(clause: str, start: int, found_by: Rule) -> bool:
     """A match is not the author's own statement when what comes before it in the clause makes it a question,
     a hypothetical or someone else's words ("if I lived…", "she said I…", "do I like…"), or negates it."""
-    before = clause[:start]
+    before = clause[max(start - 120, 0):start]  # the words just before: "if", "she said", "don't"
     if _NOT_SAID_BY_ME.search(before) or _QUESTION_START.match(clause):
         return True
     return not found_by.negated and _NEGATION_BEFORE.search(before) is not None
