@@ -173,3 +173,13 @@ def test_a_summary_groups_what_was_learned_by_kind(mem):
         assert title in preview, preview
     assert preview.index("Health") < preview.index("What they said")
     assert len(list(mem.export(ALICE))) == 5  # a dry run changes nothing
+
+
+@pytest.mark.parametrize(("extraction", "field"), [
+    ({"keep_turns": "some"}, "keep_turns"), ({"keep_turns": 1}, "keep_turns"),
+    ({"turn_max_chars": 10}, "turn_max_chars"), ({"extractors": ["nope"]}, "nope"),
+])
+def test_bad_extraction_settings_are_config_errors_naming_the_field(tmp_path, extraction, field):
+    config = {"memory": {"enabled": True}, "extraction": extraction, "embedding": {"source": "none"}}
+    with pytest.raises(memroute.MemrouteError, match=field), memroute.open(config, data_dir=str(tmp_path)) as mem:
+        mem.extract("I live in Lisbon")  # the chain is built on first use

@@ -6,8 +6,8 @@
    content, since it has no slots).
 2. **End to end** on the multi-session conversations of :mod:`memroute.bench.conversations`: every user turn goes
    through ``observe`` (or, for the ceiling, straight into the store with ``add``), every question through hybrid
-   ``search``; R@5 / R@10 is the share of questions whose evidence turn (the message itself, or a fact extracted
-   from it) is in the top 5 / 10.
+   ``search``; R@k is the share of questions whose evidence turn (the message itself, or a fact extracted from it)
+   is in the top k (3, 5, 10).
 
 Everything runs through the public service on fresh data directories; the docs report the ``test`` split.
 """
@@ -134,7 +134,7 @@ def _conversation_recall(mem: Any, mode: str, turns: dict[str, list[tuple[str, s
                 origin[memory.id] = position
     mem.flush()
     stored = {person: sum(1 for _ in mem.export(person)) for person in turns}
-    sums: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+    sums: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
     for person, person_turns in turns.items():
         split = split_of_person(person)
         evidence_at = {index: position for position, (*_rest, index) in enumerate(person_turns) if index is not None}
@@ -144,9 +144,11 @@ def _conversation_recall(mem: Any, mode: str, turns: dict[str, list[tuple[str, s
             rank = positions.index(evidence_at[index]) + 1 if evidence_at[index] in positions else None
             row = sums[split]
             row[0] += 1
-            row[1] += rank is not None and rank <= 5
-            row[2] += rank is not None
-    out = {split: {"questions": int(n), "R@5": r5 / n, "R@10": r10 / n} for split, (n, r5, r10) in sums.items()}
+            row[1] += rank is not None and rank <= 3
+            row[2] += rank is not None and rank <= 5
+            row[3] += rank is not None
+    out = {split: {"questions": int(n), "R@3": r3 / n, "R@5": r5 / n, "R@10": r10 / n}
+           for split, (n, r3, r5, r10) in sums.items()}
     for split in out:
         people = [p for p in turns if split_of_person(p) == split]
         out[split]["memories per user"] = sum(stored[p] for p in people) / len(people)
@@ -187,10 +189,10 @@ def extraction_table(report: dict[str, Any], split: str = "test") -> str:
 
 def learning_table(report: dict[str, Any], split: str = "test") -> str:
     """Markdown: R@5 / R@10 of the evidence turns per mode."""
-    lines = ["| what is stored | memories per user | R@5 | R@10 |", "|---|---|---|---|"]
+    lines = ["| what is stored | memories per user | R@3 | R@5 | R@10 |", "|---|---|---|---|---|"]
     for mode, splits in report["conversations"].items():
         row = splits[split]
         lines.append(f"| {mode} | {row['memories per user']:.0f} of {row['turns per user']:.0f} turns | "
-                     f"{row['R@5']:.2f} | {row['R@10']:.2f} |")
+                     f"{row['R@3']:.2f} | {row['R@5']:.2f} | {row['R@10']:.2f} |")
     questions = next(iter(report["conversations"].values()))[split]["questions"]
     return "\n".join(lines) + f"\n\n({questions} questions, {split} split)"
