@@ -183,3 +183,16 @@ def test_bad_extraction_settings_are_config_errors_naming_the_field(tmp_path, ex
     config = {"memory": {"enabled": True}, "extraction": extraction, "embedding": {"source": "none"}}
     with pytest.raises(memroute.MemrouteError, match=field), memroute.open(config, data_dir=str(tmp_path)) as mem:
         mem.extract("I live in Lisbon")  # the chain is built on first use
+
+
+def test_facts_from_the_assistants_reply_are_not_attributed_to_the_user(tmp_path):
+    config = {"memory": {"enabled": True}, "extraction": {"mine_assistant": True}, "embedding": {"source": "none"}}
+    with memroute.open(config, data_dir=str(tmp_path)) as mem:
+        reply = {"choices": [{"message": {"role": "assistant", "content": "I live in a data center."}}]}
+        stored = mem.observe(chat("I live in Lisbon.", name="ana"), reply, api_key_id=ALICE, wait=True)
+        by_source = {(m.metadata["source"], m.key): m for m in stored}
+        assert by_source[("user", "profile:location")].metadata["speaker"] == "ana"
+        # Both statements fill one slot: the reply's (mined last) is the one stored, labelled as the assistant's.
+        assert by_source[("assistant", "profile:location")].metadata.get("speaker") is None
+        turns = [m for m in stored if m.key.startswith("turn:")]
+        assert [m.content for m in turns] == ["I live in Lisbon."]  # the reply itself is not kept

@@ -175,7 +175,7 @@ class Conversation:
         return run_extractors(self.extractors(), text, source=source)
 
     def store_facts(self, api_key_id: str, facts: Sequence[ExtractedFact], *,
-                    session_id: str | None = None, said: dict[str, str] | None = None) -> list[Memory]:
+                    session_id: str | None = None, said: dict[str, str | None] | None = None) -> list[Memory]:
         """Store extracted facts for ``api_key_id`` now (an upsert per key), whatever the memory gate says:
         for explicit requests such as ``memroute extract --store``.
 
@@ -214,18 +214,20 @@ class Conversation:
         return tuple(texts)
 
     def _store(self, job: _Job) -> list[Memory]:
-        said = {"said_at": job.said_at.isoformat()}
-        if job.speaker is not None:
-            said["speaker"] = job.speaker
+        # "speaker" is always written (None when the message has no name): the upsert merges metadata, and a
+        # restatement without a name must not keep an earlier speaker's.
+        said: dict[str, str | None] = {"said_at": job.said_at.isoformat(), "speaker": job.speaker}
         stored = []
         for text, source in job.texts:
             facts = self.extract(text, source=source)
             if source == "user":
                 stored.extend(self._keep_turn(job, text, bool(facts), said))
-            stored.extend(self.store_facts(job.api_key_id, facts, session_id=job.session_id, said=said))
+            # The speaker said the user's message, not the assistant's reply.
+            of_turn = said if source == "user" else {**said, "speaker": None}
+            stored.extend(self.store_facts(job.api_key_id, facts, session_id=job.session_id, said=of_turn))
         return stored
 
-    def _keep_turn(self, job: _Job, text: str, has_facts: bool, said: dict[str, str]) -> list[Memory]:
+    def _keep_turn(self, job: _Job, text: str, has_facts: bool, said: dict[str, str | None]) -> list[Memory]:
         """Keep the user's message itself as ``episodic`` memories (:mod:`memroute.pipeline.turns`)."""
         extraction = self.settings.extraction
         if extraction.keep_turns == "none" or (extraction.keep_turns == "salient" and not (
