@@ -68,7 +68,7 @@ def test_said_at_accepts_aware_times_and_dates():
 @pytest.mark.parametrize(("value", "problem"), [
     ("yesterday", "format"), ("2026-13-40", "format"), ("", "format"), ("2026-03-02T18:30:00", "timezone"),
     (datetime(2026, 3, 2, 18, 30), "timezone"), (1_700_000_000, "type"), (["2026-03-02"], "type"),
-    ("1800-01-01T00:00:00Z", "range"), ((datetime.now(timezone.utc) + timedelta(days=3)).isoformat(), "range"),
+    ("1800-01-01T00:00:00Z", "range"), ("2999-01-01T00:00:00Z", "range"),
 ])
 def test_a_malformed_time_is_a_typed_error_naming_the_field(value, problem):
     with pytest.raises(ValidationError) as info:
