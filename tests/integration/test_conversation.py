@@ -71,8 +71,9 @@ def make_service(tmp_path, plugin_manager, register_plugin):
         stores.append(store)
         config = {"memory": {"enabled": True, **(memory or {})}, "backends": {"primary": "main", "main": backend},
                   "manager": {"health_interval_s": 0}}
-        if extraction is not None:
-            config["extraction"] = extraction
+        # These tests pin the reference's `regex` extractor and facts only: they are about the pipeline's
+        # mechanics; the default (`everyday`, messages kept) is tested in test_learning.py.
+        config["extraction"] = {"extractors": ["regex"], "keep_turns": "none", **(extraction or {})}
         service = Memroute.open(config, plugins=plugin_manager, embedder=HashingEmbeddingSource(64),
                                 vector_store=store)
         service.vector_store_for_tests = store

@@ -36,7 +36,8 @@ def mem(tmp_path, server):
     server.reply = REPLY
     server.release()
     with memroute.open(data_dir=str(tmp_path / "d"), memory={"enabled": True}, embedding={"source": "none"},
-                       extraction={"mine_assistant": True}) as service:
+                       # the wrappers' tests count what the reference's regex extractor learns, facts only
+                       extraction={"mine_assistant": True, "extractors": ["regex"], "keep_turns": "none"}) as service:
         service.add(api_key_id="alice", content="I'll use Postgres for this project", key="decision:db")
         service.add(api_key_id="bob", content="I'll use MySQL for this project", key="decision:db")
         yield service

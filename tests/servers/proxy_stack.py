@@ -61,6 +61,10 @@ def proxy_stack(tmp_path: Path, *, memory: dict[str, Any] | None = None, embeddi
     """``config``: more ``memroute.toml`` tables (``extraction``, ``backends``, ``proxy`` entries override the
     defaults above; a ``None`` value removes an option)."""
     tmp_path.mkdir(parents=True, exist_ok=True)
+    # The proxy's tests count memories learned with the reference's `regex` extractor and facts only; a test of
+    # the default learning (`everyday`, messages kept) passes its own `extraction` table (tests/integration/
+    # test_learning_proxy.py).
+    config["extraction"] = {"extractors": ["regex"], "keep_turns": "none", **config.get("extraction", {})}
     with fake_llm_server() as upstream:
         options = {"allow_private": True, "api_key": "sk-upstream-secret", **(upstream_options or {})}
         proxy = config.pop("proxy", {})

@@ -73,7 +73,8 @@ def run_demo(*, config_path: str | None = None, db_path: Path | None = None,
             if not stored:
                 echo("  extracted: nothing")
             for memory in stored:
-                echo(f"  extracted: [{memory.metadata.get('category')}/{memory.type.value}] {memory.key}"
+                verb = "kept" if memory.key.startswith("turn:") else "extracted"
+                echo(f"  {verb}: [{memory.metadata.get('category')}/{memory.type.value}] {memory.key}"
                      f"  ->  {memory.content!r}")
         echo("")
         echo("(the assistant's replies were not mined: \"I always recommend strict mode\" is not a fact about "

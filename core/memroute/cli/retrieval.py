@@ -51,10 +51,15 @@ def reindex(ctx: click.Context, force: bool, as_json: bool) -> None:
 @click.option("--quality", is_flag=True,
               help="Measure retrieval quality instead (R@1 / R@5 / MRR per leg, held-out questions, real chat "
                    "distractors; needs memroute[bench]).")
+@click.option("--learning", is_flag=True,
+              help="Measure what observe learns instead: fact extraction precision / recall per category on "
+                   "labelled sentences, and R@5 / R@10 of evidence turns in multi-session conversations through "
+                   "observe vs storing every turn (docs/pipeline.md; needs memroute[bench]).")
 @click.option("--models", default="static,transformers", show_default=True,
               help="With --quality: the embedding sources to measure.")
 @click.option("--distractors", type=int, default=2000, show_default=True,
-              help="With --quality: real chat turns per tenant.")
+              help="With --quality: real chat turns per tenant; with --learning: real chat turns mixed into each "
+                   "user's conversations [default there: 500].")
 @click.option("--http", "http", is_flag=True,
               help="Also benchmark memroute serve: search and add over HTTP vs in-process, 1 vs 8 writers, for a "
                    "tenant of each --sizes (default: 5,000 memories; 1,000 with --quick).")
@@ -85,7 +90,7 @@ def reindex(ctx: click.Context, force: bool, as_json: bool) -> None:
                    "(memroute_bench_*), dropped afterwards; the role needs CREATE on the database.")
 @click.pass_context
 def bench(ctx: click.Context, sizes: str, single_adds: int, tenants: int, per_tenant: int, queries: int,
-          quick: bool, output: str | None, quality: bool, models: str, distractors: int, http: bool,
+          quick: bool, output: str | None, quality: bool, learning: bool, models: str, distractors: int, http: bool,
           naive: bool, indexing: bool, proxy: bool, max_tokens: int | None, async_: bool,
           async_workers: int | None, backend: str, dsn: str | None) -> None:
     """Benchmark the configured engine on synthetic data in a temporary directory (your data is untouched);
@@ -94,6 +99,10 @@ def bench(ctx: click.Context, sizes: str, single_adds: int, tenants: int, per_te
     indexing against the embedding sources' own batch rate; with --proxy, the
     memory proxy against direct calls; with --backend postgres, PostgreSQL against SQLite
     (docs/performance.md); with --async, also the async API against sync threads (docs/python-api.md)."""
+    if learning:
+        explicit = ctx.get_parameter_source("distractors") is not click.core.ParameterSource.DEFAULT
+        _bench_learning(ctx, distractors if explicit else (60 if quick else 500), output)
+        return
     if quality:
         _bench_quality(ctx, [m.strip() for m in models.split(",") if m.strip()], distractors, output)
         return
@@ -272,6 +281,36 @@ def _bench_quality(ctx: click.Context, models: list[str], distractors: int, outp
     click.echo(tables(report, "test"))
     click.echo("\n" + summary(report, "test"))
     click.echo("\nDev split (calibration):\n" + summary(report, "dev"))
+    if output:
+        Path(output).write_text(json.dumps(report, indent=2, default=str), encoding="utf-8")
+
+
+def _bench_learning(ctx: click.Context, filler: int, output: str | None) -> None:
+    import tempfile
+
+    from memroute.bench.conversations import PEOPLE
+    from memroute.bench.learning import extraction_table, learning_table, run_learning
+    from memroute.bench.quality import chat_distractors
+    from memroute.config.settings import load_settings
+    from memroute.service import Memroute
+
+    state = ctx.find_object(CliState)
+    assert state is not None
+    base = load_settings(state.config_path)
+    if filler < 0:
+        raise click.BadParameter("must be 0 or more", param_hint="--distractors")
+
+    def open_fresh(path: Path, extraction: dict[str, Any]) -> Any:
+        return Memroute.open(base, data_dir=str(path), memory={"enabled": True}, extraction=extraction,
+                             backends={"primary": "main", "fallbacks": [],
+                                       "instances": {"main": {"type": "sqlite", "options": {}}}})
+
+    turns = chat_distractors(filler, tuple(PEOPLE)) if filler else {}
+    with tempfile.TemporaryDirectory(prefix="memroute-learning-") as tmp:
+        report = run_learning(open_fresh, Path(tmp), filler=turns, progress=lambda m: click.echo(f"... {m}", err=True))
+    click.echo("Fact extraction (test split)\n" + extraction_table(report, "test"))
+    click.echo("\nConversations (test split)\n" + learning_table(report, "test"))
+    click.echo("\nConversations (dev split)\n" + learning_table(report, "dev"))
     if output:
         Path(output).write_text(json.dumps(report, indent=2, default=str), encoding="utf-8")
 

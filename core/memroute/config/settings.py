@@ -250,7 +250,9 @@ class VectorSettings:
 class ExtractionSettings:
     """``[extraction]``: the chain of fact extractors run by ``observe``."""
 
-    extractors: tuple[str, ...] = ("regex",)
+    extractors: tuple[str, ...] = ("everyday",)
+    """The extractor chain: ``everyday`` (what people say about themselves, with slot keys) by default;
+    ``regex`` (the reference's preference / decision / habit patterns) can be chosen or chained."""
     mine_assistant: bool = False
     """Also mine the assistant's reply (off: "I always recommend…" in a reply is not a fact about the user)."""
     consolidate: bool = True
@@ -259,6 +261,11 @@ class ExtractionSettings:
     restate_similarity: float = attrs.field(default=0.8, validator=_range(0.0, 1.0))
     """The cosine similarity (of the tenant's embedding vectors) from which a fact restates a memory of the same
     type stored under another key. Only with an embedding source; without one, only the same key consolidates."""
+    keep_turns: str = attrs.field(default="salient", validator=_choice("salient", "all", "none"))
+    """Which user messages ``observe`` keeps as ``episodic`` memories: ``salient`` (those that say something
+    about the user or their world), ``all``, or ``none`` (facts only)."""
+    turn_max_chars: int = attrs.field(default=2000, validator=_range(200, 100_000))
+    """A kept message longer than this is split at sentence boundaries into parts of at most this size."""
     options: dict[str, dict[str, Any]] = attrs.field(factory=dict)
 
 
@@ -576,7 +583,8 @@ def _deep_merge(base: dict[str, Any], layer: Mapping[str, Any]) -> dict[str, Any
 _SECTION_RESERVED: Final = {
     "embedding": ("source", "static_enabled", "transformers_enabled", "cache_max", "cache_ttl_ms", "options"),
     "vectors": ("store", "quantization", "options"),
-    "extraction": ("extractors", "mine_assistant", "consolidate", "restate_similarity", "options"),
+    "extraction": ("extractors", "mine_assistant", "keep_turns", "turn_max_chars", "consolidate", "restate_similarity",
+                   "options"),
     "rerank": ("reranker", "candidates", "options"),
 }
 

@@ -36,11 +36,12 @@ from memroute.models import (
     utcnow,
 )
 from memroute.pipeline import consolidate
-from memroute.pipeline.gate import memory_enabled, opted_out, session_from_headers
+from memroute.pipeline.gate import memory_enabled, message_time_from_headers, opted_out, session_from_headers
 from memroute.pipeline.inject import block_of, inject_block, memory_lines
 from memroute.pipeline.learning import background_status, flush_background, hand_off, offline_extractors
-from memroute.pipeline.requests import ApiShape, assistant_text, extraction_text, query_text
+from memroute.pipeline.requests import ApiShape, assistant_text, extraction_text, last_user_name, query_text
 from memroute.pipeline.summarize import build_summary, select_for_compaction
+from memroute.pipeline.turns import TURN_CATEGORY, is_salient, parse_said_at, split_turn, turn_key
 from memroute.reports import MaintenanceReport
 
 if TYPE_CHECKING:
@@ -97,6 +98,10 @@ class _Job:
     session_id: str | None
     texts: tuple[tuple[str, str], ...]
     """(text, source) pairs."""
+    said_at: datetime
+    """When the user's message was said (``observe``'s ``said_at``, the message-time header, or the call's time)."""
+    speaker: str | None = None
+    """The user message's ``name``, when it carries one."""
 
 
 def _check_days(name: str, value: object, low: int = 0, high: int = 36_500) -> int:
@@ -177,7 +182,7 @@ class Conversation:
         return run_extractors(offline_extractors(self.extractors()), text, source=source)
 
     def store_facts(self, api_key_id: str, facts: Sequence[ExtractedFact], *,
-                    session_id: str | None = None) -> list[Memory]:
+                    session_id: str | None = None, said: dict[str, str | None] | None = None) -> list[Memory]:
         """Store extracted facts for ``api_key_id`` now (an upsert per key), whatever the memory gate says:
         for explicit requests such as ``memroute extract --store``.
 
@@ -186,12 +191,12 @@ class Conversation:
         the manager and its id kept in the new memory's ``metadata.supersedes``. With ``[extraction]
         consolidate`` (the default), each fact is first consolidated with what the tenant holds
         (:mod:`memroute.pipeline.consolidate`). Each change's history names the extractor
-        (``extractor:<name>``)."""
+        (``extractor:<name>``). ``said`` (``said_at``, ``speaker``) is added to each fact's metadata."""
         api_key_id = require_tenant(api_key_id)
         session_id = require_session(session_id)
         stored = []
         for fact in facts:
-            metadata = {"category": fact.category, **fact.metadata}
+            metadata = {"category": fact.category, **fact.metadata, **(said or {})}
             actor = f"extractor:{fact.extractor or 'unnamed'}"
             opposite = self._find_by_key(api_key_id, metadata.get("opposite_key"))
             if opposite is not None:
@@ -242,17 +247,42 @@ class Conversation:
         return tuple(texts)
 
     def _store(self, job: _Job) -> list[Memory]:
-        """The offline extractors' facts are stored now; then the turn goes to the background extractors (an
-        ``llm`` extractor), which decide against the tenant's memories later, on their own threads."""
+        """The offline extractors' facts and the kept message are stored now; then the turn goes to the
+        background extractors (an ``llm`` extractor), which decide against the tenant's memories later, on their
+        own threads."""
         chain = self.extractors()
         offline = offline_extractors(chain)
+        # "speaker" is always written (None when the message has no name): the upsert merges metadata, and a
+        # restatement without a name must not keep an earlier speaker's.
+        said: dict[str, str | None] = {"said_at": job.said_at.isoformat(), "speaker": job.speaker}
         stored = []
         for text, source in job.texts:
-            stored.extend(self.store_facts(job.api_key_id, run_extractors(offline, text, source=source),
-                                           session_id=job.session_id))
+            facts = run_extractors(offline, text, source=source)
+            if source == "user":
+                stored.extend(self._keep_turn(job, text, bool(facts), said))
+            # The speaker said the user's message, not the assistant's reply.
+            of_turn = said if source == "user" else {**said, "speaker": None}
+            stored.extend(self.store_facts(job.api_key_id, facts, session_id=job.session_id, said=of_turn))
         hand_off(chain, self.store, api_key_id=job.api_key_id, session_id=job.session_id, texts=job.texts,
                  stored=stored)
         return stored
+
+    def _keep_turn(self, job: _Job, text: str, has_facts: bool, said: dict[str, str | None]) -> list[Memory]:
+        """Keep the user's message itself as ``episodic`` memories (:mod:`memroute.pipeline.turns`)."""
+        extraction = self.settings.extraction
+        if extraction.keep_turns == "none" or (extraction.keep_turns == "salient" and not (
+                has_facts or is_salient(text))):
+            return []
+        parts = split_turn(text, extraction.turn_max_chars)
+        kept = []
+        for number, part in enumerate(parts, start=1):
+            metadata: dict[str, Any] = {"category": TURN_CATEGORY, "source": "user", **said}
+            if len(parts) > 1:
+                metadata.update(part=number, parts=len(parts))
+            kept.append(self.store.add(api_key_id=job.api_key_id, content=part, key=turn_key(part),
+                                       type=MemoryType.EPISODIC, session_id=job.session_id, metadata=metadata,
+                                       actor="observe"))
+        return kept
 
     def observe(
         self,
@@ -263,9 +293,15 @@ class Conversation:
         session_id: str | None = None,
         headers: Any = None,
         wait: bool = False,
+        said_at: datetime | str | None = None,
     ) -> list[Memory]:
-        """Extract facts from the request's last user message (and, when ``[extraction] mine_assistant``
-        is on, from the assistant's reply) and store them for ``api_key_id``.
+        """Keep the request's last user message (``[extraction] keep_turns``), extract facts from it (and, when
+        ``[extraction] mine_assistant`` is on, from the assistant's reply) and store them for ``api_key_id``.
+
+        ``said_at`` is when the message was said (a datetime with a time zone or ISO 8601 text); without it an
+        ``x-memroute-message-time`` header gives it, else the time of the call. It is stored as
+        ``metadata.said_at`` on the message and on each fact from it; a malformed one raises
+        :class:`ValidationError` at once.
 
         Runs in a background worker: failures are logged, never raised. ``wait=True`` runs it now and returns
         the stored memories (still logging, not raising, a storage failure). Invalid ``api_key_id`` /
@@ -274,12 +310,17 @@ class Conversation:
         ``x-omniroute-session-id``) header names the session."""
         api_key_id = require_tenant(api_key_id)
         session_id = require_session(session_id if session_id is not None else session_from_headers(headers))
+        if said_at is None and (header := message_time_from_headers(headers)) is not None:
+            moment = parse_said_at(header, "x-memroute-message-time")
+        else:
+            moment = utcnow() if said_at is None else parse_said_at(said_at)
         if not memory_enabled(self.store.memory_settings()) or opted_out(headers):
             return []
         texts = self._texts(request, response)
         if not texts:
             return []
-        job = _Job(api_key_id=api_key_id, session_id=session_id, texts=texts)
+        job = _Job(api_key_id=api_key_id, session_id=session_id, texts=texts, said_at=moment,
+                   speaker=last_user_name(request))
         if wait:
             try:
                 return self._store(job)

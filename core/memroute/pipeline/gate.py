@@ -8,8 +8,10 @@ from typing import Any, Final
 __all__ = [
     "OPT_OUT_HEADERS",
     "OPT_OUT_VALUES",
+    "MESSAGE_TIME_HEADERS",
     "SESSION_HEADERS",
     "memory_enabled",
+    "message_time_from_headers",
     "opted_out",
     "session_from_headers",
     "should_use_memory",
@@ -21,6 +23,9 @@ OPT_OUT_VALUES: Final = frozenset({"true", "1", "yes"})
 """Values that mean "opt out", compared trimmed and case-insensitively (reference §6.3)."""
 SESSION_HEADERS: Final = ("x-memroute-session-id", "x-omniroute-session-id")
 """Headers that name the conversation's session when the caller passes no ``session_id``."""
+MESSAGE_TIME_HEADERS: Final = ("x-memroute-message-time",)
+"""The header that says when the request's last user message was said, when ``observe`` gets no ``said_at``
+(ISO 8601 with a time zone, or a date; validated by :func:`memroute.pipeline.turns.parse_said_at`)."""
 
 
 def _header_items(headers: Any) -> Iterable[tuple[Any, Any]]:
@@ -56,6 +61,19 @@ def session_from_headers(headers: Any) -> str | None:
             if isinstance(name, str) and name.strip().lower() in SESSION_HEADERS:
                 text = value.decode("latin-1") if isinstance(value, bytes) else value
                 if isinstance(text, str) and text.strip() and len(text.strip()) <= 256:
+                    return text.strip()
+    except (TypeError, ValueError):
+        return None
+    return None
+
+
+def message_time_from_headers(headers: Any) -> str | None:
+    """The value of an ``x-memroute-message-time`` header (trimmed), or ``None`` when absent or empty."""
+    try:
+        for name, value in _header_items(headers):
+            if isinstance(name, str) and name.strip().lower() in MESSAGE_TIME_HEADERS:
+                text = value.decode("latin-1") if isinstance(value, bytes) else value
+                if isinstance(text, str) and text.strip():
                     return text.strip()
     except (TypeError, ValueError):
         return None

@@ -128,6 +128,12 @@ def _label(memory: Any) -> str:
 
 
 def _date(memory: Any) -> str:
+    """`` (said 2026-03-02)`` when the memory records when it was said (``metadata.said_at``, set by ``observe``), so
+    a model can answer "when did I …"; else the date it was last updated."""
+    metadata = getattr(memory, "metadata", None)
+    said = metadata.get("said_at") if isinstance(metadata, Mapping) else None
+    if isinstance(said, str) and len(said) >= 10 and said[4] == "-" and said[7] == "-" and said[:4].isdigit():
+        return f" (said {said[:10]})"
     moment = getattr(memory, "updated_at", None) or getattr(memory, "created_at", None)
     return f" ({moment.date().isoformat()})" if isinstance(moment, datetime) else ""
 

@@ -20,6 +20,7 @@ __all__ = [
     "assistant_text",
     "detect_api",
     "extraction_text",
+    "last_user_name",
     "last_user_text",
     "query_text",
     "uses_prompt_caching",
@@ -96,6 +97,23 @@ def last_user_text(request: Any, *, joiner: str = "\n") -> str | None:
                 text = _content_text(item.get("content"), joiner=joiner)
                 if text.strip():
                     return text
+    return None
+
+
+def last_user_name(request: Any) -> str | None:
+    """The ``name`` of the last user message that has text (OpenAI / Anthropic messages carry one in group chats
+    and multi-person conversations), or ``None``."""
+    if not isinstance(request, Mapping):
+        return None
+    for field in ("messages", "input"):
+        items = request.get(field)
+        if not isinstance(items, Sequence) or isinstance(items, (str, bytes)):
+            continue
+        for item in reversed(items):
+            if isinstance(item, Mapping) and item.get("role") == "user" and _content_text(item.get("content")).strip():
+                name = item.get("name")
+                return (name.strip()[:256] or None) if isinstance(name, str) else None
+        return None
     return None
 
 

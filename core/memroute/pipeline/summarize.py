@@ -15,6 +15,13 @@ MAX_LINE_CHARS: Final = 300
 """Each memory keeps up to this many characters in a summary (whole sentences where possible)."""
 
 GROUP_TITLES: Final[dict[str, str]] = {
+    # the everyday extractor's categories, then what the user said (kept messages)
+    "identity": "Who they are", "family": "Family and relationships", "work": "Work", "place": "Where they live",
+    "health": "Health", "diet": "Diet", "pets": "Pets", "possessions": "Possessions", "languages": "Languages",
+    "study": "Study", "skills": "Skills", "hobbies": "Hobbies", "likes": "Likes and dislikes",
+    "routines": "Routines", "plans": "Plans", "dates": "Dates", "assistant": "How they want answers",
+    "conversation": "What they said",
+    # the regex extractor's categories, then types
     "preference": "Preferences",
     "aversion": "Dislikes and things avoided",
     "decision": "Decisions",

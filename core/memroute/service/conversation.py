@@ -18,6 +18,8 @@ from memroute.reports import AugmentReport, MaintenanceReport
 from memroute.service.base import ServiceBase
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from memroute.pipeline.conversation import Conversation
     from memroute.pipeline.ports import MemoryStore
     from memroute.pipeline.requests import ApiShape
@@ -92,11 +94,14 @@ class ConversationMethods(ServiceBase):
             return {"extractors": list(self.settings.extraction.extractors), "error": str(exc)}
 
     def observe(self, request: Any, response: Any = None, *, api_key_id: str, session_id: str | None = None,
-                headers: Any = None, wait: bool = False) -> builtins.list[Memory]:
-        """Extract facts from a chat turn and store them for ``api_key_id`` (in the background unless
-        ``wait``; with ``wait`` the stored memories are returned)."""
+                headers: Any = None, wait: bool = False,
+                said_at: datetime | str | None = None) -> builtins.list[Memory]:
+        """Keep the user's message (when it says something about them: ``[extraction] keep_turns``) and the facts
+        extracted from the turn, for ``api_key_id`` (in the background unless ``wait``; with ``wait`` the stored
+        memories are returned). ``said_at``: when the message was said (else the ``x-memroute-message-time``
+        header, else now); stored as ``metadata.said_at``."""
         return self._conversation.observe(request, response, api_key_id=api_key_id, session_id=session_id,
-                                          headers=headers, wait=wait)
+                                          headers=headers, wait=wait, said_at=said_at)
 
     @overload
     def extract(self, text: str, *, source: str = ..., api_key_id: None = ..., store: Literal[False] = ...,

@@ -36,7 +36,8 @@ from memroute.config.settings import ProxySettings
 from memroute.errors import MemrouteError, ValidationError
 from memroute.models import require_session
 from memroute.pipeline.conversation import NOT_CACHED
-from memroute.pipeline.gate import SESSION_HEADERS, memory_enabled, opted_out
+from memroute.pipeline.gate import MESSAGE_TIME_HEADERS, SESSION_HEADERS, memory_enabled, opted_out
+from memroute.pipeline.turns import parse_said_at
 from memroute.server.api.lean import InlineBudget
 from memroute.server.auth import Principal, ScopedRouter, principal_for_request
 from memroute.server.errors import api_error_response
@@ -133,6 +134,19 @@ def _session_problem(headers: Mapping[str, str]) -> tuple[str, str] | None:
             require_session(value.strip())
         except ValidationError as exc:
             return name, f"memroute: header {name}: {exc}"
+    return None
+
+
+def _message_time_problem(headers: Mapping[str, str]) -> tuple[str, str] | None:
+    """``(header, message)`` when ``x-memroute-message-time`` is not a time ``observe`` would accept: refused
+    before the request goes out, not found after the upstream answered."""
+    for name in MESSAGE_TIME_HEADERS:
+        value = headers.get(name)
+        if value is not None and value.strip():
+            try:
+                parse_said_at(value, name)
+            except ValidationError as exc:
+                return name, f"memroute: header {exc}"
     return None
 
 
@@ -280,9 +294,9 @@ class MemoryProxy:
         if not isinstance(body, dict):
             return error_response(route.style, 400, "memroute: the request body must be a JSON object",
                                   "invalid_request_error")
-        session_problem = _session_problem(request.headers)
-        if session_problem is not None:
-            return error_response(route.style, 422, session_problem[1], param=session_problem[0])
+        header_problem = _session_problem(request.headers) or _message_time_problem(request.headers)
+        if header_problem is not None:
+            return error_response(route.style, 422, header_problem[1], param=header_problem[0])
         tenant = str(principal.tenant)
         headers = dict(request.headers)
         memory_headers: dict[str, str] = {}
