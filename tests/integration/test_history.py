@@ -40,7 +40,7 @@ class _SlotPlugin:
 def mem(tmp_path, plugin_manager, register_plugin):
     register_plugin(_SlotPlugin(), name="test-slots")
     with Memroute.open({"data_dir": str(tmp_path / "data"), "memory": {"enabled": True},
-                                 "extraction": {"extractors": ["slots", "regex"]},
+                                 "extraction": {"extractors": ["slots", "regex"], "keep_turns": "none"},
                                  "manager": {"health_interval_s": 0}}, plugins=plugin_manager) as service:
         yield service
 

@@ -28,11 +28,13 @@ def model():
         yield running
 
 
-def open_mem(tmp_path, model, *, extractors=("regex", "llm"), **llm):
+def open_mem(tmp_path, model, *, extractors=("regex", "llm"), keep_turns="none", **llm):
+    # These tests count what the extractors store: the kept messages are left out (keep_turns = "none") except
+    # where a test is about them.
     options = {"base_url": model.base_url, "model": "fake-extractor", "api_key": "sk-model-secret",
                "allow_private": True, "timeout": 5.0, **llm}
     return memroute.open(data_dir=str(tmp_path / "data"), memory={"enabled": True}, embedding={"source": "none"},
-                         extraction={"extractors": list(extractors), "llm": options})
+                         extraction={"extractors": list(extractors), "llm": options, "keep_turns": keep_turns})
 
 
 def turn(text: str) -> dict:
@@ -301,7 +303,7 @@ def test_turns_of_one_tenant_are_batched_and_tenants_take_turns(tmp_path, model)
 
 def test_mine_assistant_sends_the_reply_too(tmp_path, model):
     with memroute.open(data_dir=str(tmp_path / "d"), memory={"enabled": True}, embedding={"source": "none"},
-                       extraction={"extractors": ["llm"], "mine_assistant": True,
+                       extraction={"keep_turns": "none", "extractors": ["llm"], "mine_assistant": True,
                                    "llm": {"base_url": model.base_url, "model": "m", "allow_private": True}}) as mem:
         reply = {"choices": [{"message": {"role": "assistant", "content": "Noted: you live in Lisbon."}}]}
         mem.observe(turn("I live in Lisbon."), reply, api_key_id=ALICE)
@@ -337,7 +339,8 @@ def test_the_proxy_upstream_shortcut_reuses_its_url_and_credential(tmp_path, mod
     monkeypatch.setenv("UPSTREAM_KEY", "sk-upstream-from-env")
     config = {"memory": {"enabled": True}, "embedding": {"source": "none"},
               "proxy": {"openai": {"base_url": model.base_url, "api_key": "${UPSTREAM_KEY}", "allow_private": True}},
-              "extraction": {"extractors": ["regex", "llm"], "llm": {"use_proxy_upstream": True, "model": "m"}}}
+              "extraction": {"keep_turns": "none",
+                             "extractors": ["regex", "llm"], "llm": {"use_proxy_upstream": True, "model": "m"}}}
     model.on_extract({"facts": [{"content": "Lives in Lisbon", "type": "factual", "category": "location"}]})
     with memroute.open(config, data_dir=str(tmp_path / "d")) as mem:
         mem.observe(turn("I live in Lisbon."), api_key_id=ALICE)
@@ -357,7 +360,7 @@ def test_the_proxy_upstream_shortcut_reuses_its_url_and_credential(tmp_path, mod
 ])
 def test_bad_configuration_is_a_config_error_naming_the_field(tmp_path, llm, field):
     with memroute.open(data_dir=str(tmp_path / "d"), embedding={"source": "none"},
-                       extraction={"extractors": ["regex", "llm"], "llm": llm}) as mem:
+                       extraction={"keep_turns": "none", "extractors": ["regex", "llm"], "llm": llm}) as mem:
         with pytest.raises(ConfigError) as caught:
             mem.extract("I live in Lisbon.")
         section, name = field.rsplit(".", 1)
@@ -405,7 +408,7 @@ def test_memroute_status_in_another_process_shows_the_usage(tmp_path, model, mon
 
     config = write_toml(tmp_path / "memroute.toml", {
         "data_dir": str(tmp_path / "data"), "memory": {"enabled": True}, "embedding": {"source": "none"},
-        "extraction": {"extractors": ["regex", "llm"],
+        "extraction": {"keep_turns": "none", "extractors": ["regex", "llm"],
                        "llm": {"base_url": model.base_url, "model": "m", "allow_private": True}}})
     monkeypatch.setenv("MEMROUTE_CONFIG", str(config))
     model.on_extract({"facts": [{"content": "Lives in Lisbon", "type": "factual", "category": "location"}]},
@@ -513,7 +516,8 @@ def test_a_400_about_something_else_is_not_retried(tmp_path, model):
 def test_the_api_key_comes_from_the_environment_and_never_shows(tmp_path, model, monkeypatch):
     monkeypatch.setenv("MODEL_KEY", "sk-from-env-123")
     config = {"memory": {"enabled": True}, "embedding": {"source": "none"},
-              "extraction": {"extractors": ["llm"], "llm": {"base_url": model.base_url, "model": "m",
+              "extraction": {"keep_turns": "none",
+                             "extractors": ["llm"], "llm": {"base_url": model.base_url, "model": "m",
                                                             "api_key": "${MODEL_KEY}", "allow_private": True}}}
     model.on_extract(Status(401, "invalid api key"))
     with memroute.open(config, data_dir=str(tmp_path / "d")) as mem:
@@ -523,3 +527,22 @@ def test_the_api_key_comes_from_the_environment_and_never_shows(tmp_path, model,
         status = mem.status()
         assert "sk-from-env-123" not in json.dumps(to_jsonable(status), default=str)
         assert status.extraction["llm"]["failures"] == {"no_key": 1}
+
+
+def test_the_model_is_never_shown_the_kept_messages(tmp_path, model):
+    """With the default keep_turns, observe keeps the message itself; the model decides against facts only, so
+    it can never rewrite or delete the record of what was said. (The fake's answers stand in for a model.)"""
+    model.on_extract({"facts": [{"content": "Lives in Lisbon", "type": "factual", "category": "location"}]},
+                     {"facts": [{"content": "Lives in Lisbon now", "type": "factual", "category": "location"}]})
+    model.on_decide({"operations": [{"candidate": 0, "event": "none", "memory": None, "content": None}]})
+    with open_mem(tmp_path, model, extractors=("llm",), keep_turns="salient") as mem:
+        mem.observe(turn("We moved to Lisbon in May and I love the light here."), api_key_id=ALICE, wait=True)
+        assert mem.flush(30)
+        mem.observe(turn("Lisbon has been home since May: I live in Lisbon."), api_key_id=ALICE, wait=True)
+        assert mem.flush(30)
+        kept = [m.content for m in mem.export(ALICE) if m.metadata.get("category") == "conversation"]
+        assert len(kept) == 2
+        decide = [r for r in model.requests if r["step"] == "decide"]
+        assert decide, "the stored fact is similar: the model is asked to decide"
+        shown = [m["content"] for r in decide for c in model.data_of(r)["candidates"] for m in c["memories"]]
+        assert shown == ["Lives in Lisbon"] and not set(shown) & set(kept)

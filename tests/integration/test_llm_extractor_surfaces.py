@@ -46,7 +46,8 @@ def contents(mem, tenant):
 
 
 def test_turns_through_the_proxy_are_learned_per_tenant(tmp_path, model):
-    with proxy_stack(tmp_path, extraction={"extractors": ["regex", "llm"], "llm": llm_options(model)}) as stack:
+    with proxy_stack(tmp_path, extraction={"keep_turns": "none",
+                                           "extractors": ["regex", "llm"], "llm": llm_options(model)}) as stack:
         model.on_extract(LISBON, MADRID)
         for count, (who, text) in enumerate((("alice", "I live in Lisbon."), ("bob", "I live in Madrid.")), 1):
             client = openai.OpenAI(base_url=stack.openai_url, api_key=stack.keys[who], max_retries=0)
@@ -77,7 +78,7 @@ def test_turns_through_the_proxy_are_learned_per_tenant(tmp_path, model):
 
 def test_a_hung_extraction_model_never_delays_a_proxied_request(tmp_path, model):
     # The model hangs past the extractor's timeout; the proxied request answers anyway, and the regex fact stays.
-    with proxy_stack(tmp_path, extraction={"extractors": ["regex", "llm"],
+    with proxy_stack(tmp_path, extraction={"keep_turns": "none", "extractors": ["regex", "llm"],
                                            "llm": llm_options(model, timeout=1.0)}) as stack:
         model.on_extract(Slow(3.0, LISBON))
         client = openai.OpenAI(base_url=stack.openai_url, api_key=stack.keys["alice"], max_retries=0, timeout=30)
@@ -92,7 +93,7 @@ def test_a_hung_extraction_model_never_delays_a_proxied_request(tmp_path, model)
 def test_the_sdk_wrapper_observes_into_the_llm_extractor(tmp_path, model):
     with fake_llm_server() as upstream, memroute.open(
             data_dir=str(tmp_path / "d"), memory={"enabled": True}, embedding={"source": "none"},
-            extraction={"extractors": ["regex", "llm"], "llm": llm_options(model)}) as mem:
+            extraction={"keep_turns": "none", "extractors": ["regex", "llm"], "llm": llm_options(model)}) as mem:
         mem.add(api_key_id="alice", content="Lives in Berlin", key="profile:location")
         mem.add(api_key_id="bob", content="Lives in Berlin too", key="profile:location")
         model.on_extract(LISBON)
@@ -119,7 +120,7 @@ def test_the_anthropic_and_async_wrappers_observe_into_the_llm_extractor(tmp_pat
 
     with fake_llm_server() as upstream, memroute.open(
             data_dir=str(tmp_path / "d"), memory={"enabled": True}, embedding={"source": "none"},
-            extraction={"extractors": ["llm"], "llm": llm_options(model)}) as mem:
+            extraction={"keep_turns": "none", "extractors": ["llm"], "llm": llm_options(model)}) as mem:
         model.on_extract(LISBON, MADRID)
         claude = wrap_anthropic(anthropic.Anthropic(base_url=upstream.base_url, api_key="sk-fake", max_retries=0),
                                 mem, "alice")

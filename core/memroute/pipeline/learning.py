@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from memroute.interfaces import BackgroundExtractor, Extractor, ObservedTurn
 from memroute.models import Memory, MemoryType
+from memroute.pipeline.turns import TURN_CATEGORY
 
 if TYPE_CHECKING:
     from memroute.pipeline.ports import MemoryStore
@@ -23,6 +24,9 @@ __all__ = ["TenantView", "background_extractors", "background_status", "flush_ba
            "offline_extractors"]
 
 log = logging.getLogger("memroute.pipeline")
+
+
+_TURN_HEADROOM = 10  # extra hits asked for, so kept messages left out still leave ``limit`` facts
 
 
 class TenantView:
@@ -39,9 +43,14 @@ class TenantView:
         return self._tenant
 
     def search(self, query: str, *, limit: int) -> list[Memory]:
-        # A search on the extractor's behalf is not a use of the memories: no access is counted.
-        result = self._store.search(query, api_key_id=self._tenant, limit=limit, record_access=False)
-        return [hit.memory for hit in result.hits if hit.memory.api_key_id == self._tenant]
+        # A search on the extractor's behalf is not a use of the memories: no access is counted. The messages
+        # observe keeps (the conversation itself) are the record of what was said, not facts to revise: the
+        # model is shown facts only, so it can never rewrite or delete a kept message.
+        result = self._store.search(query, api_key_id=self._tenant, limit=limit + _TURN_HEADROOM,
+                                    record_access=False)
+        facts = [hit.memory for hit in result.hits
+                 if hit.memory.api_key_id == self._tenant and hit.memory.metadata.get("category") != TURN_CATEGORY]
+        return facts[:limit]
 
     def add(self, *, content: str, key: str, type: MemoryType | str, metadata: Mapping[str, Any]) -> Memory:
         return self._store.add(api_key_id=self._tenant, content=content, key=key, type=type,
