@@ -206,17 +206,21 @@ def search(ctx: click.Context, api_key: str, strategy: str | None, limit: int | 
 @click.command(name="import")
 @click.option("--api-key", "api_key", default=None,
               help="Every line must belong to this tenant (a line naming none is given to it).")
-@click.option("--all-tenants", is_flag=True, help="Lines may belong to any tenant (an operator's restore).")
+@click.option("--all-tenants", is_flag=True,
+              help="Lines may belong to any tenant, each naming its own (the default without --api-key).")
 @json_option
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
 @click.pass_context
 def import_(ctx: click.Context, api_key: str | None, all_tenants: bool, as_json: bool, file: str) -> None:
-    """Import memories from a JSONL FILE (as `export` writes; '-' reads stdin) for one tenant (--api-key) or
-    every tenant (--all-tenants): every line is validated before the first write, and the memories are
-    written in one transaction (on SQLite / PostgreSQL)."""
+    """Import memories from a JSONL FILE (as `export` writes; '-' reads stdin). With --api-key, every line
+    belongs to that tenant; without it (an operator's restore of `export --all-tenants`), each line names its
+    own tenant in `api_key_id`. A line's missing `id`, `created_at` and `updated_at` are filled in. Every line
+    is validated before the first write, and the memories are written in one transaction (on SQLite /
+    PostgreSQL)."""
     from rich.progress import Progress
 
-    tenant_or_all(api_key, all_tenants)
+    if api_key is not None and all_tenants:
+        raise click.UsageError("give --api-key KEY (one tenant) or --all-tenants (every tenant), not both")
     lines = read_text_lines(file)
     service = open_service(ctx)
     total = sum(1 for line in lines if line.strip())
