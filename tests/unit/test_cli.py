@@ -213,6 +213,36 @@ def test_health_and_status_json(run):
     assert status["keyword"]["available"] is True and status["vector_store"]["backend"] == "none"
 
 
+def test_status_without_json_is_one_readable_line_a_part(run, tmp_path):
+    config = tmp_path / "memroute.toml"
+    config.write_text(f"""
+[memory]
+enabled = true
+[backends]
+primary = "main"
+fallbacks = ["remote"]
+[backends.main]
+type = "sqlite"
+path = "{tmp_path / 'main.db'}"
+[backends.remote]
+type = "http"
+base_url = "http://127.0.0.1:9"
+allow_private = true
+timeout = 0.5
+""", encoding="utf-8")
+    code, out, _ = run("--config", str(config), "status")
+    assert code == 0 and "{" not in out and '": ' not in out  # no JSON fragments
+    lines = dict(line.split(None, 1) if not line.startswith("  ") else ("  " + line.split(None, 1)[0],
+                                                                        line.split(None, 1)[1])
+                 for line in out.splitlines())
+    assert lines["memory"].startswith("enabled, strategy hybrid, max_tokens 2000")
+    assert lines["backends"] == "primary main, fallbacks remote"
+    assert lines["  main"].startswith("sqlite primary, ok (") and "breaker closed" in lines["  main"]
+    assert lines["  remote"].startswith("http fallback, FAILING: ")
+    assert lines["keyword"].endswith("available") and lines["vectors"].startswith("none")
+    assert lines["outbox"] == "depth 0, 0 dead letters"
+
+
 def test_unwritable_data_dir_is_a_config_error(run, tmp_path, monkeypatch):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory", encoding="utf-8")

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from memroute.cli.common import echo_json, memory_line, open_service, read_text_lines
-from memroute.config.serialization import memory_to_dict, to_jsonable, write_jsonl
+from memroute.config.serialization import memory_to_dict, write_jsonl
 from memroute.errors import NotFoundError, ValidationError
 from memroute.models import ORDER_FIELDS, STRATEGY_ALIASES, MemoryType
 
@@ -289,8 +289,9 @@ def status(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         echo_json(report)
         return
-    for section, value in to_jsonable(report).items():
-        click.echo(f"{section}: {json.dumps(value, default=str)}")
+    from memroute.cli.status_text import status_lines
+
+    click.echo("\n".join(status_lines(report)))
 
 
 @click.command()
