@@ -1,0 +1,171 @@
+"""Every code block of README.md and docs/ runs as written (see :mod:`tests.docs.blocks` for how each kind
+is run and the markers that change it). A block that fails here is a doc that lies."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import attrs
+import pytest
+import tomllib
+
+from memroute.config.settings import MemrouteSettings, load_settings
+from tests.docs.blocks import MODES, PAGES, PLAIN_LANGUAGES, ROOT, RUN_LANGUAGES, Block, all_blocks
+from tests.servers.fake_llm import fake_llm_server
+
+BLOCKS = all_blocks()
+CONFIG_SECTIONS = {field.name for field in attrs.fields(MemrouteSettings)}
+SHELLS = {"sh", "bash", "console"}
+
+
+def _selected(kind: str) -> list[Block]:
+    if kind == "python":
+        return [b for b in BLOCKS if b.language == "python" and b.mode in (None, "loopback-model")]
+    if kind == "shell":
+        return [b for b in BLOCKS if b.language in SHELLS and b.mode is None]
+    return [b for b in BLOCKS if b.language == kind and b.mode is None]
+
+
+def _ids(blocks: list[Block]) -> list[str]:
+    return [block.name for block in blocks]
+
+
+def test_every_block_is_of_a_known_kind_with_a_known_marker():
+    for block in BLOCKS:
+        assert block.language in RUN_LANGUAGES | PLAIN_LANGUAGES, f"{block.name}: no runner for ```{block.language}"
+        assert block.mode in (None, *MODES), f"{block.name}: unknown docs-test mode {block.mode!r}"
+        if block.mode == "parse-only":
+            assert block.argument, f"{block.name}: parse-only needs a reason"
+        if block.mode == "loopback-model":
+            assert block.language == "python", block.name
+
+
+# --- Python: each page's blocks in order, one namespace -------------------------------------------------------
+
+PYTHON_PAGES: dict[Path, list[Block]] = defaultdict(list)
+for _block in _selected("python"):
+    PYTHON_PAGES[_block.page].append(_block)
+
+
+@pytest.mark.parametrize("doc_page", list(PYTHON_PAGES), ids=[str(p.relative_to(ROOT)) for p in PYTHON_PAGES])
+def test_python_blocks_run(doc_page, monkeypatch):
+    blocks = PYTHON_PAGES[doc_page]
+    namespace: dict[str, object] = {"__name__": "__docs__"}
+    if any(block.mode == "loopback-model" for block in blocks):
+        with fake_llm_server() as server:  # stands in for the paid APIs: the one thing a test cannot reach
+            server.reply = "OK."
+            monkeypatch.setenv("OPENAI_BASE_URL", f"{server.base_url}/v1")
+            monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+            monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
+            monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+            _run_python(blocks, namespace)
+    else:
+        _run_python(blocks, namespace)
+
+
+def _run_python(blocks: list[Block], namespace: dict[str, object]) -> None:
+    for block in blocks:
+        # Line numbers in a traceback point into the page.
+        source = "\n" * block.line + block.text
+        exec(compile(source, str(block.page), "exec"), namespace)
+
+
+# --- shell: bash, this checkout's memroute, a fresh directory ---------------------------------------------------
+
+def shell_script(block: Block) -> str:
+    if block.language != "console":
+        return block.text
+    commands, continuing = [], False
+    for line in block.text.splitlines():
+        if line.startswith("$ ") or continuing:
+            commands.append(line[2:] if line.startswith("$ ") else line)
+            continuing = line.rstrip().endswith("\\")
+    return "\n".join(commands) + "\n"
+
+
+def _shell_env(tmp_path: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["HOME"] = str(tmp_path / "home")
+    (tmp_path / "home").mkdir(exist_ok=True)
+    return env
+
+
+@pytest.mark.parametrize("block", _selected("shell"), ids=_ids(_selected("shell")))
+def test_shell_blocks_run(block, tmp_path):
+    result = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", shell_script(block)], cwd=tmp_path,
+                            env=_shell_env(tmp_path), capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, f"{block.name} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
+
+
+# --- TOML and JSON ------------------------------------------------------------------------------------------
+
+def _is_memroute_config(data: dict[str, object]) -> bool:
+    return bool(data) and set(data) <= CONFIG_SECTIONS
+
+
+@pytest.mark.parametrize("block", _selected("toml"), ids=_ids(_selected("toml")))
+def test_toml_blocks_load(block, tmp_path, monkeypatch):
+    data = tomllib.loads(block.text)
+    if not _is_memroute_config(data):
+        return  # a pyproject.toml snippet: parsing it is the check
+    for name in set(re.findall(r"\$\{(\w+)\}", block.text)):
+        monkeypatch.setenv(name, f"placeholder-{name.lower()}")
+    backends = data.get("backends")
+    if isinstance(backends, dict) and "primary" not in backends:
+        # A fragment that adds backend instances to a configuration: the first one stands as the primary.
+        data["backends"] = {"primary": next(iter(backends)), **backends}
+    load_settings(data, use_env=False)
+
+
+@pytest.mark.parametrize("block", _selected("json"), ids=_ids(_selected("json")))
+def test_json_blocks_parse(block):
+    json.loads(block.text)
+
+
+# --- markers ------------------------------------------------------------------------------------------------
+
+PARSE_ONLY = [b for b in BLOCKS if b.mode == "parse-only"]
+
+
+@pytest.mark.parametrize("block", PARSE_ONLY, ids=_ids(PARSE_ONLY))
+def test_blocks_that_cannot_run_here_still_parse(block, tmp_path):
+    if block.language == "python":
+        compile(block.text, block.name, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    elif block.language in SHELLS:
+        result = subprocess.run(["bash", "-n", "-c", shell_script(block)], capture_output=True, text=True)
+        assert result.returncode == 0, f"{block.name}: {result.stderr}"
+    elif block.language == "toml":
+        tomllib.loads(block.text)
+    elif block.language == "json":
+        json.loads(block.text)
+
+
+RUN_BY = [b for b in BLOCKS if b.mode == "run-by"]
+
+
+@pytest.mark.parametrize("block", RUN_BY, ids=_ids(RUN_BY))
+def test_blocks_run_by_a_dedicated_test_name_a_test_that_reads_their_page(block):
+    test_file = ROOT / block.argument.split()[0]
+    assert test_file.is_file(), f"{block.name}: {block.argument} does not exist"
+    page = str(block.page.relative_to(ROOT))
+    source = test_file.read_text(encoding="utf-8")
+    assert page in source or f'"{block.page.name}"' in source, f"{test_file} does not read {page}"
+
+
+# --- links --------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("doc_page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
+def test_links_into_the_repository_resolve(doc_page):
+    text = doc_page.read_text(encoding="utf-8")
+    for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):
+        if target.startswith(("http", "mailto:")):
+            continue
+        assert (doc_page.parent / target).exists(), f"{doc_page.relative_to(ROOT)} links to a missing file: {target}"
