@@ -160,12 +160,34 @@ def test_blocks_run_by_a_dedicated_test_name_a_test_that_reads_their_page(block)
     assert page in source or f'"{block.page.name}"' in source, f"{test_file} does not read {page}"
 
 
-# --- links --------------------------------------------------------------------------------------------------
+# --- links ---------------------------------------------------------------------------------------------------
+
+def _anchors(page: Path) -> set[str]:
+    """The anchors GitHub makes of a page's headings: lower case, punctuation dropped, spaces to hyphens,
+    repeats numbered."""
+    seen: dict[str, int] = {}
+    anchors = set()
+    in_fence = False
+    for line in page.read_text(encoding="utf-8").splitlines():
+        if line.lstrip().startswith("```"):
+            in_fence = not in_fence
+        if in_fence or not line.startswith("#"):
+            continue
+        slug = re.sub(r"[^\w\- ]", "", line.lstrip("#").strip().lower()).replace(" ", "-")
+        count = seen.get(slug, 0)
+        seen[slug] = count + 1
+        anchors.add(slug if count == 0 else f"{slug}-{count}")
+    return anchors
+
 
 @pytest.mark.parametrize("doc_page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
 def test_links_into_the_repository_resolve(doc_page):
     text = doc_page.read_text(encoding="utf-8")
-    for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):
+    for target, anchor in re.findall(r"\]\(([^)#\s]*)(?:#([^)\s]*))?\)", text):
         if target.startswith(("http", "mailto:")):
             continue
-        assert (doc_page.parent / target).exists(), f"{doc_page.relative_to(ROOT)} links to a missing file: {target}"
+        path = doc_page.parent / target if target else doc_page
+        assert path.exists(), f"{doc_page.relative_to(ROOT)} links to a missing file: {target}"
+        if anchor and path.suffix == ".md":
+            where = doc_page.relative_to(ROOT)
+            assert anchor in _anchors(path), f"{where} links to a missing heading: {target}#{anchor}"
