@@ -19,6 +19,10 @@ Modes a marker can give:
   packages, or serves forever); it must still parse (Python compiles, bash ``-n``, TOML / JSON load);
 * ``docs-test: run-by tests/PATH.py``: a dedicated test runs it with more checks than "it runs" (that file
   must exist and name the page);
+* ``docs-test: with-server``: a shell block that talks to ``memroute serve``; it runs against the test's real
+  server (a ``memroute serve`` line is the server already started, ``pip install`` the package already
+  installed, port 8765 the test server's port), with ``$ADMIN`` / ``$MR_KEY`` an admin key, ``$KEY`` a key of
+  tenant ``tenant-a`` and ``$SHOP_KEY`` one of tenant ``shop``; ``curl`` fails on an HTTP error status;
 * ``docs-test: loopback-model``: a Python block that calls a model through the OpenAI / Anthropic SDKs; it
   runs against a loopback server speaking their wire formats (``OPENAI_BASE_URL`` / ``ANTHROPIC_BASE_URL``
   are set, as a user sets them to reach a gateway).
@@ -36,7 +40,7 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
 RUN_LANGUAGES = {"python", "sh", "bash", "console", "toml", "json"}
 PLAIN_LANGUAGES = {"", "text", "markdown", "nginx", "sql"}
-MODES = ("parse-only", "run-by", "loopback-model")
+MODES = ("parse-only", "run-by", "loopback-model", "with-server")
 
 _FENCE = re.compile(r"^( *)```([\w-]*)\s*$")
 _MARKER = re.compile(r"^\s*<!--\s*docs-test:\s*([\w-]+)\s*(.*?)\s*-->\s*$")

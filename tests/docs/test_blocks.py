@@ -105,6 +105,35 @@ def test_shell_blocks_run(block, tmp_path):
     assert result.returncode == 0, f"{block.name} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
 
 
+# --- shell against a running server -------------------------------------------------------------------------
+
+SERVER_BLOCKS = [b for b in BLOCKS if b.mode == "with-server"]
+_SETUP_LINE = re.compile(r"^\s*(memroute serve\b|pip install\b|python3? -m pip install\b)")
+_CURL_FAILS = "curl() { command curl --fail-with-body \"$@\"; }\n"  # a 4xx/5xx answer fails the block
+
+
+def server_script(block: Block, port: int) -> str:
+    """The block as run against the test's server: its ``memroute serve`` and ``pip install`` lines are what
+    the test already did (started the server, installed the package), the documented port is the test
+    server's, and ``curl`` fails on an error status."""
+    lines = [":" if _SETUP_LINE.match(line) else line for line in shell_script(block).splitlines()]
+    text = "\n".join(lines) + "\n"
+    return _CURL_FAILS + re.sub(r"(localhost|127\.0\.0\.1):8765", f"127.0.0.1:{port}", text)
+
+
+@pytest.mark.parametrize("block", SERVER_BLOCKS, ids=_ids(SERVER_BLOCKS))
+def test_shell_blocks_run_against_a_running_server(block, memroute_server, tmp_path):
+    port = int(memroute_server.base_url.rsplit(":", 1)[1])
+    _, shop = memroute_server.create_key("shop", tenant="shop")
+    env = _shell_env(tmp_path)
+    env.update(MEMROUTE_CONFIG=str(memroute_server.config_path), ADMIN=memroute_server.admin,
+               MR_KEY=memroute_server.admin, KEY=memroute_server.tenant_a, SHOP_KEY=shop)
+    env.pop("MEMROUTE_DATA_DIR", None)  # the server's deployment, from its configuration
+    result = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", server_script(block, port)], cwd=tmp_path,
+                            env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, f"{block.name} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
+
+
 # --- TOML and JSON ------------------------------------------------------------------------------------------
 
 def _is_memroute_config(data: dict[str, object]) -> bool:
