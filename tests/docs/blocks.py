@@ -9,7 +9,8 @@ A block is tested by its language unless the HTML comment right above its fence 
   commands and the rest is their output), ``memroute`` being this checkout's, in a fresh directory with its own
   data directory; every command must succeed;
 * ``toml``: parsed, and when it is memroute configuration (``[memory]``, ``[backends]``, ...) loaded as a
-  ``memroute.toml`` (``${VAR}`` references get a placeholder value);
+  ``memroute.toml`` (``${VAR}`` references get a placeholder value; a fragment that adds backend instances
+  without ``[backends] primary`` is loaded with its first instance as the primary);
 * ``json``: parsed;
 * ``text``, ``markdown``, ``nginx`` and unlabelled blocks are output, files and diagrams: nothing to run.
 

@@ -230,6 +230,7 @@ base_url = "http://127.0.0.1:9"
 allow_private = true
 timeout = 0.5
 """, encoding="utf-8")
+    assert run("--config", str(config), "add", "--api-key", "alice", "owed to the fallback")[0] == 0
     code, out, _ = run("--config", str(config), "status")
     assert code == 0 and "{" not in out and '": ' not in out  # no JSON fragments
     lines = dict(line.split(None, 1) if not line.startswith("  ") else ("  " + line.split(None, 1)[0],
@@ -240,7 +241,8 @@ timeout = 0.5
     assert lines["  main"].startswith("sqlite primary, ok (") and "breaker closed" in lines["  main"]
     assert lines["  remote"].startswith("http fallback, FAILING: ")
     assert lines["keyword"].endswith("available") and lines["vectors"].startswith("none")
-    assert lines["outbox"] == "depth 0, 0 dead letters"
+    assert lines["outbox"].startswith("depth 1, owed to remote 1, oldest ") and lines["outbox"].endswith(
+        "0 dead letters")
 
 
 def test_unwritable_data_dir_is_a_config_error(run, tmp_path, monkeypatch):

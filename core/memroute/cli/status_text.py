@@ -12,11 +12,11 @@ __all__ = ["status_lines"]
 
 
 def _state(part: Mapping[str, Any]) -> str:
-    """``available``, or ``unavailable`` with the engine's reason."""
-    if part.get("available", True):
-        return "available"
+    """``available`` or ``unavailable``, with the engine's reason when it gives one (why ``auto`` chose what
+    it chose, or what is missing)."""
+    state = "available" if part.get("available", True) else "unavailable"
     reason = part.get("reason")
-    return f"unavailable ({reason})" if reason else "unavailable"
+    return f"{state} ({reason})" if reason else state
 
 
 def _join(*items: str | None) -> str:
@@ -63,6 +63,10 @@ def status_lines(report: StatusReport) -> list[str]:
     ]
     if health is not None:
         outbox = health.outbox
-        rows.append(("outbox", _join(f"depth {outbox.depth}", f"{outbox.dead_letters} dead letters")))
+        owed = ", ".join(f"{target} {count}" for target, count in outbox.by_target.items())
+        rows.append(("outbox", _join(f"depth {outbox.depth}", f"owed to {owed}" if owed else None,
+                                     f"oldest {outbox.oldest_age_s:.1f} s" if outbox.oldest_age_s is not None else None,
+                                     f"{len(outbox.failing)} failing" if outbox.failing else None,
+                                     f"{outbox.dead_letters} dead letters")))
     width = max(len(label) for label, _ in rows)
     return [f"{label:<{width}}  {value}" for label, value in rows]
