@@ -20,10 +20,12 @@ Modes a marker can give:
   packages, or serves forever); it must still parse (Python compiles, bash ``-n``, TOML / JSON load);
 * ``docs-test: run-by tests/PATH.py``: a dedicated test runs it with more checks than "it runs" (that file
   must exist and name the page);
-* ``docs-test: with-server``: a shell block that talks to ``memroute serve``; it runs against the test's real
-  server (a ``memroute serve`` line is the server already started, ``pip install`` the package already
-  installed, port 8765 the test server's port), with ``$ADMIN`` / ``$MR_KEY`` an admin key, ``$KEY`` a key of
-  tenant ``tenant-a`` and ``$SHOP_KEY`` one of tenant ``shop``; ``curl`` fails on an HTTP error status;
+* ``docs-test: with-server``: a shell or Python block that talks to ``memroute serve``; it runs against the
+  test's real server, whose memory proxy forwards to a loopback model server (a ``memroute serve`` line is the
+  server already started, ``pip install`` the package already installed, port 8765 the test server's port,
+  the placeholder ``mr_…`` a real key of tenant ``tenant-a``), with ``$ADMIN`` / ``$MR_KEY`` an admin key,
+  ``$KEY`` a key of tenant ``tenant-a`` and ``$SHOP_KEY`` one of tenant ``shop``; ``curl`` fails on an HTTP
+  error status;
 * ``docs-test: loopback-model``: a Python block that calls a model through the OpenAI / Anthropic SDKs; it
   runs against a loopback server speaking their wire formats (``OPENAI_BASE_URL`` / ``ANTHROPIC_BASE_URL``
   are set, as a user sets them to reach a gateway).

@@ -4,6 +4,7 @@ is run and the markers that change it). A block that fails here is a doc that li
 from __future__ import annotations
 
 import ast
+import asyncio
 import json
 import os
 import re
@@ -19,6 +20,7 @@ import tomllib
 from memroute.config.settings import MemrouteSettings, load_settings
 from tests.docs.blocks import MODES, PAGES, PLAIN_LANGUAGES, ROOT, RUN_LANGUAGES, Block, all_blocks
 from tests.servers.fake_llm import fake_llm_server
+from tests.servers.proxy_stack import proxy_stack
 
 BLOCKS = all_blocks()
 CONFIG_SECTIONS = {field.name for field in attrs.fields(MemrouteSettings)}
@@ -105,33 +107,59 @@ def test_shell_blocks_run(block, tmp_path):
     assert result.returncode == 0, f"{block.name} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
 
 
-# --- shell against a running server -------------------------------------------------------------------------
+# --- against a running server ------------------------------------------------------------------------------
 
 SERVER_BLOCKS = [b for b in BLOCKS if b.mode == "with-server"]
+SERVER_SHELL = [b for b in SERVER_BLOCKS if b.language in SHELLS]
+SERVER_PYTHON = [b for b in SERVER_BLOCKS if b.language == "python"]
 _SETUP_LINE = re.compile(r"^\s*(memroute serve\b|pip install\b|python3? -m pip install\b)")
 _CURL_FAILS = "curl() { command curl --fail-with-body \"$@\"; }\n"  # a 4xx/5xx answer fails the block
 
 
-def server_script(block: Block, port: int) -> str:
+@pytest.fixture
+def server(tmp_path):
+    """The real ``memroute serve`` (in a thread of this process), with memory on and both proxy upstreams
+    pointed at a loopback model server that stands in for the paid APIs."""
+    with proxy_stack(tmp_path / "stack", embedding="auto") as stack:
+        stack.upstream.reply = "OK."
+        yield stack
+
+
+def _at_the_server(text: str, stack) -> str:
+    port = stack.server.base_url.rsplit(":", 1)[1]
+    text = re.sub(r"(localhost|127\.0\.0\.1):8765", f"127.0.0.1:{port}", text)
+    return text.replace("mr_…", stack.keys["alice"])  # the placeholder key: a real one of tenant-a
+
+
+def server_script(block: Block, stack) -> str:
     """The block as run against the test's server: its ``memroute serve`` and ``pip install`` lines are what
     the test already did (started the server, installed the package), the documented port is the test
-    server's, and ``curl`` fails on an error status."""
+    server's, ``mr_…`` a real key, and ``curl`` fails on an error status."""
     lines = [":" if _SETUP_LINE.match(line) else line for line in shell_script(block).splitlines()]
-    text = "\n".join(lines) + "\n"
-    return _CURL_FAILS + re.sub(r"(localhost|127\.0\.0\.1):8765", f"127.0.0.1:{port}", text)
+    return _CURL_FAILS + _at_the_server("\n".join(lines) + "\n", stack)
 
 
-@pytest.mark.parametrize("block", SERVER_BLOCKS, ids=_ids(SERVER_BLOCKS))
-def test_shell_blocks_run_against_a_running_server(block, memroute_server, tmp_path):
-    port = int(memroute_server.base_url.rsplit(":", 1)[1])
-    _, shop = memroute_server.create_key("shop", tenant="shop")
+@pytest.mark.parametrize("block", SERVER_SHELL, ids=_ids(SERVER_SHELL))
+def test_shell_blocks_run_against_a_running_server(block, server, tmp_path):
+    _, shop = server.server.create_key("shop", tenant="shop")
     env = _shell_env(tmp_path)
-    env.update(MEMROUTE_CONFIG=str(memroute_server.config_path), ADMIN=memroute_server.admin,
-               MR_KEY=memroute_server.admin, KEY=memroute_server.tenant_a, SHOP_KEY=shop)
+    env.update(MEMROUTE_CONFIG=str(server.server.config_path), ADMIN=server.keys["admin"],
+               MR_KEY=server.keys["admin"], KEY=server.keys["alice"], SHOP_KEY=shop)
     env.pop("MEMROUTE_DATA_DIR", None)  # the server's deployment, from its configuration
-    result = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", server_script(block, port)], cwd=tmp_path,
+    result = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", server_script(block, server)], cwd=tmp_path,
                             env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, f"{block.name} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
+
+
+@pytest.mark.parametrize("block", SERVER_PYTHON, ids=_ids(SERVER_PYTHON))
+def test_python_blocks_run_against_a_running_server(block, server):
+    source = "\n" * block.line + _at_the_server(block.text, server)
+    code = compile(source, str(block.page), "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    outcome = eval(code, {"__name__": "__docs__"})
+    if asyncio.iscoroutine(outcome):  # a block written for an async REPL or notebook (top-level await)
+        asyncio.run(outcome)
+    if "OpenAI(" in block.text or "Anthropic(" in block.text:  # a proxy client: its calls reached the model
+        assert server.upstream.requests, f"{block.name} reached no model through memroute"
 
 
 # --- TOML and JSON ------------------------------------------------------------------------------------------
