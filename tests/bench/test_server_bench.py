@@ -16,7 +16,7 @@ def test_http_search_and_add_against_in_process():
     print(json.dumps(report, indent=2))
     search, add = report["search"], report["add"]
     # Judged on the interleaved run (in-process, httpx, raw in turn: the same calls under one machine state);
-    # the back-to-back loops are reported beside it (docs/performance.md, "Why the searches are interleaved").
+    # the back-to-back loops are reported beside it (docs/performance.md, "The machine": the cold-call factor).
     paced = search["interleaved"]
     assert search["target_met"], (
         f"HTTP search p50 {paced['http']['p50_ms']} ms (httpx) > budget {paced['budget_ms']} ms "

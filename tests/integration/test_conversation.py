@@ -60,7 +60,7 @@ def make_service(tmp_path, plugin_manager, register_plugin):
     opened: list[Memroute] = []
     stores: list[NumpyVectorStore] = []
     if "sqlite" in plugin_manager.backends():
-        backend = {"type": "sqlite", "path": str(tmp_path / "memroute.deployment.db")}
+        backend = {"type": "sqlite", "path": str(tmp_path / "memroute.db")}
     else:
         register_plugin(_InMemoryPlugin(), name="test-memory-backend")
         backend = {"type": "memory"}

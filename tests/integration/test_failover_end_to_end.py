@@ -55,7 +55,7 @@ def test_writes_reach_every_backend_and_nothing_acknowledged_is_lost(
         "backends": {
             "primary": "main",
             "fallbacks": ["vault", "notes"],
-            "main": {"type": "faulty-sqlite", "path": str(tmp_path / "memroute.deployment.db")},
+            "main": {"type": "faulty-sqlite", "path": str(tmp_path / "memroute.db")},
             "vault": {"type": "obsidian", "api_key": "${OBSIDIAN_API_KEY}", "base_url": obsidian.base_url,
                       "verify": str(obsidian.cert_path), "timeout": 5},
             "notes": {"type": "notion", "token": "${NOTION_TOKEN}", "base_url": notion.base_url, "allow_private": True,

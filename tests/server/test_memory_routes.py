@@ -177,6 +177,23 @@ def test_clear_export_import_round_trip_per_tenant(clients):
     assert b.get("/api/memory").json()["total"] == 1
 
 
+def test_import_fills_in_a_hand_written_lines_id_and_times_for_the_callers_tenant(clients):
+    a, b, _ = clients
+    lines = [json.dumps({"key": "preference:tea", "content": "Drinks green tea"}),
+             json.dumps({"key": "fact:city", "content": "Lives in Lisbon", "created_at": "2025-06-01T09:30:00Z"})]
+    answer = a.post("/api/memory/import", content="\n".join(lines).encode())
+    assert answer.json() == {"imported": 2, "apiKeyId": "tenant-a"}
+    data = {m["key"]: m for m in a.get("/api/memory").json()["data"]}
+    assert len({m["id"] for m in data.values()}) == 2
+    assert data["fact:city"]["createdAt"].startswith("2025-06-01T09:30:00")
+    assert data["fact:city"]["updatedAt"] == data["fact:city"]["createdAt"]
+    assert b.get("/api/memory").json()["total"] == 0  # the lines went to the caller's tenant only
+    # a line missing what cannot be filled in is named, and nothing of the body is written
+    error = _error(b.post("/api/memory/import", content=(lines[0] + "\n" + json.dumps({"key": "k"})).encode()), 422)
+    assert error["details"][0]["field"] == "line 2" and "content" in error["message"]
+    assert b.get("/api/memory").json()["total"] == 0
+
+
 def test_summarize_is_a_dry_run_by_default_and_tenant_scoped(clients):
     a, _, _ = clients
     a.post("/api/memory", json=TEA)

@@ -122,6 +122,41 @@ def test_export_then_import_into_another_database_keeps_ids(run, tmp_path, monke
     assert json.loads(out.strip())["id"] == json.loads(lines[0])["id"]
 
 
+def test_an_all_tenants_export_imports_without_flags_each_line_to_its_own_tenant(run, tmp_path, monkeypatch):
+    run("add", "--api-key", "alice", "--key", "k1", "first")
+    run("add", "--api-key", "bob", "--key", "k2", "second")
+    dump = tmp_path / "backup.jsonl"
+    dump.write_text(run("export", "--all-tenants")[1], encoding="utf-8")
+    monkeypatch.setenv("MEMROUTE_DB", str(tmp_path / "restored.db"))
+    code, _, err = run("import", str(dump))
+    assert code == 0 and "imported 2" in err
+    for tenant, content in (("alice", "first"), ("bob", "second")):
+        page = json.loads(run("list", "--api-key", tenant, "--json")[1])
+        assert [m["content"] for m in page["data"]] == [content]
+
+
+def test_import_without_a_tenant_refuses_a_line_that_names_none(run, tmp_path):
+    file = tmp_path / "mixed.jsonl"
+    file.write_text(json.dumps({"api_key_id": "alice", "key": "k", "content": "mine"}) + "\n"
+                    + json.dumps({"key": "k", "content": "whose?"}) + "\n", encoding="utf-8")
+    code, _, err = run("import", str(file))
+    assert code == 2 and "line 2: api_key_id: missing" in err and "--api-key" in err
+    assert json.loads(run("list", "--api-key", "alice", "--json")[1])["total"] == 0
+    code, _, err = run("import", "--api-key", "alice", "--all-tenants", str(file))
+    assert code == 2 and "not both" in err
+
+
+def test_import_of_hand_written_lines_fills_in_ids_and_times(run, tmp_path):
+    file = tmp_path / "notes.jsonl"
+    file.write_text(json.dumps({"key": "pref:tea", "content": "Drinks green tea"}) + "\n", encoding="utf-8")
+    code, _, err = run("import", "--api-key", "alice", str(file))
+    assert code == 0 and "imported 1" in err
+    memory = json.loads(run("list", "--api-key", "alice", "--json")[1])["data"][0]
+    assert memory["content"] == "Drinks green tea" and memory["created_at"] == memory["updated_at"]
+    assert run("get", "--api-key", "alice", memory["id"])[0] == 0
+    assert json.loads(run("list", "--api-key", "bob", "--json")[1])["total"] == 0
+
+
 def test_import_is_all_or_nothing_and_names_the_bad_line(run, tmp_path):
     good = run("add", "--api-key", "alice", "--json", "seed")[1]
     bad = tmp_path / "bad.jsonl"
@@ -176,6 +211,38 @@ def test_health_and_status_json(run):
     code, out, _ = run("status", "--json")
     status = json.loads(out)
     assert status["keyword"]["available"] is True and status["vector_store"]["backend"] == "none"
+
+
+def test_status_without_json_is_one_readable_line_a_part(run, tmp_path):
+    config = tmp_path / "memroute.toml"
+    config.write_text(f"""
+[memory]
+enabled = true
+[backends]
+primary = "main"
+fallbacks = ["remote"]
+[backends.main]
+type = "sqlite"
+path = "{tmp_path / 'main.db'}"
+[backends.remote]
+type = "http"
+base_url = "http://127.0.0.1:9"
+allow_private = true
+timeout = 0.5
+""", encoding="utf-8")
+    assert run("--config", str(config), "add", "--api-key", "alice", "owed to the fallback")[0] == 0
+    code, out, _ = run("--config", str(config), "status")
+    assert code == 0 and "{" not in out and '": ' not in out  # no JSON fragments
+    lines = dict(line.split(None, 1) if not line.startswith("  ") else ("  " + line.split(None, 1)[0],
+                                                                        line.split(None, 1)[1])
+                 for line in out.splitlines())
+    assert lines["memory"].startswith("enabled, strategy hybrid, max_tokens 2000")
+    assert lines["backends"] == "primary main, fallbacks remote"
+    assert lines["  main"].startswith("sqlite primary, ok (") and "breaker closed" in lines["  main"]
+    assert lines["  remote"].startswith("http fallback, FAILING: ")
+    assert lines["keyword"].endswith("available") and lines["vectors"].startswith("none")
+    assert lines["outbox"].startswith("depth 1, owed to remote 1, oldest ") and lines["outbox"].endswith(
+        "0 dead letters")
 
 
 def test_unwritable_data_dir_is_a_config_error(run, tmp_path, monkeypatch):

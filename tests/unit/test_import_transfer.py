@@ -107,3 +107,54 @@ def test_import_obeys_the_configured_limits(tmp_path):
         with pytest.raises(ValidationError, match=r"line 1: .*max_metadata_bytes"):
             service.import_jsonl([line(metadata={"k": "v" * 64})])
         assert total(service) == 0
+
+
+def _bare(**fields: object) -> str:
+    """A hand-written line: only what a memory is about, no id and no timestamps."""
+    return json.dumps({"api_key_id": "a", "key": f"k-{new_memory_id()}", "content": "some fact", **fields})
+
+
+def test_a_line_without_id_or_timestamps_gets_them_filled_in(mem):
+    before = utcnow()
+    report = mem.import_jsonl([_bare(key="editor", content="Uses Helix"),
+                               _bare(key="tea", created_at="2026-01-01T12:00:00Z")])
+    assert report.imported == 2
+    by_key = {m.key: m for m in mem.list(api_key_id="a").data}
+    fresh, dated = by_key["editor"], by_key["tea"]
+    assert len({fresh.id, dated.id}) == 2 and all(len(m.id) == 36 for m in (fresh, dated))
+    assert fresh.created_at >= before and fresh.updated_at == fresh.created_at
+    assert dated.created_at.isoformat() == "2026-01-01T12:00:00+00:00" and dated.updated_at == dated.created_at
+    assert mem.get(fresh.id, api_key_id="a").content == "Uses Helix"
+
+
+def test_an_explicit_null_is_filled_in_like_a_missing_field(mem):
+    mem.import_jsonl([_bare(key="x", id=None, created_at=None, updated_at=None)])
+    assert mem.list(api_key_id="a").data[0].key == "x"
+
+
+def test_a_tenants_import_fills_in_the_tenant_too(mem):
+    mem.import_jsonl([json.dumps({"key": "k", "content": "mine"})], api_key_id="b")
+    assert [m.content for m in mem.list(api_key_id="b").data] == ["mine"]
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ({"api_key_id": "a", "key": "k"}, r"line 2: .*content"),
+        ({"api_key_id": "a", "content": "no key"}, r"line 2: .*key"),
+        ({"key": "k", "content": "whose?"}, r"line 2: api_key_id: missing"),
+        ({"api_key_id": "a", "key": "k", "content": "x", "created_at": "yesterday"}, r"line 2: .*created_at"),
+        ({"api_key_id": "a", "key": "k", "content": "x", "id": "not-a-uuid"}, r"line 2: id: expected a canonical"),
+        ({"api_key_id": "a", "key": "k", "content": "x", "colour": "red"}, r"line 2: .*colour"),
+    ],
+)
+def test_a_bad_hand_written_line_is_named_and_nothing_is_written(mem, bad, message):
+    with pytest.raises(ValidationError, match=message):
+        mem.import_jsonl([_bare(), json.dumps(bad)])
+    assert total(mem) == 0
+
+
+def test_a_line_missing_several_required_fields_names_them_all_at_once(mem):
+    with pytest.raises(ValidationError) as caught:
+        mem.import_jsonl([json.dumps({"api_key_id": "a", "type": "factual"})])
+    assert "key" in str(caught.value) and "content" in str(caught.value)

@@ -315,7 +315,7 @@ def test_path_in_a_file_is_unavailable_with_a_fix(tmp_path: Path) -> None:
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("x")
     with pytest.raises(BackendUnavailableError, match="path"):
-        open_backend(blocker / "memroute.deployment.db")
+        open_backend(blocker / "memroute.db")
 
 
 def test_directory_as_database_is_unavailable(tmp_path: Path) -> None:
@@ -362,9 +362,9 @@ def test_registered_as_a_plugin_with_default_path(tmp_path: Path) -> None:
     context = ComponentContext(instance_name="main", data_dir=tmp_path / "data")
     backend = spec.factory(structure_options({}, spec.settings_class, "backends.main"), context)
     try:
-        assert isinstance(backend, SqliteBackend) and backend.path == str(tmp_path / "data" / "memroute.deployment.db")
+        assert isinstance(backend, SqliteBackend) and backend.path == str(tmp_path / "data" / "memroute.db")
         backend.initialize()
-        assert (tmp_path / "data" / "memroute.deployment.db").exists()
+        assert (tmp_path / "data" / "memroute.db").exists()
     finally:
         backend.close()
 

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from memroute.cli.common import echo_json, memory_line, open_service, read_text_lines
-from memroute.config.serialization import memory_to_dict, to_jsonable, write_jsonl
+from memroute.config.serialization import memory_to_dict, write_jsonl
 from memroute.errors import NotFoundError, ValidationError
 from memroute.models import ORDER_FIELDS, STRATEGY_ALIASES, MemoryType
 
@@ -240,7 +240,8 @@ def search(ctx: click.Context, api_key: str, strategy: str | None, limit: int | 
                    "(OmniRoute; every api_key_id becomes a tenant).")
 @click.option("--api-key", "api_key", default=None,
               help="Every line must belong to this tenant (a line naming none is given to it).")
-@click.option("--all-tenants", is_flag=True, help="Lines may belong to any tenant (an operator's restore).")
+@click.option("--all-tenants", is_flag=True,
+              help="Lines may belong to any tenant, each naming its own (the default without --api-key).")
 @click.option("--dry-run", is_flag=True, help="--from omniroute: report what would be carried, write nothing.")
 @click.option("--skip-uncarried", is_flag=True,
               help="--from omniroute: import even though some rows cannot be carried (they are reported).")
@@ -256,10 +257,11 @@ def search(ctx: click.Context, api_key: str, strategy: str | None, limit: int | 
 def import_(ctx: click.Context, source: str, api_key: str | None, all_tenants: bool, dry_run: bool,
             skip_uncarried: bool, unowned_tenant: str | None, duplicates: str, skip_expired: bool, as_json: bool,
             file: str) -> None:
-    """Import memories from FILE: a JSONL file (as `export` writes; '-' reads stdin) for one tenant (--api-key)
-    or every tenant (--all-tenants), or with --from omniroute the reference system's SQLite database. Every
-    line (row) is validated before the first write, and the memories are written in one transaction (on
-    SQLite / PostgreSQL)."""
+    """Import memories from FILE: a JSONL file (as `export` writes; '-' reads stdin), or with --from omniroute
+    an OmniRoute SQLite database. With --api-key, every line belongs to that tenant; without it (an operator's
+    restore of `export --all-tenants`), each line names its own tenant in `api_key_id`. A line's missing `id`,
+    `created_at` and `updated_at` are filled in. Every line (row) is validated before the first write, and the
+    memories are written in one transaction (on SQLite / PostgreSQL)."""
     from rich.progress import Progress
 
     if source == "omniroute":
@@ -274,7 +276,8 @@ def import_(ctx: click.Context, source: str, api_key: str | None, all_tenants: b
     if dry_run or skip_uncarried or unowned_tenant is not None or skip_expired or duplicates != "newest":
         raise click.UsageError("--dry-run, --skip-uncarried, --unowned-tenant, --duplicates and --skip-expired "
                                "go with --from omniroute")
-    tenant_or_all(api_key, all_tenants)
+    if api_key is not None and all_tenants:
+        raise click.UsageError("give --api-key KEY (one tenant) or --all-tenants (every tenant), not both")
     lines = read_text_lines(file)
     service = open_service(ctx)
     total = sum(1 for line in lines if line.strip())
@@ -343,8 +346,9 @@ def status(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         echo_json(report)
         return
-    for section, value in to_jsonable(report).items():
-        click.echo(f"{section}: {json.dumps(value, default=str)}")
+    from memroute.cli.status_text import status_lines
+
+    click.echo("\n".join(status_lines(report)))
 
 
 @click.command()

@@ -28,7 +28,6 @@ __all__ = [
     "make_converter",
     "memory_from_dict",
     "memory_to_dict",
-    "parse_jsonl",
     "structure_config",
     "structure_input",
     "to_jsonable",
@@ -244,34 +243,3 @@ def write_jsonl(out: IO[str], memories: Iterable[Memory]) -> int:
         out.write(json.dumps(memory_to_dict(memory), ensure_ascii=False) + "\n")
         count += 1
     return count
-
-
-def parse_jsonl(lines: Iterable[str], tenant: str | None = None) -> tuple[list[Memory], list[int], int]:
-    """Parse every line of an import (what :func:`write_jsonl` writes) before anything is stored: the
-    memories, the line number of each, and how many blank lines were skipped. With ``tenant`` every line must
-    belong to it (a line naming no tenant is given to it). A bad line is a :class:`ValidationError` naming
-    its line number."""
-    parsed: list[Memory] = []
-    numbers: list[int] = []
-    skipped = 0
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            skipped += 1
-            continue
-        where = f"line {number}"
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValidationError(f"{where}: not valid JSON ({exc.msg})", [(where, "json")]) from None
-        if tenant is not None and isinstance(data, dict):
-            owner = data.get("api_key_id")
-            if owner not in (None, "", tenant):
-                raise ValidationError(f"{where}: api_key_id {str(owner)!r:.80} is not the tenant {tenant!r}",
-                                      [(where, "another tenant")])
-            data = {**data, "api_key_id": tenant}
-        try:
-            parsed.append(memory_from_dict(data))
-        except MemrouteError as exc:
-            raise ValidationError(f"{where}: {exc}", [(where, str(exc))]) from None
-        numbers.append(number)
-    return parsed, numbers, skipped

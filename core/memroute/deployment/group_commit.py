@@ -3,7 +3,7 @@
 Why: eight HTTP writers on one server process each ran their add alone: one transaction, one commit, one
 wake of the indexer, the manager's and SQLite's write locks taken eight times over, a thread hand-off to and
 from a worker for each, and every hand-off a wait for the GIL. Eight concurrent writers completed about as
-many adds a second as one (docs/performance.md, "Concurrent writers"). Under group commit the adds that
+many adds a second as one (docs/performance.md, "The HTTP server"). Under group commit the adds that
 arrive while a batch is being written wait for the next one, which is written in one backend call (one
 transaction, one commit, one journal append, one indexer wake).
 

@@ -309,7 +309,7 @@ class RetrievalEngine:
         # slower (8.1 ms against 6.6 ms at 10k memories), the two legs contending for the GIL. Measured again
         # once the keyword leg was mostly its FTS5 statement (which runs without the GIL): still 0.3-0.5 ms
         # slower at 500 and 2,000 memories, since the helper needs the GIL to start and to take its rows while
-        # the vector leg holds it (docs/performance.md, round eleven). The keyword leg
+        # the vector leg holds it (round eleven of docs/performance.md's history). The keyword leg
         # runs first so the vector leg reads only the memories it did not already return (reading and
         # building memory rows is most of a hybrid search's cost).
         legs = _Legs(depth=depth)

@@ -10,6 +10,9 @@ What an import guarantees (docs/manager.md, "Import"):
   with ``api_key_id: "A"`` used to replace B's memory: the replicated ``put`` replaces by id).
 * **With ``api_key_id``** (a tenant's import), every line must belong to that tenant or name none (it is
   then filled in).
+* **What a line may leave out is filled in**: no ``id`` gets a new one, no ``created_at`` the time of the
+  import, no ``updated_at`` its ``created_at`` (docs/python-api.md, "The JSONL format"). A line without an id
+  is a new memory each time the file is imported; an export's lines carry theirs, so a restore is repeatable.
 * **One write.** The memories go to the serving backend in one ``put_many`` call: one transaction on SQLite
   and PostgreSQL, so a failure or a ``kill -9`` leaves all or nothing there. Backends without transactions
   (Obsidian, Notion, HTTP) may keep a prefix after a failure; the import is then **resumable**: ids and
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -27,7 +31,7 @@ import attrs
 from memroute.config.limits import InputLimits
 from memroute.config.serialization import memory_from_dict
 from memroute.errors import MemrouteError, ValidationError
-from memroute.models import HistoryEntry, Memory, is_memory_id, require_tenant
+from memroute.models import HistoryEntry, Memory, is_memory_id, new_memory_id, require_tenant, utcnow
 
 if TYPE_CHECKING:
     from memroute.routing.manager import MemoryManager
@@ -58,11 +62,23 @@ def _line_error(number: int, message: str) -> ValidationError:
     return ValidationError(f"line {number}: {message}", [(f"line {number}", message)])
 
 
+def _fill_in(data: dict[str, Any], now: datetime) -> None:
+    """Give a line what an export always carries and a hand-written line may leave out: an id, and the
+    timestamps (``created_at`` the import's time, ``updated_at`` the line's ``created_at``)."""
+    if data.get("id") is None:
+        data["id"] = new_memory_id()
+    if data.get("created_at") is None:
+        data["created_at"] = now
+    if data.get("updated_at") is None:
+        data["updated_at"] = data["created_at"]
+
+
 def parse_jsonl(lines: Iterable[str], *, api_key_id: str | None = None,
                 limits: InputLimits | None = None) -> list[tuple[int, Memory]]:
     """Every memory of ``lines`` with its line number, or the first problem as a ``ValidationError`` naming
-    its line. Nothing is written."""
+    its line. A line's missing ``id``, ``created_at`` and ``updated_at`` are filled in. Nothing is written."""
     tenant = None if api_key_id is None else require_tenant(api_key_id)
+    now = utcnow()
     limits = limits or InputLimits()
     parsed: list[tuple[int, Memory]] = []
     owners: dict[str, str] = {}
@@ -85,6 +101,10 @@ def parse_jsonl(lines: Iterable[str], *, api_key_id: str | None = None,
                 data["api_key_id"] = tenant
             elif owner != tenant:
                 raise _line_error(number, "api_key_id: belongs to another tenant than the one importing")
+        if tenant is None and data.get("api_key_id") in (None, ""):
+            raise _line_error(number, "api_key_id: missing: a line names its tenant unless the import is for one "
+                                      "tenant (--api-key KEY, api_key_id=...)")
+        _fill_in(data, now)
         if not is_memory_id(data.get("id")):
             raise _line_error(number, f"id: expected a canonical UUID, got {data.get('id')!r:.60}")
         try:

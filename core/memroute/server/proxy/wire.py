@@ -2,7 +2,7 @@
 
 httpx + httpcore cost the proxy ~0.5-0.7 ms of CPU per upstream request on the shared 2-core machine (request
 and response models, anyio streams, h11, a ``select()`` per pooled connection reuse), against ~0.05 ms for the
-same request written and read on an asyncio stream (docs/performance.md, "Round six, second part"). The proxy
+same request written and read on an asyncio stream (round six of docs/performance.md's history). The proxy
 sends one kind of request to a handful of origins, so :class:`LeanTransport` does only that, as an
 ``httpx.AsyncBaseTransport``: the router keeps building ``httpx.Request`` objects and reading
 ``httpx.Response`` objects (status, headers, ``aiter_bytes`` with content decoding, ``aclose``), and the SSRF

@@ -113,7 +113,7 @@ __all__ = [
     "memroute_backends", "parse_ts",
 ]
 
-DEFAULT_FILE: Final = "memroute.deployment.db"
+DEFAULT_FILE: Final = "memroute.db"
 DEFAULT_KEPT_MEMORIES: Final = 20_000
 DEFAULT_FTS_MERGE_MAX_PAGES: Final = 1024
 KEY_WEIGHT: Final = 2.0
@@ -145,7 +145,7 @@ class SqliteSettings:
     """Options of a ``[backends.NAME]`` table with ``type = "sqlite"``."""
 
     path: str | None = None
-    """The database file. Default: ``memroute.deployment.db`` in memroute's data directory. ``":memory:"`` works for
+    """The database file. Default: ``memroute.db`` in memroute's data directory. ``":memory:"`` works for
     throw-away use (one connection per thread means each thread sees its own database: tests only)."""
     busy_timeout_ms: int = attrs.field(default=5000, validator=_at_least(0))
     """How long a writer waits for another process's write lock before failing."""
