@@ -57,6 +57,7 @@ from memroute.retrieval.build import build_retrieval
 from memroute.routing.manager import MemoryManager
 from memroute.service.conversation import ConversationMethods
 from memroute.service.deployment import DeploymentMethods
+from memroute.service.end_users import EndUserMethods
 
 if TYPE_CHECKING:
     from memroute.deployment.state import RuntimeMemorySettings, StateStore
@@ -77,12 +78,13 @@ def derive_key(content: str) -> str:
     return f"note:{slug}:{digest}" if slug else f"note:{digest}"
 
 
-class Memroute(DeploymentMethods, ConversationMethods):
+class Memroute(DeploymentMethods, ConversationMethods, EndUserMethods):
     """memroute's Python API. Use as a context manager, or call :meth:`close`.
 
-    The methods live in three modules: this one (construction, lifecycle, CRUD, search),
-    :mod:`memroute.service.deployment` (keys, runtime settings, operations, import / export) and
-    :mod:`memroute.service.conversation` (augment, observe, extract, maintenance)."""
+    The methods live in four modules: this one (construction, lifecycle, CRUD, search),
+    :mod:`memroute.service.deployment` (keys, runtime settings, operations, import / export),
+    :mod:`memroute.service.conversation` (augment, observe, extract, maintenance) and
+    :mod:`memroute.service.end_users` (an app's end users, erasing one)."""
 
     def __init__(
         self,

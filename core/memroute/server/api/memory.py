@@ -111,7 +111,7 @@ async def list_memories(
              summary="Store a memory (an upsert on the key)",
              responses=ok({"success": True, "id": MEMORY_EXAMPLE["id"], "memory": MEMORY_EXAMPLE}, 201))
 async def create_memory(request: Request, principal: CurrentPrincipal, body: CreateBody) -> m.MemoryCreated:  # type: ignore[valid-type]
-    tenant = principal.tenant_for(body.api_key_id)  # type: ignore[attr-defined]
+    tenant = principal.tenant_for(body.api_key_id, end_user=body.end_user)  # type: ignore[attr-defined]
     # Validated here (no I/O), then queued for the service's group commit: no thread hop per request, one
     # batched write for the adds that arrive together (docs/server.md, "Concurrent writers").
     memory = await asyncio.wrap_future(svc(request).submit_add(
@@ -135,7 +135,7 @@ async def search_memories(request: Request, principal: CurrentPrincipal, body: S
     """The same retrieval ``augment`` uses: expiry, retention and session scope applied on every leg. A tenant
     whose searches are short runs them on the event loop (``[server] inline_search_ms``), others in the async
     API's pool."""
-    tenant = principal.tenant_for(body.api_key_id)  # type: ignore[attr-defined]
+    tenant = principal.tenant_for(body.api_key_id, end_user=body.end_user)  # type: ignore[attr-defined]
     options = {"api_key_id": tenant, "strategy": body.strategy, "limit": body.limit,  # type: ignore[attr-defined]
                "max_tokens": body.max_tokens, "session_id": body.session_id or None}  # type: ignore[attr-defined]
     budget: InlineBudget = request.app.state.inline_search

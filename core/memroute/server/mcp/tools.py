@@ -25,16 +25,17 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from pydantic import BaseModel, Field
 
-from memroute.errors import MemrouteError
+from memroute.errors import MemrouteError, PermissionDeniedError, ValidationError
 from memroute.models import MemoryType
 from memroute.server.mcp.schemas import ClearOut, FoundMemory, MemoryOut, Output, to_output
+from memroute.tenancy import end_user_tenant, require_end_user
 
 if TYPE_CHECKING:
     from mcp.server import MCPServer
 
     from memroute.service import Memroute
 
-__all__ = ["Caller", "MemoryTools", "register_tools"]
+__all__ = ["Caller", "MemoryTools", "register_tools", "session_tenant"]
 
 SEARCH_LIMIT_MAX = 50
 LIST_LIMIT_MAX = 100
@@ -51,6 +52,20 @@ class Caller:
 
     def allows(self, scope: str) -> bool:
         return scope in self.scopes or "admin" in self.scopes
+
+
+def session_tenant(tenant: str, end_users: bool, end_user: str | None, *, field: str) -> str:
+    """The tenant an MCP session acts on: the key's, or for an app key (``end_users``) the composite tenant of
+    the one end user named when the session was opened (``field`` says where it is named, for the error)."""
+    if not end_users:
+        if end_user:
+            raise PermissionDeniedError(f"{field}: this API key is not an app key, so it cannot act for end users")
+        return tenant
+    if not end_user:
+        raise ValidationError(f"{field}: this is an app key: name the end user this session acts for",
+                              [(field, "missing end user")])
+    require_end_user(end_user, field)
+    return end_user_tenant(tenant, end_user)
 
 
 # --- results -----------------------------------------------------------------------------------------
