@@ -1,0 +1,113 @@
+"""End users under one app key in the Python API (issue 30): ``end_user_tenant("shop", "u1")`` addresses an end
+user's memories as an ordinary ``api_key_id``, so every backend and vector store isolates end users exactly as
+tenants, with no storage change. Two apps with two end users each (the same end user ids and upsert keys in
+both), on SQLite + sqlite-vec, SQLite + Qdrant (local) and PostgreSQL + pgvector (row-level security on); then
+``forget_end_user`` erases one of them everywhere and nothing else."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+
+import memroute
+from memroute import ValidationError, end_user_tenant, split_end_user
+from memroute.deployment.keys import hash_secret
+from memroute.errors import ConflictError
+from memroute.models import ListFilter
+
+APPS = ("shop", "cafe")
+USERS = ("u1", "u2")
+
+
+@pytest.fixture(params=["sqlite-vec", "qdrant", "pgvector"])
+def config(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, Any]]:
+    if request.param == "pgvector":
+        from tests.servers.postgres import fresh_schema
+
+        server = request.getfixturevalue("postgres_server")
+        schema = fresh_schema(server)
+        yield {"backends": {"primary": "main", "main": {"type": "postgres", "dsn": server.dsn(), "schema": schema}},
+               "embedding": {"source": "static"}, "vectors": {"store": "pgvector"}, "data_dir": str(tmp_path)}
+        server.admin(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE', "memroute")
+        return
+    vectors = {"store": "qdrant", "location": ":memory:"} if request.param == "qdrant" else {"store": "sqlite-vec"}
+    yield {"backends": {"primary": "main", "fallbacks": ["copy"],
+                        "main": {"type": "sqlite", "path": str(tmp_path / "main.db")},
+                        "copy": {"type": "sqlite", "path": str(tmp_path / "copy.db")}},
+           "embedding": {"source": "static"}, "vectors": vectors, "data_dir": str(tmp_path)}
+
+
+def test_end_users_are_isolated_and_one_is_erased_everywhere(config: dict[str, Any]) -> None:
+    with memroute.open(config) as mem:
+        ids: dict[str, set[str]] = {}
+        for app in APPS:
+            for user in USERS:
+                owner = end_user_tenant(app, user)
+                # the same upsert keys for every end user: each gets its own memory, never another's upsert
+                ids[owner] = {mem.add(api_key_id=owner, key="pet", content=f"{owner} has a cat called Miso").id,
+                              mem.add(api_key_id=owner, key="lang", content=f"{owner} prefers TypeScript").id}
+        ids["shop"] = {mem.add(api_key_id="shop", key="pet", content="the shop's own cat").id}
+        assert mem.flush(timeout=60)
+        for owner, mine in ids.items():
+            assert {m.id for m in mem.list(api_key_id=owner).data} == mine
+            hits = mem.search("what is my cat called", api_key_id=owner)
+            assert hits.hits and {h.memory.id for h in hits} <= mine
+            assert "vector" in hits.provenance.legs
+        assert mem.end_users("shop") == ["u1", "u2"] and mem.end_users("cafe") == ["u1", "u2"]
+
+        victim = end_user_tenant("shop", "u1")
+        dry = mem.forget_end_user("shop", "u1", dry_run=True)
+        assert dry.matched == 2 and dry.deleted == 0 and mem.list(api_key_id=victim).total == 2
+        report = mem.forget_end_user("shop", "u1")
+        assert report.deleted == 2 and set(report.ids) == ids[victim] and report.complete
+        assert set(report.remaining.values()) == {0} and report.vectors_remaining == 0
+        for backend in mem._manager.backends:  # internals: every place the memories lived
+            assert backend.list(ListFilter(api_key_id=victim)).total == 0
+        store = mem._retrieval.vector_store
+        assert store.count(victim) == 0 and not (store.ids() & ids[victim])
+        for owner, mine in ids.items():
+            if owner != victim:
+                assert {m.id for m in mem.list(api_key_id=owner).data} == mine
+                assert store.ids(owner) == mine
+        assert mem.end_users("shop") == ["u2"]
+        assert mem.search("cat called Miso", api_key_id=victim).hits == ()
+
+
+def test_composites_and_bad_end_users(tmp_path: Path) -> None:
+    assert end_user_tenant("shop", "u1") == "shop/u1" and split_end_user("shop/u1") == ("shop", "u1")
+    assert split_end_user("shop") is None and split_end_user("a/b/c") is None and split_end_user("/u1") is None
+    for bad in ("", "a/b", "-x", "x" * 129, "ü", "a b", None, 7):
+        with pytest.raises(ValidationError, match="endUser"):
+            end_user_tenant("shop", bad)  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="tenant"):
+        end_user_tenant("a/b", "u1")
+    with pytest.raises(ValidationError, match="tenant"):
+        end_user_tenant("x" * 128, "u1")  # an app tenant leaves room for any end user in 256 characters
+    with memroute.open({"data_dir": str(tmp_path), "embedding": {"source": "none"}}) as mem:
+        with pytest.raises(ValidationError, match="endUser"):
+            mem.forget_end_user("shop", "../u1")
+        key, _secret = mem.keys.create("app", scopes="read,write", tenant="shop", end_users=True)
+        assert key.end_users and mem.keys.get(key.id).end_users and mem.keys.get(key.id).tenant == "shop"
+        rotated, _ = mem.keys.rotate(key.id)
+        assert rotated.end_users and rotated.tenant == "shop"
+        with pytest.raises(ValidationError, match="admin"):
+            mem.keys.create("x", scopes="admin", tenant="shop", end_users=True)
+        with pytest.raises(ValidationError, match="tenant"):
+            mem.keys.create("x", scopes="read", tenant="shop/u1")
+        assert not mem.keys.create("plain", scopes="read", tenant="cafe")[0].end_users
+
+
+def test_an_app_key_is_refused_while_an_old_key_acts_on_one_of_its_end_users(tmp_path: Path) -> None:
+    with memroute.open({"data_dir": str(tmp_path), "embedding": {"source": "none"}}) as mem:
+        store = mem.keys
+        legacy = store.create("old", scopes="read", tenant="bakery-u1")
+        # a key made before tenants were checked for "/": written to the store as it was then
+        store._insert(attrs.evolve(legacy[0], id="key_legacy", tenant="bakery/u1"), hash_secret("mr_legacy-secret"))
+        with pytest.raises(ConflictError, match="key_legacy"):
+            store.create("app", scopes="read,write", tenant="bakery", end_users=True)
+        store.revoke("key_legacy")
+        assert store.create("app", scopes="read,write", tenant="bakery", end_users=True)[0].end_users
