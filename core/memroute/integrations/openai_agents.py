@@ -19,8 +19,9 @@ import asyncio
 import json
 from typing import TYPE_CHECKING, Any, Final
 
-from memroute.errors import MissingDependencyError, ValidationError
-from memroute.models import require_session, require_tenant
+from memroute.errors import MissingDependencyError
+from memroute.integrations.history import DEFAULT_MAX_ITEMS, StoredHistory, observe_user_turns
+from memroute.models import require_tenant
 
 try:
     from agents import FunctionTool, function_tool
@@ -36,11 +37,11 @@ __all__ = ["HISTORY_NAMESPACE", "MemrouteSession", "memory_tools"]
 
 HISTORY_NAMESPACE: Final = "agents-sessions"
 """The state store namespace holding the sessions' histories (one value per tenant and session)."""
-DEFAULT_MAX_ITEMS: Final = 1000
 
 
 class MemrouteSession(SessionABC):
-    """One conversation's history for the Agents SDK, kept in memroute's shared state store.
+    """One conversation's history for the Agents SDK, kept in memroute's shared state store
+    (:mod:`memroute.integrations.history`).
 
     ``max_items`` bounds the history (the oldest items go first); ``learn`` observes each user message added
     (memroute's ``observe``: facts go to the tenant's long-term memory when ``[memory] enabled``)."""
@@ -49,58 +50,33 @@ class MemrouteSession(SessionABC):
 
     def __init__(self, mem: Memroute, session_id: str, *, api_key_id: str, learn: bool = True,
                  max_items: int = DEFAULT_MAX_ITEMS) -> None:
-        self.session_id = require_session(session_id) or ""
-        if not self.session_id:
-            raise ValidationError("session_id: must not be empty", [("session_id", "empty")])
-        if isinstance(max_items, bool) or not isinstance(max_items, int) or not 1 <= max_items <= 100_000:
-            raise ValidationError("max_items: must be an integer in [1, 100000]", [("max_items", "range")])
+        self._history = StoredHistory(mem, HISTORY_NAMESPACE, api_key_id=api_key_id, session_id=session_id,
+                                      max_items=max_items)
+        self.session_id = self._history.session_id
         self.mem = mem
-        self.api_key_id = require_tenant(api_key_id)
+        self.api_key_id = self._history.api_key_id
         self.learn = learn
-        self.max_items = max_items
-        # The tenant first: two tenants' sessions of the same id are two values. JSON, so no id can collide.
-        self._name = json.dumps([self.api_key_id, self.session_id])
-
-    def _items(self) -> list[Any]:
-        value = self.mem.state.get_value(HISTORY_NAMESPACE, self._name)
-        return list(value) if isinstance(value, list) else []
 
     async def get_items(self, limit: int | None = None) -> list[Any]:
         """The history, oldest first; with ``limit``, its last ``limit`` items."""
-        items = await asyncio.to_thread(self._items)
+        items = await asyncio.to_thread(self._history.read)
         return items if limit is None else items[-limit:] if limit > 0 else []
 
     async def add_items(self, items: list[Any]) -> None:
         """Append ``items`` (one atomic update for every process), then observe the user messages among them."""
         added = [json.loads(json.dumps(item, default=str)) for item in items]  # JSON-able, as stored
-
-        def append(current: Any) -> list[Any]:
-            history = (list(current) if isinstance(current, list) else []) + added
-            return history[-self.max_items:]
-
-        await asyncio.to_thread(self.mem.state.update_value, HISTORY_NAMESPACE, self._name, append)
-        said = [text for text in map(_user_text, added) if text]
-        if self.learn and said:
-            request = {"messages": [{"role": "user", "content": text} for text in said]}
-            await asyncio.to_thread(self.mem.observe, request, api_key_id=self.api_key_id,
-                                    session_id=self.session_id)
+        await asyncio.to_thread(self._history.append, added)
+        if self.learn:
+            await asyncio.to_thread(observe_user_turns, self.mem, [_user_text(item) for item in added],
+                                    api_key_id=self.api_key_id, session_id=self.session_id)
 
     async def pop_item(self) -> Any | None:
         """Remove and return the newest item (None when the history is empty)."""
-        popped: list[Any] = []
-
-        def pop(current: Any) -> list[Any]:
-            history = list(current) if isinstance(current, list) else []
-            if history:
-                popped.append(history.pop())
-            return history
-
-        await asyncio.to_thread(self.mem.state.update_value, HISTORY_NAMESPACE, self._name, pop)
-        return popped[0] if popped else None
+        return await asyncio.to_thread(self._history.pop)
 
     async def clear_session(self) -> None:
         """Forget the history (the long-term memories learned from it stay: they are the tenant's)."""
-        await asyncio.to_thread(self.mem.state.put_value, HISTORY_NAMESPACE, self._name, [])
+        await asyncio.to_thread(self._history.clear)
 
 
 def _user_text(item: Any) -> str:
