@@ -74,7 +74,7 @@ class StoredHistory:
 def observe_user_turns(mem: Memroute, texts: Sequence[str], *, api_key_id: str, session_id: str) -> None:
     """Let memroute's pipeline learn from what the user said (``observe``: facts extracted in the background
     into ``api_key_id``'s long-term memory, under ``session_id``, when ``[memory] enabled``)."""
-    said = [text for text in texts if text and text.strip()]
-    if said:
-        mem.observe({"messages": [{"role": "user", "content": text} for text in said]}, api_key_id=api_key_id,
-                    session_id=session_id)
+    for text in texts:  # one turn each: observe learns from a request's last user message
+        if text and text.strip():
+            mem.observe({"messages": [{"role": "user", "content": text}]}, api_key_id=api_key_id,
+                        session_id=session_id)
