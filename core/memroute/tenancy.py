@@ -11,6 +11,9 @@ Why ``/``: an end user id may not contain it (its charset is ``[A-Za-z0-9._@:+=-
 exactly one way; and no key may be created for a tenant that contains it (:func:`require_key_tenant`), so no
 ordinary key's tenant can collide with an end user's. The Python API keeps ``api_key_id`` as its one scope
 argument: ``mem.add(api_key_id=end_user_tenant("shop", "u1"), ...)``.
+
+Within one tenant (an end user's included) memories can also be tagged with an **agent** (``agent="planner"``,
+stored as ``metadata["agent"]``) and searched or listed for one agent only; the session stays the run scope.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ __all__ = [
     "MAX_APP_TENANT_CHARS",
     "MAX_END_USER_CHARS",
     "end_user_tenant",
+    "require_agent",
     "require_end_user",
     "require_key_tenant",
     "split_end_user",
@@ -43,12 +47,22 @@ def require_end_user(value: object, field: str = "endUser") -> str:
     """``value`` when it is a valid end user id: 1 to 128 characters of ``A-Z a-z 0-9 . _ @ : + = -``, starting
     with a letter or digit (an app's user ids, emails, UUIDs and hashes all fit); else a
     :class:`~memroute.errors.ValidationError` naming ``field``."""
+    return _require_label(value, field, "an end user id")
+
+
+def require_agent(value: object, field: str = "agent") -> str:
+    """A valid agent name (the agent scope: ``metadata["agent"]``, like mem0's ``agent_id``), with the charset and
+    length of an end user id."""
+    return _require_label(value, field, "an agent name")
+
+
+def _require_label(value: object, field: str, what: str) -> str:
     if not isinstance(value, str):
         raise ValidationError(f"{field}: expected a string, got {type(value).__name__}", [(field, "type")])
     if not 0 < len(value) <= MAX_END_USER_CHARS or not _END_USER.fullmatch(value):
         raise ValidationError(
-            f"{field}: an end user id is 1 to {MAX_END_USER_CHARS} characters of A-Z a-z 0-9 . _ @ : + = -, "
-            f"starting with a letter or digit (got {value!r:.60})", [(field, "invalid end user id")])
+            f"{field}: {what} is 1 to {MAX_END_USER_CHARS} characters of A-Z a-z 0-9 . _ @ : + = -, starting "
+            f"with a letter or digit (got {value!r:.60})", [(field, f"invalid {what.split(' ', 1)[1]}")])
     return value
 
 

@@ -111,3 +111,26 @@ def test_an_app_key_is_refused_while_an_old_key_acts_on_one_of_its_end_users(tmp
             store.create("app", scopes="read,write", tenant="bakery", end_users=True)
         store.revoke("key_legacy")
         assert store.create("app", scopes="read,write", tenant="bakery", end_users=True)[0].end_users
+
+
+def test_agent_scope_tags_and_filters_within_one_end_user(tmp_path: Path) -> None:
+    with memroute.open({"data_dir": str(tmp_path), "embedding": {"source": "static"}}) as mem:
+        owner = end_user_tenant("shop", "u1")
+        planner = mem.add(api_key_id=owner, content="Book the flight to Lisbon on Friday", agent="planner")
+        mem.add(api_key_id=owner, content="The flight to Lisbon costs 120 euros", agent="budget")
+        untagged = mem.add(api_key_id=owner, content="I fly to Lisbon for the conference")
+        mem.add(api_key_id=end_user_tenant("shop", "u2"), content="Book the flight to Lisbon too", agent="planner")
+        assert planner.metadata == {"agent": "planner"}
+        assert mem.flush(timeout=30)
+        hits = mem.search("flight to Lisbon", api_key_id=owner, agent="planner")
+        assert [h.memory.id for h in hits] == [planner.id]  # one agent, one end user
+        assert len(mem.search("flight to Lisbon", api_key_id=owner)) == 3  # no agent: the whole run
+        page = mem.list(api_key_id=owner, agent="budget")
+        assert page.total == 1 and page.by_type == {"factual": 1} and "120 euros" in page.data[0].content
+        assert mem.list(api_key_id=owner, agent="nobody").total == 0
+        assert untagged.id in {m.id for m in mem.list(api_key_id=owner).data}
+        for bad in ("", "a/b", "x" * 129):
+            with pytest.raises(ValidationError, match="agent"):
+                mem.add(api_key_id=owner, content="x", agent=bad)
+            with pytest.raises(ValidationError, match="agent"):
+                mem.search("x", api_key_id=owner, agent=bad)

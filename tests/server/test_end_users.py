@@ -160,3 +160,17 @@ def test_erasing_one_end_user_removes_everything_of_it_and_nothing_else(server):
         _error(client.delete("/api/users/u1", params={"tenant": "shop"}), 403)
         _error(client.delete("/api/users/a%2Fb"), 404)  # a slash never reaches the route as an id
         _error(client.delete("/api/users/-x"), 422)
+
+
+def test_agent_scope_over_rest(server):
+    with _as(server, "cafe", "u2") as client:
+        for agent, content in (("planner", "Reserve a table for Friday"), ("critic", "The Friday table was noisy")):
+            created = client.post("/api/memory", json={"content": content, "agent": agent})
+            assert created.status_code == 201 and created.json()["memory"]["metadata"]["agent"] == agent
+        assert server.mem.flush(timeout=30)
+        listed = client.get("/api/memory", params={"agent": "critic"}).json()
+        assert [m["content"] for m in listed["data"]] == ["The Friday table was noisy"] and listed["total"] == 1
+        found = client.post("/api/memory/search", json={"query": "Friday table", "agent": "planner"}).json()
+        assert [h["memory"]["content"] for h in found["hits"]] == ["Reserve a table for Friday"]
+        _error(client.post("/api/memory", json={"content": "x", "agent": "no/slash"}), 422)
+        _error(client.get("/api/memory", params={"agent": "-bad"}), 422)

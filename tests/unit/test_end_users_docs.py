@@ -45,6 +45,11 @@ def test_the_python_example_runs(tmp_path, capsys):
     assert capsys.readouterr().out.splitlines() == ["[\"I'm vegetarian\"]", "['u1', 'u2']", "1 True ['u2']"]
 
 
+def test_the_agents_example_runs(tmp_path, capsys):
+    _run("agents", DATA_DIR=str(tmp_path / "d"))
+    assert capsys.readouterr().out.splitlines() == ["['The flight to Lisbon costs 120 euros']", "1"]
+
+
 def test_the_rest_example_runs(tmp_path, capsys):
     with MemrouteServer(tmp_path, config={"embedding": {"source": "none"}}) as server:
         _key, app_key = server.create_key("shop", tenant="shop", end_users=True)

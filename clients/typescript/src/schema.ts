@@ -1049,6 +1049,12 @@ export interface components {
          */
         MemoryCreateRequest: {
             /**
+             * Agent
+             * @description Tag the memory with an agent (``metadata.agent``): searches and lists can keep one agent's only.
+             * @example null
+             */
+            agent?: string | null;
+            /**
              * Apikeyid
              * @description The tenant; only an admin key may name another than its own.
              */
@@ -1649,6 +1655,11 @@ export interface components {
         };
         /** SearchRequest */
         SearchRequest: {
+            /**
+             * Agent
+             * @description Only memories tagged with this agent.
+             */
+            agent?: string | null;
             /** Apikeyid */
             apiKeyId?: string | null;
             /**
@@ -2609,6 +2620,8 @@ export interface operations {
                 /** @description the field to order by (snake_case or the reference's camelCase); never-accessed memories sort as the oldest by last_accessed_at */
                 orderBy?: "created_at" | "updated_at" | "last_accessed_at" | "createdAt" | "updatedAt" | "lastAccessedAt";
                 orderDir?: "asc" | "desc";
+                /** @description only memories tagged with this agent */
+                agent?: string | null;
             };
             header?: never;
             path?: never;

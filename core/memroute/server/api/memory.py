@@ -91,6 +91,7 @@ async def list_memories(
                                                            "camelCase); never-accessed memories sort as the "
                                                            "oldest by last_accessed_at")] = "created_at",
     order_dir: Annotated[Literal["asc", "desc"], Query(alias="orderDir")] = "desc",
+    agent: Annotated[str | None, Query(max_length=128, description="only memories tagged with this agent")] = None,
 ) -> m.MemoryPage:
     """A page of the tenant's memories, newest first, with the tenant's statistics. ``page`` is honoured (the
     reference always served page 1 without ``offset``); ``offset`` wins when both are given."""
@@ -99,7 +100,8 @@ async def list_memories(
     start = offset if offset is not None else (page - 1) * limit
     result, stats = await asyncio.gather(
         amem.list(api_key_id=tenant, type=type, session_id=session_id or None, query=q or None, limit=limit,
-                  offset=start, order_by=_ORDER_FIELDS.get(order_by, order_by), order_dir=order_dir),
+                  offset=start, order_by=_ORDER_FIELDS.get(order_by, order_by), order_dir=order_dir,
+                  agent=agent or None),
         amem.stats(tenant))
     shown_page = start // limit + 1
     return m.MemoryPage(data=result.data, total=result.total, page=shown_page, limit=limit,
@@ -117,7 +119,7 @@ async def create_memory(request: Request, principal: CurrentPrincipal, body: Cre
     memory = await asyncio.wrap_future(svc(request).submit_add(
         api_key_id=tenant, content=body.content, key=body.key, type=body.type,  # type: ignore[attr-defined]
         session_id=body.session_id or None, metadata=body.metadata,  # type: ignore[attr-defined]
-        expires_at=body.expires_at,  # type: ignore[attr-defined]
+        expires_at=body.expires_at, agent=body.agent,  # type: ignore[attr-defined]
     ))
     return m.MemoryCreated(success=True, id=memory.id, memory=memory)
 
@@ -137,7 +139,8 @@ async def search_memories(request: Request, principal: CurrentPrincipal, body: S
     API's pool."""
     tenant = principal.tenant_for(body.api_key_id, end_user=body.end_user)  # type: ignore[attr-defined]
     options = {"api_key_id": tenant, "strategy": body.strategy, "limit": body.limit,  # type: ignore[attr-defined]
-               "max_tokens": body.max_tokens, "session_id": body.session_id or None}  # type: ignore[attr-defined]
+               "max_tokens": body.max_tokens, "session_id": body.session_id or None,  # type: ignore[attr-defined]
+               "agent": body.agent}  # type: ignore[attr-defined]
     budget: InlineBudget = request.app.state.inline_search
     mem = svc(request)
 

@@ -32,6 +32,8 @@ class MemoryCreate:
     """For an app key: the end user this request acts for (or the ``x-memroute-user`` header)."""
     metadata: dict[str, Any] = attrs.field(factory=dict)
     expires_at: datetime | None = None
+    agent: str | None = attrs.field(default=None, metadata={"max_length": 128, "examples": [None]})
+    """Tag the memory with an agent (``metadata.agent``): searches and lists can keep one agent's only."""
 
 
 @attrs.frozen(kw_only=True)
@@ -110,6 +112,8 @@ class SearchRequest:
     api_key_id: str | None = attrs.field(default=None, metadata=_ID)
     end_user: str | None = attrs.field(default=None, metadata={"max_length": 128})
     """For an app key: the end user this request acts for (or the ``x-memroute-user`` header)."""
+    agent: str | None = attrs.field(default=None, metadata={"max_length": 128})
+    """Only memories tagged with this agent."""
 
 
 SearchResponse = SearchResult
