@@ -108,6 +108,9 @@ class EndUserErasure:
     """Vectors of the end user still in the vector store (``None`` without one)."""
     replication_pending: int = 0
     """Outbox entries not yet applied to a fallback when the report was made (never dropped: retried)."""
+    histories_deleted: int | None = 0
+    """Conversation histories of the end user deleted from the state store (the framework sessions'); ``None``
+    when the deployment's state store cannot delete by name (a plugin's)."""
 
     _json_properties: ClassVar[tuple[str, ...]] = ("complete",)
 
@@ -117,7 +120,7 @@ class EndUserErasure:
         if self.dry_run:
             return self.matched == 0
         return (all(count == 0 for count in self.remaining.values()) and not self.vectors_remaining
-                and self.replication_pending == 0)
+                and self.replication_pending == 0 and self.histories_deleted is not None)
 
 
 @attrs.frozen(kw_only=True)

@@ -16,6 +16,7 @@ import pytest
 import memroute
 from memroute import ValidationError, end_user_tenant, split_end_user
 from memroute.deployment.keys import hash_secret
+from memroute.deployment.state import SESSION_HISTORIES, session_history_name
 from memroute.errors import ConflictError
 from memroute.models import ListFilter
 
@@ -60,11 +61,18 @@ def test_end_users_are_isolated_and_one_is_erased_everywhere(config: dict[str, A
         assert mem.end_users("shop") == ["u1", "u2"] and mem.end_users("cafe") == ["u1", "u2"]
 
         victim = end_user_tenant("shop", "u1")
+        for owner in (victim, "shop/u1x", "shop/u2", "shop"):  # what the framework sessions keep
+            mem.state.put_value(SESSION_HISTORIES, session_history_name(owner, "langchain", "s1"), [{"n": 1}])
+        mem.state.put_value(SESSION_HISTORIES, session_history_name(victim, "openai-agents", "s2"), [])
         dry = mem.forget_end_user("shop", "u1", dry_run=True)
         assert dry.matched == 2 and dry.deleted == 0 and mem.list(api_key_id=victim).total == 2
         report = mem.forget_end_user("shop", "u1")
         assert report.deleted == 2 and set(report.ids) == ids[victim] and report.complete
         assert set(report.remaining.values()) == {0} and report.vectors_remaining == 0
+        assert report.histories_deleted == 2
+        assert mem.state.get_value(SESSION_HISTORIES, session_history_name(victim, "langchain", "s1")) is None
+        for owner in ("shop/u1x", "shop/u2", "shop"):
+            assert mem.state.get_value(SESSION_HISTORIES, session_history_name(owner, "langchain", "s1")) == [{"n": 1}]
         for backend in mem._manager.backends:  # internals: every place the memories lived
             assert backend.list(ListFilter(api_key_id=victim)).total == 0
         store = mem._retrieval.vector_store

@@ -66,9 +66,15 @@ def test_a_session_keeps_the_history_across_opens_and_learns(upstream: Any, conf
         assert asyncio.run(session.pop_item()) == items[-1]
         other = MemrouteSession(mem, "conv-1", api_key_id=end_user_tenant("shop", "u2"))
         assert asyncio.run(other.get_items()) == []  # another end user's session of the same id
+        assert mem.forget_end_user("shop", "u2").histories_deleted == 0  # u2 has no history: u1's stays
+        assert asyncio.run(session.get_items())
         asyncio.run(session.clear_session())
         assert asyncio.run(session.get_items()) == []
         assert mem.list(api_key_id=owner).total >= 1  # the learned memories stay
+        fresh = Agent(name="assistant", model=_model(upstream))  # a client made on this run's event loop
+        Runner.run_sync(fresh, "One more turn.", session=session)
+        assert mem.forget_end_user("shop", "u1").histories_deleted == 1  # erasure takes the history too
+        assert asyncio.run(session.get_items()) == [] and mem.list(api_key_id=owner).total == 0
 
 
 def test_memory_tools_save_and_recall_per_end_user(upstream: Any, config: dict[str, Any]) -> None:

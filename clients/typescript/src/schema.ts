@@ -818,6 +818,11 @@ export interface components {
             /** Enduser */
             endUser: string;
             /**
+             * Historiesdeleted
+             * @description Conversation histories of the end user deleted from the state store (the framework sessions'); ``None`` when the deployment's state store cannot delete by name (a plugin's).
+             */
+            historiesDeleted: number | null;
+            /**
              * Ids
              * @description The memories (to be) deleted, oldest first.
              */

@@ -1,7 +1,7 @@
 """A conversation's history kept in the deployment's shared state store, for the framework sessions
 (the Agents SDK's ``Session``, LangChain's chat message history).
 
-One JSON list per (namespace, tenant, session) in :attr:`Memroute.state <memroute.service.Memroute.state>` — the
+One JSON list per (tenant, framework, session) in :attr:`Memroute.state <memroute.service.Memroute.state>` — the
 SQLite ``state.db`` beside the data, or PostgreSQL — so every process of a deployment continues the same
 conversation; every change is one atomic ``update_value``. This is the *history* (what was said, in order); what
 is worth remembering beyond it goes to long-term memory through :func:`observe_user_turns`.
@@ -9,10 +9,10 @@ is worth remembering beyond it goes to long-term memory through :func:`observe_u
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
+from memroute.deployment.state import SESSION_HISTORIES, session_history_name
 from memroute.errors import ValidationError
 from memroute.models import require_session, require_tenant
 
@@ -27,20 +27,21 @@ DEFAULT_MAX_ITEMS: Final = 1000
 class StoredHistory:
     """The items of one session of one tenant, oldest first, at most ``max_items`` (the oldest go first)."""
 
-    def __init__(self, mem: Memroute, namespace: str, *, api_key_id: str, session_id: str,
+    def __init__(self, mem: Memroute, kind: str, *, api_key_id: str, session_id: str,
                  max_items: int = DEFAULT_MAX_ITEMS) -> None:
+        """``kind`` names the framework (two frameworks' sessions of one id are two histories). Erasing an end
+        user (``forget_end_user``) deletes its histories too."""
         session = require_session(session_id)
         if session is None:
             raise ValidationError("session_id: must not be empty", [("session_id", "empty")])
         if isinstance(max_items, bool) or not isinstance(max_items, int) or not 1 <= max_items <= 100_000:
             raise ValidationError("max_items: must be an integer in [1, 100000]", [("max_items", "range")])
         self.mem = mem
-        self.namespace = namespace
+        self.namespace = SESSION_HISTORIES
         self.api_key_id = require_tenant(api_key_id)
         self.session_id = session
         self.max_items = max_items
-        # The tenant first: two tenants' sessions of the same id are two values. JSON, so no two ids collide.
-        self._name = json.dumps([self.api_key_id, self.session_id])
+        self._name = session_history_name(self.api_key_id, kind, session)
 
     def read(self) -> list[Any]:
         value = self.mem.state.get_value(self.namespace, self._name)

@@ -35,9 +35,9 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra ins
 if TYPE_CHECKING:
     from memroute.models import SearchHit
 
-__all__ = ["HISTORY_NAMESPACE", "MemrouteChatMessageHistory", "MemrouteRetriever"]
+__all__ = ["HISTORY_KIND", "MemrouteChatMessageHistory", "MemrouteRetriever"]
 
-HISTORY_NAMESPACE: Final = "langchain-histories"
+HISTORY_KIND: Final = "langchain"
 
 
 class MemrouteRetriever(BaseRetriever):
@@ -91,7 +91,7 @@ class MemrouteChatMessageHistory(BaseChatMessageHistory):
 
     def __init__(self, mem: Any, session_id: str, *, api_key_id: str, learn: bool = True,
                  max_items: int = DEFAULT_MAX_ITEMS) -> None:
-        self._history = StoredHistory(mem, HISTORY_NAMESPACE, api_key_id=api_key_id, session_id=session_id,
+        self._history = StoredHistory(mem, HISTORY_KIND, api_key_id=api_key_id, session_id=session_id,
                                       max_items=max_items)
         self.mem = mem
         self.session_id = self._history.session_id

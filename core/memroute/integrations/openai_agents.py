@@ -33,10 +33,10 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra ins
 if TYPE_CHECKING:
     from memroute.service import Memroute
 
-__all__ = ["HISTORY_NAMESPACE", "MemrouteSession", "memory_tools"]
+__all__ = ["HISTORY_KIND", "MemrouteSession", "memory_tools"]
 
-HISTORY_NAMESPACE: Final = "agents-sessions"
-"""The state store namespace holding the sessions' histories (one value per tenant and session)."""
+HISTORY_KIND: Final = "openai-agents"
+"""The kind of the sessions' histories in the state store (:mod:`memroute.integrations.history`)."""
 
 
 class MemrouteSession(SessionABC):
@@ -50,7 +50,7 @@ class MemrouteSession(SessionABC):
 
     def __init__(self, mem: Memroute, session_id: str, *, api_key_id: str, learn: bool = True,
                  max_items: int = DEFAULT_MAX_ITEMS) -> None:
-        self._history = StoredHistory(mem, HISTORY_NAMESPACE, api_key_id=api_key_id, session_id=session_id,
+        self._history = StoredHistory(mem, HISTORY_KIND, api_key_id=api_key_id, session_id=session_id,
                                       max_items=max_items)
         self.session_id = self._history.session_id
         self.mem = mem

@@ -9,6 +9,7 @@ from __future__ import annotations
 import builtins
 from typing import TYPE_CHECKING
 
+from memroute.deployment.state import SESSION_HISTORIES, tenant_histories_prefix
 from memroute.errors import MemrouteError
 from memroute.models import ListFilter
 from memroute.reports import EndUserErasure
@@ -41,8 +42,9 @@ class EndUserMethods(ServiceBase):
     def forget_end_user(self, tenant: str, end_user: str, *, dry_run: bool = False,
                         settle_s: float = ERASE_SETTLE_S) -> EndUserErasure:
         """Erase every memory of ``end_user`` of app tenant ``tenant``: each through the same delete path as
-        :meth:`delete` (replicated to every fallback through the outbox, its vector removed), then wait up to
-        ``settle_s`` for the replication and the vector deletions, and report what each place still holds.
+        :meth:`delete` (replicated to every fallback through the outbox, its vector removed), delete the
+        conversation histories the framework sessions kept for it, then wait up to ``settle_s`` for the
+        replication and the vector deletions, and report what each place still holds.
         Nothing of another end user, of the app's own tenant or of another tenant is touched. ``dry_run`` only
         reports what would be deleted."""
         owner = end_user_tenant(tenant, end_user)
@@ -66,6 +68,12 @@ class EndUserMethods(ServiceBase):
             except MemrouteError:
                 vectors = None
         pending = sum(self._manager.outbox.pending(b.name) for b in self._manager.backends)
+        try:
+            histories: int | None = self.state.delete_values(  # type: ignore[attr-defined]
+                SESSION_HISTORIES, tenant_histories_prefix(owner))
+        except NotImplementedError:
+            histories = None
         return EndUserErasure(tenant=tenant, end_user=end_user, api_key_id=owner, dry_run=False,
                               matched=cleared.matched, deleted=cleared.deleted, ids=cleared.ids,
-                              remaining=remaining, vectors_remaining=vectors, replication_pending=pending)
+                              remaining=remaining, vectors_remaining=vectors, replication_pending=pending,
+                              histories_deleted=histories)

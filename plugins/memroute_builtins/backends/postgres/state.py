@@ -171,6 +171,12 @@ class PostgresStateStore(StateStore):
                          "ON CONFLICT (namespace, name) DO UPDATE SET value = EXCLUDED.value, updated_at = now()",
                          (namespace, name, Jsonb(value)))
 
+    def delete_values(self, namespace: str, name_prefix: str) -> int:
+        with self._db.transaction("delete state values", tenant=ALL_TENANTS) as conn:
+            cursor = conn.execute(f"DELETE FROM {self._values} WHERE namespace = %s AND left(name, %s) = %s",
+                                  (namespace, len(name_prefix), name_prefix))
+            return int(cursor.rowcount)
+
     def update_value(self, namespace: str, name: str, change: Callable[[Any | None], Any]) -> Any:
         """One transaction holding a transaction-scoped advisory lock on ``(namespace, name)`` from the read
         to the write (a row lock cannot guard a value not stored yet), so concurrent updates serialise."""
