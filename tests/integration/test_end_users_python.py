@@ -1,7 +1,8 @@
 """End users under one app key in the Python API (issue 30): ``end_user_tenant("shop", "u1")`` addresses an end
 user's memories as an ordinary ``api_key_id``, so every backend and vector store isolates end users exactly as
 tenants, with no storage change. Two apps with two end users each (the same end user ids and upsert keys in
-both), on SQLite + sqlite-vec, SQLite + Qdrant (local) and PostgreSQL + pgvector (row-level security on); then
+both), on SQLite + sqlite-vec, SQLite + Qdrant (local), PostgreSQL + pgvector (row-level security on) and a
+SQLite primary with Obsidian and Notion fallbacks (their loopback fakes); then
 ``forget_end_user`` erases one of them everywhere and nothing else."""
 
 from __future__ import annotations
@@ -19,13 +20,30 @@ from memroute.deployment.keys import hash_secret
 from memroute.deployment.state import SESSION_HISTORIES, session_history_name
 from memroute.errors import ConflictError
 from memroute.models import ListFilter
+from memroute_builtins.backends.notion import schema as ns
+from tests.servers.notion_fake import running_notion_fake
+from tests.servers.obsidian_fake import ObsidianFake, make_self_signed_cert
 
 APPS = ("shop", "cafe")
 USERS = ("u1", "u2")
 
 
-@pytest.fixture(params=["sqlite-vec", "qdrant", "pgvector"])
+@pytest.fixture(params=["sqlite-vec", "qdrant", "pgvector", "obsidian+notion"])
 def config(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, Any]]:
+    if request.param == "obsidian+notion":  # the loopback fakes of the Obsidian Local REST API and of Notion
+        (tmp_path / "tls").mkdir()
+        cert = make_self_signed_cert(tmp_path / "tls")
+        with ObsidianFake(tmp_path / "vault", tls_cert=cert) as obsidian, running_notion_fake() as notion:
+            yield {"backends": {
+                "primary": "main", "fallbacks": ["vault", "notes"],
+                "main": {"type": "sqlite", "path": str(tmp_path / "main.db")},
+                "vault": {"type": "obsidian", "api_key": obsidian.api_key, "base_url": obsidian.base_url,
+                          "verify": str(obsidian.cert_path), "timeout": 5},
+                "notes": {"type": "notion", "token": notion.token, "base_url": notion.base_url,
+                          "allow_private": True, "database_id": notion.add_database(ns.database_properties()),
+                          "requests_per_second": 0}},
+                "embedding": {"source": "static"}, "vectors": {"store": "sqlite-vec"}, "data_dir": str(tmp_path)}
+        return
     if request.param == "pgvector":
         from tests.servers.postgres import fresh_schema
 
@@ -55,6 +73,8 @@ def test_end_users_are_isolated_and_one_is_erased_everywhere(config: dict[str, A
         assert mem.flush(timeout=60)
         for owner, mine in ids.items():
             assert {m.id for m in mem.list(api_key_id=owner).data} == mine
+            for backend in mem._manager.backends:  # every backend holds each end user apart, as tenants
+                assert {m.id for m in backend.list(ListFilter(api_key_id=owner, limit=100)).data} == mine
             hits = mem.search("what is my cat called", api_key_id=owner)
             assert hits.hits and {h.memory.id for h in hits} <= mine
             assert "vector" in hits.provenance.legs
