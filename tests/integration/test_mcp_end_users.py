@@ -108,3 +108,15 @@ async def test_an_app_key_needs_an_end_user_and_a_plain_key_cannot_name_one(serv
                      headers={**MCP_HEADERS, "Authorization": f"Bearer {server.secrets['shop']}",
                               "x-memroute-user": "no/slash"})
     assert bad.status_code == 400 and "end user id" in bad.json()["error_description"]
+
+
+async def test_tools_tag_and_filter_by_agent(server):
+    async with mcp_client(server, server.secrets["cafe"], "u1") as client:
+        planner = (await call(client, "memory_add", content="Reserve a window table", agent="planner"))["memory"]
+        await call(client, "memory_add", content="The window table was cold", agent="critic")
+        assert planner["metadata"] == {"agent": "planner"}
+        found = await call(client, "memory_search", query="window table", agent="planner")
+        assert [m["id"] for m in found["memories"]] == [planner["id"]]
+        listed = await call(client, "memory_list", agent="critic")
+        assert [m["content"] for m in listed["memories"]] == ["The window table was cold"]
+        assert "agent" in await call_error(client, "memory_add", content="x", agent="no/slash")

@@ -113,6 +113,8 @@ MemoryTypeArg = Annotated[
 ]
 SessionArg = Annotated[str | None, Field(description="Conversation session id; omit for every session.")]
 MetadataArg = Annotated[dict[str, Any] | None, Field(description="Optional JSON object stored with the memory.")]
+AgentArg = Annotated[str | None, Field(description="An agent name (letters, digits, . _ @ : + = -): tag the memory "
+                                                   "with it, or keep only that agent's memories; omit for all.")]
 ExpiresArg = Annotated[
     datetime | None, Field(description="Optional ISO-8601 time after which the memory is no longer returned.")
 ]
@@ -174,13 +176,15 @@ class MemoryTools:
         max_tokens: Annotated[int | None, Field(ge=1, le=16000, description="Token budget for the returned "
                                                 "memories; memories that do not fit are skipped.")] = None,
         limit: Annotated[int, Field(ge=1, le=SEARCH_LIMIT_MAX, description="Most memories to return.")] = 10,
+        agent: AgentArg = None,
     ) -> SearchOut:
         """Search the user's long-term memory for what is relevant to a question or task.
 
         Use it before answering anything that may depend on the user's preferences, past decisions, projects
         or habits. Returns the matching memories, most relevant first, with their ids (for memory_get,
         memory_update, memory_delete) and a relevance score."""
-        result = self.mem.search(query, api_key_id=caller.tenant, type=type, max_tokens=max_tokens, limit=limit)
+        result = self.mem.search(query, api_key_id=caller.tenant, type=type, max_tokens=max_tokens, limit=limit,
+                                 agent=agent)
         found = [to_output(FoundMemory, hit.memory, score=round(hit.score, 6)) for hit in result.hits]
         return SearchOut(
             memories=found, count=len(found), total_tokens=sum(hit.tokens for hit in result.hits),
@@ -203,6 +207,7 @@ class MemoryTools:
                                                             "for a memory every session sees.")] = None,
         metadata: MetadataArg = None,
         expires_at: ExpiresArg = None,
+        agent: AgentArg = None,
     ) -> AddOut:
         """Store a durable fact about the user: a preference, a decision, a recurring pattern.
 
@@ -210,7 +215,7 @@ class MemoryTools:
         an existing key updates that memory (the id stays the same)."""
         memory = self.mem.add(
             api_key_id=caller.tenant, content=content, key=key, type=type or MemoryType.FACTUAL,
-            session_id=session_id, metadata=metadata, expires_at=expires_at,
+            session_id=session_id, metadata=metadata, expires_at=expires_at, agent=agent,
         )
         return AddOut(memory=to_output(MemoryOut, memory), created=memory.created_at == memory.updated_at)
 
@@ -223,12 +228,13 @@ class MemoryTools:
         limit: Annotated[int, Field(ge=1, le=LIST_LIMIT_MAX, description="Page size.")] = 20,
         cursor: Annotated[str | None, Field(description="next_cursor from the previous page; omit for the "
                                                         "first page.")] = None,
+        agent: AgentArg = None,
     ) -> ListOut:
         """List the user's memories, newest first, one page at a time (browse or audit; to find something
         specific, use memory_search)."""
         offset = _decode_cursor(cursor) if cursor is not None else 0
         page = self.mem.list(api_key_id=caller.tenant, type=type, session_id=session_id, limit=limit,
-                             offset=offset)
+                             offset=offset, agent=agent)
         following = offset + len(page.data)
         return ListOut(
             memories=[to_output(MemoryOut, m) for m in page.data], total=page.total,
