@@ -102,12 +102,13 @@ class Principal:
             return principal.acting_tenant
         if not isinstance(requested, str) or len(requested) > 256:
             raise ValidationError("apiKeyId: expected a string of at most 256 characters", [("apiKeyId", "invalid")])
-        if principal.end_users and principal.end_user is None:
+        if principal.is_admin:
+            return requested
+        if principal.end_users and principal.end_user is None:  # an app key may name one of its end users
             parts = split_end_user(requested)
             if parts is not None and parts[0] == principal.tenant:
                 return principal.tenant_for(None, end_user=parts[1])
-        if principal.is_admin or (not (principal.end_users and principal.end_user is None)
-                                  and requested == principal.acting_tenant):
+        elif requested == principal.acting_tenant:
             return requested
         raise PermissionDeniedError("this API key may only act on its own tenant (apiKeyId names another one)")
 
