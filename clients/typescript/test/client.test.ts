@@ -65,22 +65,22 @@ test("bad input is a MemrouteError with field details", async () => {
 });
 
 test("keys, and an app key acting for its end users", async () => {
-  const created = await admin.keys.create({ name: "shop", tenant: "shop", endUsers: true, scopes: ["read", "write"] });
+  const created = await admin.keys.create({ name: "cafe", tenant: "cafe", endUsers: true, scopes: ["read", "write"] });
   assert.ok(created.secret.startsWith("mr_"));
   assert.equal(created.key.endUsers, true);
   assert.ok((await admin.keys.list()).some((key) => key.id === created.key.id));
 
-  const shop = new MemrouteClient({ baseUrl, apiKey: created.secret });
-  const u1 = shop.forEndUser("u1");
-  const u2 = shop.forEndUser("u2");
+  const cafe = new MemrouteClient({ baseUrl, apiKey: created.secret });
+  const u1 = cafe.forEndUser("u1");
+  const u2 = cafe.forEndUser("u2");
   await u1.add({ content: "I am vegetarian", key: "diet" });
   await u2.add({ content: "I love steak", key: "diet" });
   assert.deepEqual((await u1.search("what do I eat")).hits.map((hit) => hit.memory.content), ["I am vegetarian"]);
-  assert.deepEqual((await u2.list()).data.map((m) => m.apiKeyId), ["shop/u2"]);
-  await rejects(shop.list(), 422); // an app key must name its end user
-  assert.deepEqual((await shop.users.list()).data, ["u1", "u2"]);
+  assert.deepEqual((await u2.list()).data.map((m) => m.apiKeyId), ["cafe/u2"]);
+  await rejects(cafe.list(), 422); // an app key must name its end user
+  assert.deepEqual((await cafe.users.list()).data, ["u1", "u2"]);
 
-  const erased = await shop.users.erase("u1");
+  const erased = await cafe.users.erase("u1");
   assert.equal(erased.deleted, 1);
   assert.equal(erased.complete, true);
   assert.equal((await u1.list()).total, 0);
@@ -88,6 +88,6 @@ test("keys, and an app key acting for its end users", async () => {
 
   const rotated = await admin.keys.rotate(created.key.id);
   assert.equal(rotated.key.endUsers, true);
-  await rejects(shop.users.list(), 401); // the old secret died with the rotation
+  await rejects(cafe.users.list(), 401); // the old secret died with the rotation
   assert.ok((await admin.keys.revoke(rotated.key.id)).revokedAt);
 });
