@@ -120,3 +120,23 @@ async def test_tools_tag_and_filter_by_agent(server):
         listed = await call(client, "memory_list", agent="critic")
         assert [m["content"] for m in listed["memories"]] == ["The window table was cold"]
         assert "agent" in await call_error(client, "memory_add", content="x", agent="no/slash")
+
+
+def test_stdio_sessions_take_the_end_user_at_start(tmp_path):
+    import memroute
+    from memroute.errors import PermissionDeniedError, ValidationError
+    from memroute.server.mcp.stdio import key_caller, stdio_server
+
+    with memroute.open(data_dir=str(tmp_path / "d"), embedding={"source": "none"}) as mem:
+        _key, app = mem.keys.create("shop", scopes="read,write", tenant="shop", end_users=True)
+        _key, plain = mem.keys.create("plain", scopes="read,write", tenant="tenant-a")
+        assert key_caller(mem, app, "u1")().tenant == "shop/u1"
+        with pytest.raises(ValidationError, match="MEMROUTE_END_USER"):
+            key_caller(mem, app)
+        with pytest.raises(ValidationError, match="end user id"):
+            key_caller(mem, app, "no/slash")
+        with pytest.raises(PermissionDeniedError, match="not an app key"):
+            key_caller(mem, plain, "u1")
+        assert key_caller(mem, plain)().tenant == "tenant-a"
+        with pytest.raises(ValidationError, match="endUser"):  # --tenant shop --user no/slash
+            stdio_server(mem, api_key=None, tenant="shop", end_user="no/slash")
