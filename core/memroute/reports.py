@@ -107,7 +107,8 @@ class EndUserErasure:
     vectors_remaining: int | None = None
     """Vectors of the end user still in the vector store (``None`` without one)."""
     replication_pending: int = 0
-    """Outbox entries not yet applied to a fallback when the report was made (never dropped: retried)."""
+    """Outbox entries for the erased memories not yet applied to a backend when the report was made (never
+    dropped: retried until they are)."""
     histories_deleted: int | None = 0
     """Conversation histories of the end user deleted from the state store (the framework sessions'); ``None``
     when the deployment's state store cannot delete by name (a plugin's)."""

@@ -162,3 +162,31 @@ def test_agent_scope_tags_and_filters_within_one_end_user(tmp_path: Path) -> Non
                 mem.add(api_key_id=owner, content="x", agent=bad)
             with pytest.raises(ValidationError, match="agent"):
                 mem.search("x", api_key_id=owner, agent=bad)
+
+
+def test_an_erasure_while_a_fallback_is_down_says_so_and_completes_when_it_is_back(
+        tmp_path: Path, plugin_manager: Any, register_plugin: Any) -> None:
+    from tests.servers.faulty_sqlite import FaultySqlitePlugin
+
+    faulty = FaultySqlitePlugin()
+    register_plugin(faulty, name="faulty-sqlite")
+    config = {"backends": {"primary": "main", "fallbacks": ["copy"],
+                           "main": {"type": "sqlite", "path": str(tmp_path / "main.db")},
+                           "copy": {"type": "faulty-sqlite", "path": str(tmp_path / "copy.db")}},
+              "manager": {"health_interval_s": 0, "retry_base_s": 0.01, "retry_max_s": 0.05, "breaker_reset_s": 0},
+              "embedding": {"source": "none"}, "data_dir": str(tmp_path / "d")}
+    with memroute.open(config, plugins=plugin_manager) as mem:
+        victim = end_user_tenant("shop", "u1")
+        ids = {mem.add(api_key_id=victim, content=f"fact {i}").id for i in range(3)}
+        kept = mem.add(api_key_id="shop/u2", content="another end user's fact")
+        assert mem.flush(timeout=30)
+        copy = faulty.instances["copy"]
+        copy.fail("delete", "list")  # the fallback is down
+        report = mem.forget_end_user("shop", "u1", settle_s=0.5)
+        assert report.deleted == 3 and report.remaining["main"] == 0 and report.remaining["copy"] is None
+        assert report.replication_pending == 3 and not report.complete  # waiting in the outbox, not lost
+        copy.recover()
+        assert mem.flush(timeout=30)
+        again = mem.forget_end_user("shop", "u1")
+        assert again.matched == 0 and again.remaining == {"main": 0, "copy": 0} and again.complete
+        assert not any(copy.get(memory_id) for memory_id in ids) and copy.get(kept.id) is not None

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
 __all__ = ["EndUserMethods"]
 
+OUTBOX_SCAN = 1_000_000
+"""How many outbox entries an erasure report looks through for the end user's (the whole backlog, in practice)."""
 ERASE_SETTLE_S = 30.0
 """How long :meth:`EndUserMethods.forget_end_user` waits for the deletions to reach the fallbacks and the vector
 store before it counts what is left (what has not arrived by then is still replayed, and reported pending)."""
@@ -67,7 +69,8 @@ class EndUserMethods(ServiceBase):
                 vectors = store.count(owner)
             except MemrouteError:
                 vectors = None
-        pending = sum(self._manager.outbox.pending(b.name) for b in self._manager.backends)
+        erased = set(cleared.ids)  # the outbox's entries for these memories only, not another tenant's backlog
+        pending = sum(1 for entry in self._manager.outbox.entries(limit=OUTBOX_SCAN) if entry.memory_id in erased)
         try:
             histories: int | None = self.state.delete_values(  # type: ignore[attr-defined]
                 SESSION_HISTORIES, tenant_histories_prefix(owner))
