@@ -190,3 +190,23 @@ def test_an_erasure_while_a_fallback_is_down_says_so_and_completes_when_it_is_ba
         again = mem.forget_end_user("shop", "u1")
         assert again.matched == 0 and again.remaining == {"main": 0, "copy": 0} and again.complete
         assert not any(copy.get(memory_id) for memory_id in ids) and copy.get(kept.id) is not None
+
+
+def test_the_sdk_wrappers_take_an_end_users_tenant(tmp_path: Path) -> None:
+    import openai
+
+    from memroute.integrations import wrap_openai
+    from tests.servers.fake_llm import fake_llm_server
+
+    with fake_llm_server() as upstream, memroute.open(
+            {"data_dir": str(tmp_path / "d"), "memory": {"enabled": True}, "embedding": {"source": "none"}}) as mem:
+        for user, database in (("u1", "Postgres"), ("u2", "MySQL")):
+            mem.add(api_key_id=end_user_tenant("shop", user), key="decision:db",
+                    content=f"I'll use {database} for this project")
+        for user, mine, theirs in (("u1", "Postgres", "MySQL"), ("u2", "MySQL", "Postgres")):
+            client = wrap_openai(openai.OpenAI(base_url=upstream.base_url + "/v1", api_key="sk-test", max_retries=0),
+                                 mem, api_key_id=end_user_tenant("shop", user))
+            client.chat.completions.create(model="gpt-4o",
+                                           messages=[{"role": "user", "content": "Which database for this project?"}])
+            sent = str(upstream.last["body"])
+            assert mine in sent and theirs not in sent
