@@ -62,6 +62,7 @@ from memroute.specs import (
     RerankerSpec,
     VectorStoreSpec,
 )
+from memroute.tenancy import end_user_tenant, split_end_user
 
 if TYPE_CHECKING:
     from memroute.aio import _Opening
@@ -110,9 +111,11 @@ __all__ = [
     "VectorStoreError",
     "VectorStoreSpec",
     "__version__",
+    "end_user_tenant",
     "hookimpl",
     "open",
     "open_async",
+    "split_end_user",
 ]
 
 

@@ -218,6 +218,8 @@ class AsyncMemroute:
     memory_overrides = _forward(Memroute.memory_overrides)
     update_memory_settings = _forward(Memroute.update_memory_settings)
     qdrant_settings = _forward(Memroute.qdrant_settings)
+    end_users = _forward(Memroute.end_users)
+    forget_end_user = _forward(Memroute.forget_end_user)
 
     # --- export: async iterators ---------------------------------------------------------------------
     def export(self, api_key_id: str) -> AsyncIterator[Memory]:

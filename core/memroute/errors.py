@@ -19,6 +19,7 @@ __all__ = [
     "ExtractionError",
     "FieldProblem",
     "MemrouteError",
+    "MissingDependencyError",
     "NotFoundError",
     "PermissionDeniedError",
     "PluginError",
@@ -145,3 +146,8 @@ class AuthenticationError(MemrouteError):
 
 class PermissionDeniedError(MemrouteError):
     """The caller is authenticated but may not do this: a missing scope, or another tenant named (HTTP 403)."""
+
+
+class MissingDependencyError(ConfigError, ImportError):
+    """An optional part of memroute was used without the package it needs; the message names the ``pip install``
+    that fixes it (an ``ImportError`` too, since it is raised where that import failed)."""

@@ -56,6 +56,8 @@ __all__ = [
 MAX_CONTENT_CHARS: Final = 1_000_000
 MAX_KEY_CHARS: Final = 512
 MAX_ID_CHARS: Final = 256
+AGENT_KEY: Final = "agent"
+"""The metadata entry naming the agent a memory belongs to (mem0's ``agent_id``; see :mod:`memroute.tenancy`)."""
 MAX_QUERY_CHARS: Final = 100_000
 MAX_METADATA_BYTES: Final = 1_048_576
 """The model's ceiling for metadata (serialised JSON, UTF-8); ``[limits] max_metadata_bytes`` sets a lower one."""
@@ -646,6 +648,9 @@ class SearchQuery:
     """Per-type retrieval windows narrower than ``retention_days`` (``[memory.types.<type>] retention_days``), as
     ``(type, days)`` pairs (a mapping is accepted). Backends and vector stores filter on ``retention_days`` only;
     the retrieval engine applies these through :meth:`admits` to every candidate of every leg."""
+    agent: str | None = attrs.field(default=None, validator=attrs.validators.optional(_require_text("agent", 128)))
+    """Only memories tagged with this agent (``metadata["agent"]``, see :mod:`memroute.tenancy`), applied with
+    the type filter."""
     _cutoff: datetime | None = attrs.field(init=False, eq=False, hash=False, repr=False)
     _type_cutoffs: dict[MemoryType, datetime] = attrs.field(init=False, eq=False, hash=False, repr=False)
 
@@ -664,13 +669,15 @@ class SearchQuery:
         return self._cutoff
 
     def admits(self, memory: Memory) -> bool:
-        """Whether ``memory`` passes this query's filters (owner, expiry, retention, session, type)."""
+        """Whether ``memory`` passes this query's filters (owner, expiry, retention, session, type, agent)."""
         if memory.api_key_id != self.api_key_id:
             return False
         expires = memory.expires_at
         if expires is not None and expires <= self.now:
             return False
         if self.type is not None and memory.type is not self.type:
+            return False
+        if self.agent is not None and memory.metadata.get(AGENT_KEY) != self.agent:
             return False
         cutoff = self._cutoff
         if cutoff is not None and memory.created_at < cutoff:

@@ -20,6 +20,7 @@ __all__ = [
     "BackendsStatus",
     "CacheStats",
     "ClearReport",
+    "EndUserErasure",
     "HealthReport",
     "HistoryReport",
     "MaintenanceReport",
@@ -105,6 +106,44 @@ class ClearReport:
     """The matching ids, oldest first."""
     tokens: int = 0
     """Their token estimate (``ceil(len / 4)`` each)."""
+
+
+@attrs.frozen(kw_only=True)
+class EndUserErasure:
+    """The outcome of erasing one end user of an app (``forget_end_user``; GDPR-style): what was deleted, and
+    what is still left in each place the memories lived once the deletions were replicated."""
+
+    tenant: str
+    """The app's tenant."""
+    end_user: str
+    api_key_id: str
+    """The end user's composite tenant (``shop/u1``)."""
+    dry_run: bool
+    matched: int = 0
+    deleted: int = 0
+    ids: tuple[str, ...] = ()
+    """The memories (to be) deleted, oldest first."""
+    remaining: dict[str, int | None] = attrs.field(factory=dict)
+    """Memories of the end user still held, per backend (primary and fallbacks); ``None`` where a backend did
+    not answer (its deletions wait in the outbox and are replayed when it is back)."""
+    vectors_remaining: int | None = None
+    """Vectors of the end user still in the vector store (``None`` without one)."""
+    replication_pending: int = 0
+    """Outbox entries for the erased memories not yet applied to a backend when the report was made (never
+    dropped: retried until they are)."""
+    histories_deleted: int | None = 0
+    """Conversation histories of the end user deleted from the state store (the framework sessions'); ``None``
+    when the deployment's state store cannot delete by name (a plugin's)."""
+
+    _json_properties: ClassVar[tuple[str, ...]] = ("complete",)
+
+    @property
+    def complete(self) -> bool:
+        """Whether nothing of the end user is left anywhere (always False for a dry run that matched some)."""
+        if self.dry_run:
+            return self.matched == 0
+        return (all(count == 0 for count in self.remaining.values()) and not self.vectors_remaining
+                and self.replication_pending == 0 and self.histories_deleted is not None)
 
 
 @attrs.frozen(kw_only=True)

@@ -50,6 +50,9 @@ class FakeLLMServer(LoopbackHTTPServer):
         super().__init__(("127.0.0.1", 0), _Handler)
         self.requests: list[dict[str, Any]] = []
         self.reply = "OK."
+        self.outputs: deque[list[dict[str, Any]]] = deque()
+        """Scripted Responses API ``output`` items (e.g. a ``function_call``), one list per non-streamed
+        ``/v1/responses`` request, used before falling back to ``reply``."""
         self.delay = 0.0
         self._failures: deque[tuple[int, Any, dict[str, str]]] = deque()
         self._lock = threading.Lock()
@@ -80,6 +83,10 @@ class FakeLLMServer(LoopbackHTTPServer):
         """Answer the next request with ``status`` and JSON ``body`` (and ``headers``)."""
         with self._lock:
             self._failures.append((status, body, dict(headers or {})))
+
+    def take_output(self) -> list[dict[str, Any]] | None:
+        with self._lock:
+            return self.outputs.popleft() if self.outputs else None
 
     def take_failure(self) -> tuple[int, Any, dict[str, str]] | None:
         with self._lock:
@@ -293,6 +300,10 @@ class _Handler(BaseHTTPRequestHandler):
         elif path == "/v1/responses":
             if stream and isinstance(body, dict):
                 self._stream(_responses_events(body, reply))
+                return
+            scripted = self.server.take_output()
+            if scripted is not None:
+                self._send(200, {**_response(body if isinstance(body, dict) else {}, ""), "output": scripted})
                 return
             self._send(200, {**_response(body if isinstance(body, dict) else {}, reply), "output_text": reply})
         else:

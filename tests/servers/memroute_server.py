@@ -125,9 +125,10 @@ class MemrouteServer:
             self._key_service = memroute.open(str(self.config_path))
         return self._key_service.keys
 
-    def create_key(self, name: str, *, scopes: Any = "read,write", tenant: str | None = None) -> tuple[Any, str]:
-        """A new key on this deployment: ``(ApiKey, secret)``."""
-        key, secret = self._keystore().create(name, scopes=scopes, tenant=tenant)
+    def create_key(self, name: str, *, scopes: Any = "read,write", tenant: str | None = None,
+                   end_users: bool = False) -> tuple[Any, str]:
+        """A new key on this deployment: ``(ApiKey, secret)``; ``end_users`` makes an app key."""
+        key, secret = self._keystore().create(name, scopes=scopes, tenant=tenant, end_users=end_users)
         return key, secret
 
     def _default_keys(self) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from memroute.cli import mcp, memories, omniroute, pipeline, retrieval, scaffold, server
+from memroute.cli import end_users, mcp, memories, omniroute, pipeline, retrieval, scaffold, server
 from memroute.cli.common import (
     CliState,
     MemrouteGroup,
@@ -38,7 +38,7 @@ def cli(ctx: click.Context, config_path: str | None) -> None:
     ctx.obj = CliState(config_path=config_path)
 
 
-for module in (memories, pipeline, retrieval, scaffold, server, mcp, omniroute):
+for module in (memories, pipeline, retrieval, scaffold, server, mcp, omniroute, end_users):
     for command in module.COMMANDS:
         cli.add_command(command)
 

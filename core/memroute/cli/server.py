@@ -92,7 +92,8 @@ def keys_group() -> None:
 def _print_key(data: dict[str, Any]) -> None:
     revoked = f"  revoked {data['revokedAt']}" if data.get("revokedAt") else ""
     used = data.get("lastUsedAt") or "never"
-    click.echo(f"{data['id']}  {data['name']}  tenant={data['tenant']}  scopes={','.join(data['scopes'])}  "
+    app = "  end-users" if data.get("endUsers") else ""
+    click.echo(f"{data['id']}  {data['name']}  tenant={data['tenant']}{app}  scopes={','.join(data['scopes'])}  "
                f"last used {used}{revoked}")
 
 
@@ -101,15 +102,18 @@ def _print_key(data: dict[str, Any]) -> None:
 @click.option("--scope", "scope", default=None, help="Comma-separated scopes: read, write (default read,write).")
 @click.option("--admin", is_flag=True, help="An admin key: every scope, any tenant, key management.")
 @click.option("--tenant", default=None, help="The apiKeyId its memories belong to (default: the key's own id).")
+@click.option("--end-users", "end_users", is_flag=True,
+              help="An app key: every request names an end user of --tenant (x-memroute-user) and acts on that end "
+                   "user's memories only.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
 def keys_create(ctx: click.Context, name: str, scope: str | None, admin: bool, tenant: str | None,
-                as_json: bool) -> None:
+                end_users: bool, as_json: bool) -> None:
     """Create a key and print its secret (shown this once)."""
     if admin and scope:
         raise click.UsageError("--admin and --scope are exclusive")
     key, secret = open_service(ctx).keys.create(name, scopes="admin" if admin else (scope or "read,write"),
-                                                tenant=tenant)
+                                                tenant=tenant, end_users=end_users)
     if as_json:
         echo_json({"key": key.to_dict(), "secret": secret})
         return

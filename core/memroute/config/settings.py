@@ -303,6 +303,13 @@ class ManagerSettings:
     ``last_accessed_at``) to the primary; 0 writes it only on ``flush()`` and ``close()``."""
 
 
+def _field_paths(_inst: Any, attribute: attrs.Attribute[Any], value: tuple[str, ...]) -> None:
+    for path in value:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*", path):
+            raise ConfigError(f"{attribute.name}: {path!r} is not a dotted field path (like metadata.user_id)",
+                              [(attribute.name, "invalid")])
+
+
 def _origins(_inst: Any, attribute: attrs.Attribute[Any], value: tuple[str, ...]) -> None:
     for origin in value:
         if origin != "*" and not re.match(r"^https?://[^/\s]+$", origin):
@@ -397,6 +404,10 @@ class ProxySettings:
     inline_search_ms: float = attrs.field(default=10.0, validator=_range(0, 1000))
     """Search on the event loop (no thread hop, not bounded by ``memory_timeout_s``) for a tenant whose recent
     augments averaged at most this, when every component works in this process; 0: always a worker thread."""
+    end_user_fields: tuple[str, ...] = attrs.field(default=("user", "metadata.user_id"), validator=_field_paths)
+    """For an app key (``--end-users``) without an ``x-memroute-user`` header: the request body fields that name
+    the end user, first present wins (dotted paths: OpenAI's ``user`` and ``metadata.user_id``, Anthropic's
+    ``metadata.user_id``); ``[]`` accepts the header only. Ignored for other keys."""
     server_timing: bool = True
     """Add a ``Server-Timing`` header to proxied answers: how long memroute's memory step and the upstream took
     (``memroute-memory;dur=…;desc="search"``, ``memroute-upstream;dur=…``), after any the upstream sent."""

@@ -24,6 +24,7 @@ import attrs
 
 from memroute.errors import AuthenticationError, ConflictError, NotFoundError, ValidationError
 from memroute.models import MAX_ID_CHARS, as_utc, utcnow
+from memroute.tenancy import END_USER_SEPARATOR, require_key_tenant
 
 __all__ = [
     "SCOPES",
@@ -91,11 +92,26 @@ class ApiKey:
     id: str
     name: str
     tenant: str
-    """The ``api_key_id`` of the memories this key acts on."""
+    """The ``api_key_id`` of the memories this key acts on; for an app key (``end_users``), the app's tenant,
+    whose end users' memories it acts on (:mod:`memroute.tenancy`)."""
     scopes: frozenset[str]
     created_at: datetime
     last_used_at: datetime | None = None
     revoked_at: datetime | None = None
+    end_users: bool = False
+    """An app key: every request names an end user of ``tenant`` and acts on that end user's memories only."""
+
+    @property
+    def stored_tenant(self) -> str:
+        """The tenant as the key stores keep it: an app key's with the separator after it (``shop/``, the
+        prefix of every end user's tenant), so the flag needs no column of its own in any store."""
+        return self.tenant + END_USER_SEPARATOR if self.end_users else self.tenant
+
+    @classmethod
+    def from_stored(cls, *, tenant: str, **fields: Any) -> ApiKey:
+        """A key read back from a store (the inverse of :attr:`stored_tenant`)."""
+        end_users = tenant.endswith(END_USER_SEPARATOR) and len(tenant) > 1
+        return cls(tenant=tenant[:-1] if end_users else tenant, end_users=end_users, **fields)
 
     @property
     def revoked(self) -> bool:
@@ -116,7 +132,7 @@ class ApiKey:
 
         return {"id": self.id, "name": self.name, "tenant": self.tenant, "scopes": sorted(self.scopes),
                 "createdAt": iso(self.created_at), "lastUsedAt": iso(self.last_used_at),
-                "revokedAt": iso(self.revoked_at)}
+                "revokedAt": iso(self.revoked_at), "endUsers": self.end_users}
 
 
 class KeyStore(ABC):
@@ -127,17 +143,38 @@ class KeyStore(ABC):
     """``True`` when :meth:`authenticate` only reads a local file in this process (SQLite): the server then
     checks keys on its event loop. ``False`` (a store behind a server, PostgreSQL): from a worker thread."""
 
-    def create(self, name: str, *, scopes: Iterable[str] | str, tenant: str | None = None) -> tuple[ApiKey, str]:
-        """A new key and its secret (the only time the secret exists outside the caller)."""
+    def create(self, name: str, *, scopes: Iterable[str] | str, tenant: str | None = None,
+               end_users: bool = False) -> tuple[ApiKey, str]:
+        """A new key and its secret (the only time the secret exists outside the caller). ``end_users`` makes
+        an app key: it acts for end users of ``tenant`` (see :mod:`memroute.tenancy`); it cannot be ``admin``.
+        A tenant may not contain ``/`` (that would address an app's end user)."""
         key_id = new_key_id()
+        if not isinstance(end_users, bool):
+            raise ValidationError("end_users: expected true or false", [("end_users", "type")])
+        chosen = parse_scopes(scopes)
+        if end_users and "admin" in chosen:
+            raise ValidationError("scopes: an app key (end users) cannot be admin: an admin key may name any "
+                                  "tenant", [("scopes", "admin with end users")])
         key = ApiKey(
             id=key_id, name=_check_text("name", name, _MAX_NAME_CHARS),
-            tenant=_check_text("tenant", tenant, MAX_ID_CHARS) if tenant is not None else key_id,
-            scopes=parse_scopes(scopes), created_at=utcnow(),
+            tenant=(require_key_tenant(_check_text("tenant", tenant, MAX_ID_CHARS), end_users=end_users)
+                    if tenant is not None else key_id),
+            scopes=chosen, created_at=utcnow(), end_users=end_users,
         )
+        if end_users:
+            self._check_no_legacy_end_user_keys(key.tenant)
         secret = new_secret()
         self._insert(key, hash_secret(secret))
         return key, secret
+
+    def _check_no_legacy_end_user_keys(self, tenant: str) -> None:
+        """Refuse an app key for ``tenant`` while a plain key made before tenants were checked for ``/`` acts on
+        ``tenant/...``: it would reach one of the app's end users."""
+        prefix = tenant + END_USER_SEPARATOR
+        clash = [k.id for k in self.list(include_revoked=False) if not k.end_users and k.tenant.startswith(prefix)]
+        if clash:
+            raise ConflictError(f"tenant: live key(s) {', '.join(clash)} act on {prefix}…, which would be this app's "
+                                "end users; revoke them first")
 
     @abstractmethod
     def _insert(self, key: ApiKey, secret_hash: str) -> None:
@@ -237,15 +274,16 @@ class SqliteKeyStore(KeyStore):
     @staticmethod
     def _row(row: tuple[Any, ...]) -> ApiKey:
         key_id, name, tenant, scopes, created, used, revoked = row
-        return ApiKey(id=key_id, name=name, tenant=tenant, scopes=frozenset(scopes.split(",")),
-                      created_at=as_utc(created), last_used_at=as_utc(used) if used else None,
-                      revoked_at=as_utc(revoked) if revoked else None)
+        return ApiKey.from_stored(id=key_id, name=name, tenant=tenant, scopes=frozenset(scopes.split(",")),
+                                  created_at=as_utc(created), last_used_at=as_utc(used) if used else None,
+                                  revoked_at=as_utc(revoked) if revoked else None)
 
     def _insert(self, key: ApiKey, secret_hash: str) -> None:
         with self._db.transaction() as conn:
             conn.execute(
                 "INSERT INTO api_keys (id, name, tenant, scopes, secret_hash, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-                (key.id, key.name, key.tenant, ",".join(sorted(key.scopes)), secret_hash, key.created_at.isoformat()),
+                (key.id, key.name, key.stored_tenant, ",".join(sorted(key.scopes)), secret_hash,
+                 key.created_at.isoformat()),
             )
 
     def list(self, *, include_revoked: bool = True) -> builtins.list[ApiKey]:
@@ -284,7 +322,7 @@ class SqliteKeyStore(KeyStore):
                          (new.created_at.isoformat(), new.id, old.id))
             conn.execute(
                 "INSERT INTO api_keys (id, name, tenant, scopes, secret_hash, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-                (new.id, new.name, new.tenant, ",".join(sorted(new.scopes)), hash_secret(secret),
+                (new.id, new.name, new.stored_tenant, ",".join(sorted(new.scopes)), hash_secret(secret),
                  new.created_at.isoformat()),
             )
         return new, secret

@@ -29,14 +29,32 @@ from memroute.errors import ConfigError, ValidationError
 __all__ = [
     "RUNTIME_MEMORY_FIELDS",
     "RUNTIME_SETTINGS_TTL_S",
+    "SESSION_HISTORIES",
     "RuntimeMemorySettings",
     "SqliteStateStore",
     "StateStore",
     "StateStoreContext",
     "apply_memory_overrides",
     "lease_holder_id",
+    "session_history_name",
+    "tenant_histories_prefix",
     "validate_memory_overrides",
 ]
+
+
+SESSION_HISTORIES: Final = "session-histories"
+"""The namespace of the conversation histories the framework sessions keep (``memroute.integrations.history``)."""
+
+
+def session_history_name(api_key_id: str, kind: str, session_id: str) -> str:
+    """The name of one session's history: JSON, tenant first, so no two ids collide and every history of a
+    tenant shares :func:`tenant_histories_prefix`."""
+    return json.dumps([api_key_id, kind, session_id])
+
+
+def tenant_histories_prefix(api_key_id: str) -> str:
+    """What the name of every history of ``api_key_id`` (and of no other tenant) starts with."""
+    return json.dumps([api_key_id])[:-1] + ","
 
 
 @attrs.frozen(kw_only=True)
@@ -77,6 +95,12 @@ class StateStore(ABC):
         value = change(self.get_value(namespace, name))
         self.put_value(namespace, name, value)
         return value
+
+    def delete_values(self, namespace: str, name_prefix: str) -> int:
+        """Delete every value of ``namespace`` whose name starts with ``name_prefix``; how many were deleted.
+        Erasing an end user uses it (their conversation histories, :data:`SESSION_HISTORIES`). The built-in
+        stores implement it; a plugin's store that does not raises :class:`NotImplementedError`."""
+        raise NotImplementedError(f"{type(self).__name__} cannot delete values by name prefix")
 
     @abstractmethod
     def try_lease(self, name: str, holder: str, ttl_s: float) -> bool:
@@ -146,6 +170,12 @@ class SqliteStateStore(StateStore):
             "ON CONFLICT (namespace, name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
             (namespace, name, text, time.time()),
         )
+
+    def delete_values(self, namespace: str, name_prefix: str) -> int:
+        with self._db.transaction() as conn:
+            conn.execute("DELETE FROM state_values WHERE namespace = ? AND substr(name, 1, ?) = ?",
+                         (namespace, len(name_prefix), name_prefix))
+            return int(conn.changes())
 
     def update_value(self, namespace: str, name: str, change: Callable[[Any | None], Any]) -> Any:
         """One ``BEGIN IMMEDIATE`` transaction: SQLite's write lock is taken before the read, so another

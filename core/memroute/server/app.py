@@ -79,18 +79,18 @@ def create_app(mem: Any, *, settings: ServerSettings | None = None, close_servic
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
                            allow_methods=["GET", "POST", "PUT", "DELETE"],
-                           allow_headers=["authorization", "content-type", "x-api-key"], max_age=600)
+                           allow_headers=["authorization", "content-type", "x-api-key", "x-memroute-user"], max_age=600)
     app.add_middleware(GuardMiddleware, settings=settings, proxy_max_body_bytes=mem.settings.proxy.max_body_bytes)
     return app
 
 
 def _include_rest(app: FastAPI) -> None:
-    from memroute.server.api import health, keys, memory, omniroute, operations, settings, storage
+    from memroute.server.api import health, keys, memory, omniroute, operations, settings, storage, users
 
     # A request is matched against the routes in order: the hot memory routes (list, create, search) come first;
     # operations' fixed paths (/api/memory/health, /export, ...) must come before /api/memory/{id}.
     for router in (memory.router, health.router, keys.router, operations.router, omniroute.router, memory.by_id,
-                   settings.router, storage.router):
+                   settings.router, storage.router, users.router):
         app.include_router(router)
 
 

@@ -32,6 +32,7 @@ from memroute.errors import ConfigError, ValidationError
 from memroute.interfaces import EmbeddingSource, MemoryBackend, VectorStore
 from memroute.models import (
     HistoryEvent,
+    AGENT_KEY,
     ListFilter,
     ListPage,
     Memory,
@@ -64,6 +65,8 @@ from memroute.routing.manager import MemoryManager
 from memroute.service.conversation import ConversationMethods
 from memroute.service.deployment import DeploymentMethods
 from memroute.service.history import HistoryMethods
+from memroute.service.end_users import EndUserMethods
+from memroute.tenancy import require_agent
 
 if TYPE_CHECKING:
     from memroute.deployment.state import RuntimeMemorySettings, StateStore
@@ -94,13 +97,14 @@ class _PendingAdd:
     event: HistoryEvent | None = None
 
 
-class Memroute(DeploymentMethods, ConversationMethods, HistoryMethods):
+class Memroute(DeploymentMethods, ConversationMethods, HistoryMethods, EndUserMethods):
     """memroute's Python API. Use as a context manager, or call :meth:`close`.
 
     The methods live in four modules: this one (construction, lifecycle, CRUD, search),
     :mod:`memroute.service.deployment` (keys, runtime settings, operations, import / export),
     :mod:`memroute.service.conversation` (augment, observe, extract, maintenance) and
-    :mod:`memroute.service.history` (each memory's history)."""
+    :mod:`memroute.service.history` (each memory's history) and :mod:`memroute.service.end_users` (an app's end
+    users, erasing one)."""
 
     def __init__(
         self,
@@ -230,12 +234,14 @@ class Memroute(DeploymentMethods, ConversationMethods, HistoryMethods):
         actor: str = "api",
         history_event: HistoryEvent | str | None = None,
         consolidate: bool = False,
+        agent: str | None = None,
     ) -> Memory:
         """Store a memory: an upsert on ``(api_key_id, key)``; ``key`` is derived from the content when
         omitted. Returns the stored memory (with its id, kept across upserts). ``actor`` names who made the
         change in the memory's history (:meth:`history`); ``history_event`` the event recorded there (default:
         ``created`` or ``updated``, from what the upsert finds; ``superseded`` says a newer statement replaced
-        what the memory said).
+        what the memory said). ``agent`` tags it with an agent (``metadata["agent"]``; :meth:`search` and
+        :meth:`list` can keep one agent's memories only).
 
         ``consolidate=True`` first looks for a memory the new one restates or contradicts, as ``observe`` does
         for extracted facts (docs/pipeline.md, "Consolidation"): the same key with other content is superseded,
@@ -243,7 +249,7 @@ class Memroute(DeploymentMethods, ConversationMethods, HistoryMethods):
 
         Concurrent adds (from threads, or :meth:`submit_add`) are written together, one transaction for all
         of them (:mod:`memroute.deployment.group_commit`); each caller still gets its own memory or its own error."""
-        new = self._new_memory(api_key_id, content, key, type, session_id, metadata, expires_at)
+        new = self._new_memory(api_key_id, content, key, type, session_id, metadata, expires_at, agent)
         event = None if history_event is None else require_history_event(history_event)
         if consolidate:
             return self._conversation.consolidate(new, actor=require_actor(actor), explicit_key=key is not None)
@@ -261,6 +267,7 @@ class Memroute(DeploymentMethods, ConversationMethods, HistoryMethods):
         expires_at: datetime | str | None = None,
         actor: str = "api",
         history_event: HistoryEvent | str | None = None,
+        agent: str | None = None,
     ) -> concurrent.futures.Future[Memory]:
         """:meth:`add` without blocking, for an event loop: the input is validated now (a bad one raises
         :class:`~memroute.errors.ValidationError` here, before anything is queued), the write goes with the
@@ -268,13 +275,15 @@ class Memroute(DeploymentMethods, ConversationMethods, HistoryMethods):
         ``await asyncio.wrap_future(mem.submit_add(...))`` costs the loop no thread hop of its own."""
         event = None if history_event is None else require_history_event(history_event)
         return self._adds.submit(_PendingAdd(
-            self._new_memory(api_key_id, content, key, type, session_id, metadata, expires_at),
+            self._new_memory(api_key_id, content, key, type, session_id, metadata, expires_at, agent),
             require_actor(actor), event))
 
     def _new_memory(self, api_key_id: str, content: str, key: str | None, type: MemoryType | str,
                     session_id: str | None, metadata: Mapping[str, Any] | None,
-                    expires_at: datetime | str | None) -> NewMemory:
+                    expires_at: datetime | str | None, agent: str | None = None) -> NewMemory:
         """An add's input, validated (every check the add makes before the backend sees it)."""
+        if agent is not None:
+            metadata = {**(metadata if isinstance(metadata, Mapping) else {}), AGENT_KEY: require_agent(agent)}
         if not isinstance(content, str):
             raise ValidationError("content: expected a string", [("content", "type")])
         check_storable("content", content)  # before derive_key hashes it
@@ -463,16 +472,36 @@ class Memroute(DeploymentMethods, ConversationMethods, HistoryMethods):
         offset: int = 0,
         order_by: str = "created_at",
         order_dir: str = "desc",
+        agent: str | None = None,
     ) -> ListPage:
         """A page of the memories of ``api_key_id`` (newest first by default) with the total and per-type
         counts of every match. ``query`` is a case-insensitive substring over content and key; ``limit`` is
         1..10000; ``order_by`` is ``created_at``, ``updated_at`` or ``last_accessed_at`` (never-accessed
-        memories sort as the oldest)."""
+        memories sort as the oldest). ``agent`` keeps the memories tagged with that agent only."""
         tenant = require_tenant(api_key_id)
-        return self._manager.list(
-            ListFilter(api_key_id=tenant, type=type, session_id=session_id, query=query, limit=limit,
-                       offset=offset, order_by=order_by, order_dir=order_dir)
-        )
+        listed = ListFilter(api_key_id=tenant, type=type, session_id=session_id, query=query, limit=limit,
+                            offset=offset, order_by=order_by, order_dir=order_dir)
+        if agent is not None:
+            return self._list_agent(listed, require_agent(agent))
+        return self._manager.list(listed)
+
+    def _list_agent(self, listed: ListFilter, agent: str) -> ListPage:
+        """A page of one agent's memories: the tag is metadata, which no backend filters on, so the tenant's
+        matching memories are read in order and the agent's kept (a full read of the tenant per page)."""
+        kept: builtins.list[Memory] = []
+        offset = 0
+        while True:
+            page = self._manager.list(attrs.evolve(listed, limit=1000, offset=offset))
+            kept.extend(m for m in page.data if m.api_key_id == listed.api_key_id
+                        and m.metadata.get(AGENT_KEY) == agent)
+            offset += len(page.data)
+            if not page.data or offset >= page.total:
+                break
+        by_type: dict[str, int] = {}
+        for memory in kept:
+            by_type[memory.type.value] = by_type.get(memory.type.value, 0) + 1
+        return ListPage(data=tuple(kept[listed.offset:listed.offset + listed.limit]), total=len(kept),
+                        by_type=by_type)
 
     # --- search --------------------------------------------------------------------------------------
     def search(
@@ -486,12 +515,13 @@ class Memroute(DeploymentMethods, ConversationMethods, HistoryMethods):
         session_id: str | None = None,
         type: MemoryType | str | None = None,
         record_access: bool = True,
+        agent: str | None = None,
     ) -> SearchResult:
         """Ranked memories of ``api_key_id`` for ``query``. ``strategy``: ``exact``/``recent`` (newest
         first), ``semantic`` or ``hybrid`` (default: the configured one). Expired memories, memories outside
         the retrieval window (``[memory] retention_days``, per type too; none by default) and (with
-        ``session_id``) other sessions' memories are never returned; with
-        ``type``, only memories of that type are (filtered before the token budget is filled).
+        ``session_id``) other sessions' memories are never returned; with ``type``, only memories of that type
+        are (filtered before the token budget is filled); with ``agent``, only memories tagged with that agent.
 
         Each memory returned counts as an access (``access_count``, ``last_accessed_at``; recorded in the
         background, see :meth:`record_access`), as the reference's retrieval does; ``record_access=False``
@@ -509,6 +539,7 @@ class Memroute(DeploymentMethods, ConversationMethods, HistoryMethods):
             api_key_id=tenant, text=query[:4096], strategy=chosen,
             limit=limit if limit is not None else self.settings.memory.vec_top_k,
             session_id=session_id, retention_days=window, type_windows=type_windows, type=type,
+            agent=None if agent is None else require_agent(agent),
         )
         result = self._retrieval.search(search_query, max_tokens=max_tokens)
         if record_access and result.hits:

@@ -26,6 +26,9 @@ class KeyCreate:
     """Any of ``read``, ``write``, ``admin`` (``admin`` implies the others and any tenant)."""
     tenant: str | None = attrs.field(default=None, metadata={"max_length": 256, "examples": [None]})
     """The ``apiKeyId`` its memories belong to; default: the new key's own id."""
+    end_users: bool = False
+    """An app key: every request names an end user of ``tenant`` (``x-memroute-user``) and acts on that end
+    user's memories only. Cannot be ``admin``."""
 
 
 @attrs.frozen(kw_only=True)
@@ -47,7 +50,7 @@ KeyModel = wire_model(ApiKey, name="ApiKey")
 KeyCreateBody = wire_model(KeyCreate, mode="request")
 _KEY_EXAMPLE = {"id": "key_4f1c2a9e0b7d3a61", "name": "ci-bot", "tenant": "key_4f1c2a9e0b7d3a61",
                 "scopes": ["read", "write"], "createdAt": "2026-01-01T00:00:00+00:00", "lastUsedAt": None,
-                "revokedAt": None}
+                "revokedAt": None, "endUsers": False}
 _SECRET_EXAMPLE = {"key": _KEY_EXAMPLE, "secret": "mr_Qm9vZ3VzLWV4YW1wbGUtc2VjcmV0LW5vdC1yZWFs"}
 
 
@@ -66,7 +69,8 @@ def list_keys(request: Request) -> KeyList:
              responses={201: {"content": {"application/json": {"example": _SECRET_EXAMPLE}}}})
 def create_key(request: Request, body: KeyCreateBody) -> KeyWithSecret:  # type: ignore[valid-type]
     key, secret = request.app.state.memroute.keys.create(body.name, scopes=body.scopes,  # type: ignore[attr-defined]
-                                                         tenant=body.tenant)  # type: ignore[attr-defined]
+                                                         tenant=body.tenant,  # type: ignore[attr-defined]
+                                                         end_users=body.end_users)  # type: ignore[attr-defined]
     return KeyWithSecret(key=key, secret=secret)
 
 

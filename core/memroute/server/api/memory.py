@@ -98,6 +98,7 @@ async def list_memories(
                                                            "camelCase); never-accessed memories sort as the "
                                                            "oldest by last_accessed_at")] = "created_at",
     order_dir: Annotated[Literal["asc", "desc"], Query(alias="orderDir")] = "desc",
+    agent: Annotated[str | None, Query(max_length=128, description="only memories tagged with this agent")] = None,
 ) -> m.MemoryPage:
     """A page of the tenant's memories, newest first, with the tenant's statistics. ``page`` is honoured (the
     reference always served page 1 without ``offset``); ``offset`` wins when both are given."""
@@ -106,7 +107,8 @@ async def list_memories(
     start = offset if offset is not None else (page - 1) * limit
     result, stats = await asyncio.gather(
         amem.list(api_key_id=tenant, type=type, session_id=session_id or None, query=q or None, limit=limit,
-                  offset=start, order_by=_ORDER_FIELDS.get(order_by, order_by), order_dir=order_dir),
+                  offset=start, order_by=_ORDER_FIELDS.get(order_by, order_by), order_dir=order_dir,
+                  agent=agent or None),
         amem.stats(tenant))
     shown_page = start // limit + 1
     return m.MemoryPage(data=result.data, total=result.total, page=shown_page, limit=limit,
@@ -118,19 +120,19 @@ async def list_memories(
              summary="Store a memory (an upsert on the key)",
              responses=ok({"success": True, "id": MEMORY_EXAMPLE["id"], "memory": MEMORY_EXAMPLE}, 201))
 async def create_memory(request: Request, principal: CurrentPrincipal, body: CreateBody) -> m.MemoryCreated:  # type: ignore[valid-type]
-    tenant = principal.tenant_for(body.api_key_id)  # type: ignore[attr-defined]
+    tenant = principal.tenant_for(body.api_key_id, end_user=body.end_user)  # type: ignore[attr-defined]
     if body.consolidate:  # type: ignore[attr-defined]
         memory = await asvc(request).add(
             api_key_id=tenant, content=body.content, key=body.key, type=body.type,  # type: ignore[attr-defined]
             session_id=body.session_id or None, metadata=body.metadata,  # type: ignore[attr-defined]
-            expires_at=body.expires_at, consolidate=True)  # type: ignore[attr-defined]
+            expires_at=body.expires_at, agent=body.agent, consolidate=True)  # type: ignore[attr-defined]
         return m.MemoryCreated(success=True, id=memory.id, memory=memory)
     # Validated here (no I/O), then queued for the service's group commit: no thread hop per request, one
     # batched write for the adds that arrive together (docs/server.md, "Concurrent writers").
     memory = await asyncio.wrap_future(svc(request).submit_add(
         api_key_id=tenant, content=body.content, key=body.key, type=body.type,  # type: ignore[attr-defined]
         session_id=body.session_id or None, metadata=body.metadata,  # type: ignore[attr-defined]
-        expires_at=body.expires_at,  # type: ignore[attr-defined]
+        expires_at=body.expires_at, agent=body.agent,  # type: ignore[attr-defined]
     ))
     return m.MemoryCreated(success=True, id=memory.id, memory=memory)
 
@@ -148,9 +150,10 @@ async def search_memories(request: Request, principal: CurrentPrincipal, body: S
     """The same retrieval ``augment`` uses: expiry, retention and session scope applied on every leg. A tenant
     whose searches are short runs them on the event loop (``[server] inline_search_ms``), others in the async
     API's pool."""
-    tenant = principal.tenant_for(body.api_key_id)  # type: ignore[attr-defined]
+    tenant = principal.tenant_for(body.api_key_id, end_user=body.end_user)  # type: ignore[attr-defined]
     options = {"api_key_id": tenant, "strategy": body.strategy, "limit": body.limit,  # type: ignore[attr-defined]
-               "max_tokens": body.max_tokens, "session_id": body.session_id or None}  # type: ignore[attr-defined]
+               "max_tokens": body.max_tokens, "session_id": body.session_id or None,  # type: ignore[attr-defined]
+               "agent": body.agent}  # type: ignore[attr-defined]
     budget: InlineBudget = request.app.state.inline_search
     mem = svc(request)
 

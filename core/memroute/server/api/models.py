@@ -28,11 +28,15 @@ class MemoryCreate:
     """A session scope (``""`` means none, as in the reference)."""
     api_key_id: str | None = attrs.field(default=None, metadata=_ID)
     """The tenant; only an admin key may name another than its own."""
+    end_user: str | None = attrs.field(default=None, metadata={"max_length": 128})
+    """For an app key: the end user this request acts for (or the ``x-memroute-user`` header)."""
     metadata: dict[str, Any] = attrs.field(factory=dict)
     expires_at: datetime | None = None
     consolidate: bool = False
     """Update a memory this one restates, or supersede the memory with the same key, instead of adding a
     second one (docs/pipeline.md, "Consolidation")."""
+    agent: str | None = attrs.field(default=None, metadata={"max_length": 128, "examples": [None]})
+    """Tag the memory with an agent (``metadata.agent``): searches and lists can keep one agent's only."""
 
 
 @attrs.frozen(kw_only=True)
@@ -109,6 +113,10 @@ class SearchRequest:
     max_tokens: int | None = attrs.field(default=None, metadata={"ge": 0, "le": 16000})
     session_id: str | None = attrs.field(default=None, metadata=_ID)
     api_key_id: str | None = attrs.field(default=None, metadata=_ID)
+    end_user: str | None = attrs.field(default=None, metadata={"max_length": 128})
+    """For an app key: the end user this request acts for (or the ``x-memroute-user`` header)."""
+    agent: str | None = attrs.field(default=None, metadata={"max_length": 128})
+    """Only memories tagged with this agent."""
 
 
 SearchResponse = SearchResult
@@ -122,6 +130,8 @@ class PreviewRequest:
     max_tokens: int | None = attrs.field(default=None, metadata={"ge": 1, "le": 16000})
     """The token budget; default: the ``[memory] max_tokens`` in effect."""
     api_key_id: str | None = attrs.field(default=None, metadata=_ID)
+    end_user: str | None = attrs.field(default=None, metadata={"max_length": 128})
+    """For an app key: the end user this request acts for (or the ``x-memroute-user`` header)."""
     limit: int = attrs.field(default=20, metadata={"ge": 1, "le": 100})
     session_id: str | None = attrs.field(default=None, metadata=_ID)
     """Only this session's memories (``""`` or absent: every session of the tenant)."""
@@ -131,6 +141,8 @@ class PreviewRequest:
 class SummarizeRequest:
     older_than_days: int = attrs.field(default=30, metadata={"ge": 1, "le": 365})
     api_key_id: str | None = attrs.field(default=None, metadata=_ID)
+    end_user: str | None = attrs.field(default=None, metadata={"max_length": 128})
+    """For an app key: the end user this request acts for (or the ``x-memroute-user`` header)."""
     dry_run: bool = True
     """A dry run by default (the reference's empty body deleted across every key)."""
 
@@ -171,6 +183,8 @@ class ReindexStatus:
 @attrs.frozen(kw_only=True)
 class ClearRequest:
     api_key_id: str | None = attrs.field(default=None, metadata=_ID)
+    end_user: str | None = attrs.field(default=None, metadata={"max_length": 128})
+    """For an app key: the end user this request acts for (or the ``x-memroute-user`` header)."""
     type: MemoryType | None = None
     session_id: str | None = attrs.field(default=None, metadata=_ID)
     older_than_days: int | None = attrs.field(default=None, metadata={"ge": 0, "le": 36500})
@@ -323,6 +337,8 @@ class QdrantSearchRequest:
     top_k: int = attrs.field(default=5, metadata={"ge": 1, "le": 50})
     api_key_id: str | None = attrs.field(default=None, metadata=_ID)
     """The tenant (admin keys only; the reference's test search had no tenant and searched every key)."""
+    end_user: str | None = attrs.field(default=None, metadata={"max_length": 128})
+    """For an app key: the end user this request acts for (or the ``x-memroute-user`` header)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -337,6 +353,8 @@ class QdrantSearchResponse:
 @attrs.frozen(kw_only=True)
 class QdrantCleanupRequest:
     api_key_id: str | None = attrs.field(default=None, metadata=_ID)
+    end_user: str | None = attrs.field(default=None, metadata={"max_length": 128})
+    """For an app key: the end user this request acts for (or the ``x-memroute-user`` header)."""
     dry_run: bool = False
 
 

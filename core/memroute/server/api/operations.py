@@ -81,7 +81,7 @@ async def retrieve_preview(request: Request, principal: CurrentPrincipal, body: 
     budget. Always one tenant, with the expiry, retention and session filters of retrieval (the reference's
     preview searched every key when ``apiKeyId`` was missing and ignored retention). ``strategy`` and
     ``maxTokens`` default to the memory settings in effect."""
-    tenant = principal.tenant_for(body.api_key_id)  # type: ignore[attr-defined]
+    tenant = principal.tenant_for(body.api_key_id, end_user=body.end_user)  # type: ignore[attr-defined]
     preview: RetrievalPreview = await asvc(request).preview(
         body.query, api_key_id=tenant, strategy=body.strategy,  # type: ignore[attr-defined]
         max_tokens=body.max_tokens, limit=body.limit,  # type: ignore[attr-defined]
@@ -159,7 +159,7 @@ def embedding_providers(request: Request) -> m.EmbeddingProviders:
              responses=ok({"candidates": [MEMORY_EXAMPLE["id"]], "totalTokens": 9, "deletedCount": 0,
                            "summaryId": None, "summaryIds": [], "summaryPreview": "…", "dryRun": True}))
 def summarize(request: Request, principal: CurrentPrincipal, body: SummarizeBody) -> m.SummarizeResponse:  # type: ignore[valid-type]
-    tenant = principal.tenant_for(body.api_key_id)  # type: ignore[attr-defined]
+    tenant = principal.tenant_for(body.api_key_id, end_user=body.end_user)  # type: ignore[attr-defined]
     report = svc(request).summarize(tenant, body.older_than_days, dry_run=body.dry_run)  # type: ignore[attr-defined]
     return m.SummarizeResponse(candidates=tuple(report.candidates), total_tokens=report.candidate_tokens,
                                deleted_count=report.deleted, summary_id=(report.summary_ids or (None,))[0],
@@ -235,7 +235,7 @@ def reindex_status(request: Request) -> m.ReindexStatus:
              responses=ok({"apiKeyId": "shop", "dryRun": False, "matched": 2, "deleted": 2,
                            "ids": [MEMORY_EXAMPLE["id"], "5d0c8a4e-0d7f-4e8e-8f0a-1b2c3d4e5f60"]}))
 def clear(request: Request, principal: CurrentPrincipal, body: ClearBody) -> m.ClearResponse:  # type: ignore[valid-type]
-    tenant = principal.tenant_for(body.api_key_id)  # type: ignore[attr-defined]
+    tenant = principal.tenant_for(body.api_key_id, end_user=body.end_user)  # type: ignore[attr-defined]
     report = svc(request).clear(tenant, type=body.type, session_id=body.session_id or None,  # type: ignore[attr-defined]
                                 older_than_days=body.older_than_days, dry_run=body.dry_run)  # type: ignore[attr-defined]
     return m.ClearResponse(api_key_id=report.api_key_id, dry_run=report.dry_run, matched=report.matched,

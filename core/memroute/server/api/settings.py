@@ -159,7 +159,7 @@ def qdrant_search(request: Request, principal: CurrentPrincipal, body: QdrantSea
     ``topK`` at 20 silently). ``ok`` is false, with the reason, when the vector leg did not run on Qdrant."""
     mem = request.app.state.memroute
     _qdrant(mem)
-    tenant = principal.tenant_for(body.api_key_id)  # type: ignore[attr-defined]
+    tenant = principal.tenant_for(body.api_key_id, end_user=body.end_user)  # type: ignore[attr-defined]
     result = mem.search(body.query, api_key_id=tenant, strategy="semantic", limit=body.top_k)  # type: ignore[attr-defined]
     served = result.provenance.vector_store == "qdrant" and "vector" in result.provenance.legs
     error = None if served else (result.provenance.reason or "the vector leg did not run on qdrant")
@@ -180,7 +180,7 @@ def qdrant_cleanup(request: Request, principal: CurrentPrincipal, body: QdrantCl
     delete."""
     mem = request.app.state.memroute
     _qdrant(mem)
-    tenant = principal.tenant_for(body.api_key_id)  # type: ignore[attr-defined]
+    tenant = principal.tenant_for(body.api_key_id, end_user=body.end_user)  # type: ignore[attr-defined]
     report = mem.prune(tenant, dry_run=body.dry_run)  # type: ignore[attr-defined]
     return m.QdrantCleanupResponse(ok=True, deleted_count=report.deleted, candidates=tuple(report.candidates),
                                    reasons=dict(report.reasons), retention_days=mem.memory_settings().retention_days,

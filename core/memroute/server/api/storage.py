@@ -81,7 +81,7 @@ _NOT_FOUND = {404: {"description": "no such memory for this key"}}
 
 
 def _tenant(principal: Principal) -> str | None:
-    return None if principal.is_admin else principal.tenant
+    return None if principal.is_admin else principal.acting_tenant
 
 
 def _storage(request: Request) -> Any:

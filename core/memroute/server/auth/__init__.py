@@ -22,7 +22,9 @@ from starlette.concurrency import run_in_threadpool
 
 from memroute.deployment.keys import SCOPES
 from memroute.errors import AuthenticationError, PermissionDeniedError, ValidationError
+from memroute.server.auth.end_users import from_headers, narrowed
 from memroute.server.auth.sessions import COOKIE_NAME, CSRF_HEADER, check_csrf, resolve_session
+from memroute.tenancy import end_user_tenant, split_end_user
 
 if TYPE_CHECKING:
     from memroute.deployment.keys import ApiKey
@@ -49,16 +51,34 @@ SCOPE_KEY: Final = "x-memroute-scope"
 
 @attrs.frozen(kw_only=True)
 class Principal:
-    """Who is calling: the key's id, its tenant and scopes."""
+    """Who is calling: the key's id, its tenant and scopes; for an app key, the end user it acts for."""
 
     key_id: str
     tenant: str
+    """The key's tenant. For an app key, the *app's* tenant, which such a key never acts on itself: memories
+    are reached through :meth:`tenant_for` / :attr:`acting_tenant`, which name the end user's."""
     scopes: frozenset[str]
     name: str = ""
+    end_users: bool = False
+    """An app key (:mod:`memroute.server.auth.end_users`): every memory call must name an end user."""
+    end_user: str | None = None
+    """The end user this request acts for (an app key's, once named)."""
 
     @classmethod
     def of(cls, key: ApiKey) -> Principal:
-        return cls(key_id=key.id, tenant=key.tenant, scopes=key.scopes, name=key.name)
+        return cls(key_id=key.id, tenant=key.tenant, scopes=key.scopes, name=key.name, end_users=key.end_users)
+
+    @property
+    def acting_tenant(self) -> str:
+        """The tenant whose memories this request acts on: the key's, or for an app key its end user's
+        composite tenant (``shop/u1``); an app key that named no end user is refused (422)."""
+        if not self.end_users:
+            return self.tenant
+        if self.end_user is None:
+            raise ValidationError("x-memroute-user: this is an app key: name the end user this request acts "
+                                  "for (the x-memroute-user header or the request's endUser / user field)",
+                                  [("x-memroute-user", "missing end user")])
+        return end_user_tenant(self.tenant, self.end_user)
 
     @property
     def is_admin(self) -> bool:
@@ -72,14 +92,23 @@ class Principal:
             raise PermissionDeniedError(f"this API key lacks the {scope!r} scope (it has: "
                                         f"{', '.join(sorted(self.scopes))})")
 
-    def tenant_for(self, requested: str | None) -> str:
-        """The tenant a request acts on: the key's own, unless ``requested`` names one. Naming another
-        tenant is allowed for admin keys only (403 otherwise); naming one's own is always fine."""
+    def tenant_for(self, requested: str | None, *, end_user: object = None) -> str:
+        """The tenant a request acts on: the key's own (:attr:`acting_tenant`), unless ``requested`` names one.
+        Naming another tenant is allowed for admin keys only (403 otherwise); naming one's own is always fine.
+        ``end_user`` is the request body's ``endUser`` (an app key's, see :mod:`.end_users`); an app key may
+        also name one of its end users as ``requested`` (``shop/u1``)."""
+        principal = narrowed(self, end_user, field="endUser")
         if requested is None or requested == "":
-            return self.tenant
+            return principal.acting_tenant
         if not isinstance(requested, str) or len(requested) > 256:
             raise ValidationError("apiKeyId: expected a string of at most 256 characters", [("apiKeyId", "invalid")])
-        if requested == self.tenant or self.is_admin:
+        if principal.is_admin:
+            return requested
+        if principal.end_users and principal.end_user is None:  # an app key may name one of its end users
+            parts = split_end_user(requested)
+            if parts is not None and parts[0] == principal.tenant:
+                return principal.tenant_for(None, end_user=parts[1])
+        elif requested == principal.acting_tenant:
             return requested
         raise PermissionDeniedError("this API key may only act on its own tenant (apiKeyId names another one)")
 
@@ -119,7 +148,7 @@ def principal_for_request(request: Request) -> Principal:
             raise AuthenticationError("the key this dashboard session was made with is revoked: sign in again")
         check_csrf(session, request.method, request.headers.get(CSRF_HEADER))
         return Principal.of(key)
-    return authenticate(mem, token)
+    return from_headers(authenticate(mem, token), request.headers)
 
 
 @cache

@@ -19,7 +19,8 @@ from urllib.parse import urlsplit
 
 from memroute.errors import AuthenticationError
 from memroute.server.mcp import build_mcp_server
-from memroute.server.mcp.tools import Caller
+from memroute.server.mcp.end_users import EndUserSessions, current_end_user
+from memroute.server.mcp.tools import Caller, session_tenant
 
 if TYPE_CHECKING:
     from mcp.server import MCPServer
@@ -34,6 +35,7 @@ __all__ = ["MCP_PATH", "KeyStoreTokenVerifier", "mcp_routes", "mount_mcp", "requ
 
 MCP_PATH = "/mcp"
 TENANT_CLAIM = "memroute_tenant"
+END_USERS_CLAIM = "memroute_end_users"
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 
 
@@ -56,17 +58,21 @@ class KeyStoreTokenVerifier:
         except AuthenticationError:
             return None
         return AccessToken(token=token, client_id=principal.key_id, subject=principal.key_id,
-                           scopes=sorted(principal.scopes), claims={TENANT_CLAIM: principal.tenant})
+                           scopes=sorted(principal.scopes),
+                           claims={TENANT_CLAIM: principal.tenant, END_USERS_CLAIM: principal.end_users})
 
 
 def request_caller() -> Caller:
-    """The caller of the tool call being served: the key the SDK verified for this HTTP request."""
+    """The caller of the tool call being served: the key the SDK verified for this HTTP request, acting for the
+    end user its session was opened for when it is an app key (:mod:`memroute.server.mcp.end_users`)."""
     from mcp.server.auth.middleware.auth_context import get_access_token
 
     token = get_access_token()
     if token is None or not token.claims or TENANT_CLAIM not in token.claims:
         raise AuthenticationError("no verified API key on this request")  # unreachable behind the middleware
-    return Caller(tenant=token.claims[TENANT_CLAIM], scopes=frozenset(token.scopes), key_id=token.client_id)
+    tenant = session_tenant(token.claims[TENANT_CLAIM], bool(token.claims.get(END_USERS_CLAIM)),
+                            current_end_user(), field="x-memroute-user")
+    return Caller(tenant=tenant, scopes=frozenset(token.scopes), key_id=token.client_id)
 
 
 def _host_patterns(hosts: tuple[str, ...]) -> list[str]:
@@ -140,7 +146,7 @@ def mcp_routes(app: Starlette) -> list[Any]:
     for path in (getattr(route, "path", None) for route in app.routes):
         if not path:
             continue
-        route = Route(path, endpoint=app, include_in_schema=False)
+        route = Route(path, endpoint=EndUserSessions(app) if path == MCP_PATH else app, include_in_schema=False)
         route.memroute_scope = TOOL_SCOPES if path == MCP_PATH else PUBLIC  # type: ignore[attr-defined]
         routes.append(route)
     return routes

@@ -14,26 +14,30 @@ from typing import TYPE_CHECKING
 
 from memroute.errors import AuthenticationError, ValidationError
 from memroute.server.mcp import build_mcp_server
-from memroute.server.mcp.tools import Caller
+from memroute.server.mcp.tools import Caller, session_tenant
+from memroute.tenancy import end_user_tenant
 
 if TYPE_CHECKING:
     from mcp.server import MCPServer
 
     from memroute.service import Memroute
 
-__all__ = ["API_KEY_ENV", "key_caller", "run_stdio", "stdio_server", "tenant_caller"]
+__all__ = ["API_KEY_ENV", "END_USER_ENV", "key_caller", "run_stdio", "stdio_server", "tenant_caller"]
 
 API_KEY_ENV = "MEMROUTE_API_KEY"
+END_USER_ENV = "MEMROUTE_END_USER"
 LOCAL_SCOPES = frozenset({"read", "write"})
 
 
-def key_caller(mem: Memroute, secret: str) -> Callable[[], Caller]:
+def key_caller(mem: Memroute, secret: str, end_user: str | None = None) -> Callable[[], Caller]:
     """A resolver for the key ``secret``: validated now (:class:`~memroute.errors.AuthenticationError` when it
-    is unknown or revoked) and again on every call."""
+    is unknown or revoked) and again on every call. An app key (``--end-users``) needs ``end_user``, the one end
+    user the whole session acts for; any other key refuses one."""
     def resolve() -> Caller:
         # The key store itself, not memroute.server.auth (which would import FastAPI into every stdio start).
         key = mem.keys.authenticate(secret)
-        return Caller(tenant=key.tenant, scopes=frozenset(key.scopes), key_id=key.id)
+        return Caller(tenant=session_tenant(key.tenant, key.end_users, end_user, field=END_USER_ENV),
+                      scopes=frozenset(key.scopes), key_id=key.id)
 
     resolve()
     return resolve
@@ -49,18 +53,20 @@ def tenant_caller(mem: Memroute, tenant: str) -> Callable[[], Caller]:
     return lambda: caller
 
 
-def stdio_server(mem: Memroute, *, api_key: str | None, tenant: str | None) -> MCPServer:
-    """The MCP server ``memroute mcp`` runs: bound to ``api_key`` or, explicitly, to ``tenant``."""
+def stdio_server(mem: Memroute, *, api_key: str | None, tenant: str | None,
+                 end_user: str | None = None) -> MCPServer:
+    """The MCP server ``memroute mcp`` runs: bound to ``api_key`` (and, for an app key, to ``end_user``) or,
+    explicitly, to ``tenant``."""
     if api_key and tenant:
         raise AuthenticationError(f"give either {API_KEY_ENV} or --tenant, not both")
     if tenant is not None:
-        return build_mcp_server(mem, tenant_caller(mem, tenant))
+        return build_mcp_server(mem, tenant_caller(mem, end_user_tenant(tenant, end_user) if end_user else tenant))
     if not api_key:
         raise AuthenticationError(
             f"memroute mcp needs an API key: set {API_KEY_ENV}=mr_… (create one with `memroute keys create`), "
             "or pass --tenant NAME on a single-user machine (no authentication: it trusts the local user)"
         )
-    return build_mcp_server(mem, key_caller(mem, api_key))
+    return build_mcp_server(mem, key_caller(mem, api_key, end_user))
 
 
 def run_stdio(server: MCPServer) -> None:

@@ -25,16 +25,17 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from pydantic import BaseModel, Field
 
-from memroute.errors import MemrouteError
+from memroute.errors import MemrouteError, PermissionDeniedError, ValidationError
 from memroute.models import MemoryType
 from memroute.server.mcp.schemas import ClearOut, FoundMemory, HistoryEntryOut, MemoryOut, Output, to_output
+from memroute.tenancy import end_user_tenant, require_end_user
 
 if TYPE_CHECKING:
     from mcp.server import MCPServer
 
     from memroute.service import Memroute
 
-__all__ = ["Caller", "MemoryTools", "declare_tool", "register_tools"]
+__all__ = ["Caller", "MemoryTools", "declare_tool", "register_tools", "session_tenant"]
 
 SEARCH_LIMIT_MAX = 50
 LIST_LIMIT_MAX = 100
@@ -51,6 +52,20 @@ class Caller:
 
     def allows(self, scope: str) -> bool:
         return scope in self.scopes or "admin" in self.scopes
+
+
+def session_tenant(tenant: str, end_users: bool, end_user: str | None, *, field: str) -> str:
+    """The tenant an MCP session acts on: the key's, or for an app key (``end_users``) the composite tenant of
+    the one end user named when the session was opened (``field`` says where it is named, for the error)."""
+    if not end_users:
+        if end_user:
+            raise PermissionDeniedError(f"{field}: this API key is not an app key, so it cannot act for end users")
+        return tenant
+    if not end_user:
+        raise ValidationError(f"{field}: this is an app key: name the end user this session acts for",
+                              [(field, "missing end user")])
+    require_end_user(end_user, field)
+    return end_user_tenant(tenant, end_user)
 
 
 # --- results -----------------------------------------------------------------------------------------
@@ -107,6 +122,8 @@ MemoryTypeArg = Annotated[
 ]
 SessionArg = Annotated[str | None, Field(description="Conversation session id; omit for every session.")]
 MetadataArg = Annotated[dict[str, Any] | None, Field(description="Optional JSON object stored with the memory.")]
+AgentArg = Annotated[str | None, Field(description="An agent name (letters, digits, . _ @ : + = -): tag the memory "
+                                                   "with it, or keep only that agent's memories; omit for all.")]
 ExpiresArg = Annotated[
     datetime | None, Field(description="Optional ISO-8601 time after which the memory is no longer returned.")
 ]
@@ -169,13 +186,15 @@ class MemoryTools:
         max_tokens: Annotated[int | None, Field(ge=1, le=16000, description="Token budget for the returned "
                                                 "memories; memories that do not fit are skipped.")] = None,
         limit: Annotated[int, Field(ge=1, le=SEARCH_LIMIT_MAX, description="Most memories to return.")] = 10,
+        agent: AgentArg = None,
     ) -> SearchOut:
         """Search the user's long-term memory for what is relevant to a question or task.
 
         Use it before answering anything that may depend on the user's preferences, past decisions, projects
         or habits. Returns the matching memories, most relevant first, with their ids (for memory_get,
         memory_update, memory_delete) and a relevance score."""
-        result = self.mem.search(query, api_key_id=caller.tenant, type=type, max_tokens=max_tokens, limit=limit)
+        result = self.mem.search(query, api_key_id=caller.tenant, type=type, max_tokens=max_tokens, limit=limit,
+                                 agent=agent)
         found = [to_output(FoundMemory, hit.memory, score=round(hit.score, 6)) for hit in result.hits]
         return SearchOut(
             memories=found, count=len(found), total_tokens=sum(hit.tokens for hit in result.hits),
@@ -202,6 +221,7 @@ class MemoryTools:
                                                        "update that one instead of adding a second; with a "
                                                        "`key` that exists, the old text is kept in the "
                                                        "memory's history (see memory_history).")] = False,
+        agent: AgentArg = None,
     ) -> AddOut:
         """Store a durable fact about the user: a preference, a decision, a recurring pattern.
 
@@ -210,6 +230,7 @@ class MemoryTools:
         memory = self.mem.add(
             api_key_id=caller.tenant, content=content, key=key, type=type or MemoryType.FACTUAL,
             session_id=session_id, metadata=metadata, expires_at=expires_at, actor="mcp", consolidate=consolidate,
+            agent=agent,
         )
         return AddOut(memory=to_output(MemoryOut, memory), created=memory.created_at == memory.updated_at)
 
@@ -222,12 +243,13 @@ class MemoryTools:
         limit: Annotated[int, Field(ge=1, le=LIST_LIMIT_MAX, description="Page size.")] = 20,
         cursor: Annotated[str | None, Field(description="next_cursor from the previous page; omit for the "
                                                         "first page.")] = None,
+        agent: AgentArg = None,
     ) -> ListOut:
         """List the user's memories, newest first, one page at a time (browse or audit; to find something
         specific, use memory_search)."""
         offset = _decode_cursor(cursor) if cursor is not None else 0
         page = self.mem.list(api_key_id=caller.tenant, type=type, session_id=session_id, limit=limit,
-                             offset=offset)
+                             offset=offset, agent=agent)
         following = offset + len(page.data)
         return ListOut(
             memories=[to_output(MemoryOut, m) for m in page.data], total=page.total,

@@ -39,7 +39,7 @@ from memroute.pipeline.conversation import NOT_CACHED
 from memroute.pipeline.gate import MESSAGE_TIME_HEADERS, SESSION_HEADERS, memory_enabled, opted_out
 from memroute.pipeline.turns import parse_said_at
 from memroute.server.api.lean import InlineBudget
-from memroute.server.auth import Principal, ScopedRouter, principal_for_request
+from memroute.server.auth import Principal, ScopedRouter, end_users, principal_for_request
 from memroute.server.errors import api_error_response
 from memroute.server.proxy.sse import Api, ReplyCollector, reply_from_events
 from memroute.server.proxy.stream import Outcome, RelayedStream
@@ -297,7 +297,8 @@ class MemoryProxy:
         header_problem = _session_problem(request.headers) or _message_time_problem(request.headers)
         if header_problem is not None:
             return error_response(route.style, 422, header_problem[1], param=header_problem[0])
-        tenant = str(principal.tenant)
+        principal = end_users.from_body(principal, body, self.settings.end_user_fields)
+        tenant = principal.acting_tenant  # an app key that named no end user: 422, in the caller's API format
         headers = dict(request.headers)
         memory_headers: dict[str, str] = {}
         model = body.get("model")

@@ -66,8 +66,8 @@ def _utc(value: datetime | None) -> datetime | None:
 
 def _key(row: tuple[Any, ...]) -> ApiKey:
     key_id, name, tenant, scopes, created, used, revoked = row
-    return ApiKey(id=key_id, name=name, tenant=tenant, scopes=frozenset(scopes), created_at=_utc(created),
-                  last_used_at=_utc(used), revoked_at=_utc(revoked))
+    return ApiKey.from_stored(id=key_id, name=name, tenant=tenant, scopes=frozenset(scopes),
+                              created_at=_utc(created), last_used_at=_utc(used), revoked_at=_utc(revoked))
 
 
 class PostgresKeyStore(KeyStore):
@@ -85,7 +85,7 @@ class PostgresKeyStore(KeyStore):
         with self._tx("create an API key") as conn:
             conn.execute(f"INSERT INTO {self._table} (id, name, tenant, scopes, secret_hash, created_at) "
                          "VALUES (%s, %s, %s, %s, %s, %s)",
-                         (key.id, key.name, key.tenant, sorted(key.scopes), secret_hash, key.created_at))
+                         (key.id, key.name, key.stored_tenant, sorted(key.scopes), secret_hash, key.created_at))
 
     def list(self, *, include_revoked: bool = True) -> builtins.list[ApiKey]:
         where = "" if include_revoked else " WHERE revoked_at IS NULL"
@@ -126,7 +126,7 @@ class PostgresKeyStore(KeyStore):
                          (new.created_at, new.id, old.id))
             conn.execute(f"INSERT INTO {self._table} (id, name, tenant, scopes, secret_hash, created_at) "
                          "VALUES (%s, %s, %s, %s, %s, %s)",
-                         (new.id, new.name, new.tenant, sorted(new.scopes), hash_secret(secret), new.created_at))
+                         (new.id, new.name, new.stored_tenant, sorted(new.scopes), hash_secret(secret), new.created_at))
         return new, secret
 
     def _find(self, secret_hash: str) -> tuple[ApiKey, str] | None:
@@ -170,6 +170,12 @@ class PostgresStateStore(StateStore):
             conn.execute(f"INSERT INTO {self._values} (namespace, name, value) VALUES (%s, %s, %s) "
                          "ON CONFLICT (namespace, name) DO UPDATE SET value = EXCLUDED.value, updated_at = now()",
                          (namespace, name, Jsonb(value)))
+
+    def delete_values(self, namespace: str, name_prefix: str) -> int:
+        with self._db.transaction("delete state values", tenant=ALL_TENANTS) as conn:
+            cursor = conn.execute(f"DELETE FROM {self._values} WHERE namespace = %s AND left(name, %s) = %s",
+                                  (namespace, len(name_prefix), name_prefix))
+            return int(cursor.rowcount)
 
     def update_value(self, namespace: str, name: str, change: Callable[[Any | None], Any]) -> Any:
         """One transaction holding a transaction-scoped advisory lock on ``(namespace, name)`` from the read
