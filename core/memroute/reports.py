@@ -134,6 +134,9 @@ class EndUserErasure:
     histories_deleted: int | None = 0
     """Conversation histories of the end user deleted from the state store (the framework sessions'); ``None``
     when the deployment's state store cannot delete by name (a plugin's)."""
+    change_history_deleted: int | None = 0
+    """Entries of the erased memories' change history (what they said before, :meth:`history`) removed from the
+    backends that keep one; ``None`` when a backend keeping history did not answer."""
 
     _json_properties: ClassVar[tuple[str, ...]] = ("complete",)
 
@@ -143,7 +146,8 @@ class EndUserErasure:
         if self.dry_run:
             return self.matched == 0
         return (all(count == 0 for count in self.remaining.values()) and not self.vectors_remaining
-                and self.replication_pending == 0 and self.histories_deleted is not None)
+                and self.replication_pending == 0 and self.histories_deleted is not None
+                and self.change_history_deleted is not None)
 
 
 @attrs.frozen(kw_only=True)

@@ -90,6 +90,13 @@ def test_end_users_are_isolated_and_one_is_erased_everywhere(config: dict[str, A
         assert report.deleted == 2 and set(report.ids) == ids[victim] and report.complete
         assert set(report.remaining.values()) == {0} and report.vectors_remaining == 0
         assert report.histories_deleted == 2
+        # what the erased memories said before is gone too, where a backend keeps history; others' stays
+        if any(b.capabilities.history for b in mem._manager.backends):
+            assert report.change_history_deleted and report.change_history_deleted >= 4  # created + deleted, twice
+            for memory_id in ids[victim]:
+                assert mem.history(memory_id, api_key_id=victim) is None
+            other = next(iter(ids["shop/u2"]))
+            assert mem.history(other, api_key_id="shop/u2").entries
         assert mem.state.get_value(SESSION_HISTORIES, session_history_name(victim, "langchain", "s1")) is None
         for owner in ("shop/u1x", "shop/u2", "shop"):
             assert mem.state.get_value(SESSION_HISTORIES, session_history_name(owner, "langchain", "s1")) == [{"n": 1}]

@@ -130,6 +130,7 @@ def test_keys_for_end_users_are_checked(server):
 
 
 def test_erasing_one_end_user_removes_everything_of_it_and_nothing_else(server):
+    _seed(server)  # on its own: under xdist this test may run first on its worker
     main, copy = server.mem._manager.backends  # internals: inspect every place memories live
     vectors = server.mem._retrieval.vector_store
     victim = "shop/u1"

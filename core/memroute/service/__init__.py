@@ -31,8 +31,8 @@ from memroute.deployment.group_commit import GroupCommit
 from memroute.errors import ConfigError, ValidationError
 from memroute.interfaces import EmbeddingSource, MemoryBackend, VectorStore
 from memroute.models import (
-    HistoryEvent,
     AGENT_KEY,
+    HistoryEvent,
     ListFilter,
     ListPage,
     Memory,
@@ -64,8 +64,8 @@ from memroute.retrieval.build import build_retrieval
 from memroute.routing.manager import MemoryManager
 from memroute.service.conversation import ConversationMethods
 from memroute.service.deployment import DeploymentMethods
-from memroute.service.history import HistoryMethods
 from memroute.service.end_users import EndUserMethods
+from memroute.service.history import HistoryMethods
 from memroute.tenancy import require_agent
 
 if TYPE_CHECKING:

@@ -7,11 +7,12 @@ every other method already serves one end user through ``api_key_id=end_user_ten
 from __future__ import annotations
 
 import builtins
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from memroute.deployment.state import SESSION_HISTORIES, tenant_histories_prefix
 from memroute.errors import MemrouteError
-from memroute.models import ListFilter
+from memroute.models import ListFilter, utcnow
 from memroute.reports import EndUserErasure
 from memroute.service.base import ServiceBase
 from memroute.tenancy import END_USER_SEPARATOR, end_user_tenant, require_key_tenant, split_end_user
@@ -76,7 +77,13 @@ class EndUserMethods(ServiceBase):
                 SESSION_HISTORIES, tenant_histories_prefix(owner))
         except NotImplementedError:
             histories = None
+        # A deleted memory's history is kept for its tenant until retention purges it; an erasure purges it now
+        # (the deletions were just recorded, so "before a moment from now" covers every erased memory).
+        try:
+            changes: int | None = self._manager.purge_history(owner, before=utcnow() + timedelta(seconds=1))
+        except MemrouteError:
+            changes = None
         return EndUserErasure(tenant=tenant, end_user=end_user, api_key_id=owner, dry_run=False,
                               matched=cleared.matched, deleted=cleared.deleted, ids=cleared.ids,
                               remaining=remaining, vectors_remaining=vectors, replication_pending=pending,
-                              histories_deleted=histories)
+                              histories_deleted=histories, change_history_deleted=changes)
