@@ -41,7 +41,7 @@ def test_rest_search_and_preview_scores_are_relevances(memroute_server) -> None:
         assert hits[0]["memory"]["content"] == "Lives in Porto since 2024"
         assert in_unit_interval([hit["score"] for hit in hits])
         spicy = a.post("/api/memory/search", json={"query": "spicy food"}).json()["hits"]
-        assert len(spicy) < len(SEVEN) // 2
+        assert len(spicy) < len(SEVEN) / 2
         preview = a.post("/api/memory/retrieve-preview",
                          json={"query": "which language for command line tools", "maxTokens": 500}).json()
         assert preview["memories"][0]["content"] == "Prefers Rust for CLIs"

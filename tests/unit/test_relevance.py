@@ -68,3 +68,10 @@ def test_keyword_only_results_score_by_coverage_and_the_bm25_gap() -> None:
     assert scored[0].score == KEYWORD_CALIBRATION.relevance(cosine=0.0, coverage=1.0, gap=0.0)
     assert scored[1].score == pytest.approx(KEYWORD_CALIBRATION.relevance(cosine=0.0, coverage=0.5, gap=2 / 3))
     assert "fused" not in scored[0].leg_scores
+
+
+def test_the_settings_default_floor_is_the_documented_one() -> None:
+    from memroute.config.settings import MemorySettings
+    from memroute.retrieval.relevance import DEFAULT_MIN_SCORE
+
+    assert MemorySettings().min_score == DEFAULT_MIN_SCORE == 0.02
