@@ -75,3 +75,21 @@ def test_the_settings_default_floor_is_the_documented_one() -> None:
     from memroute.retrieval.relevance import DEFAULT_MIN_SCORE
 
     assert MemorySettings().min_score == DEFAULT_MIN_SCORE == 0.02
+
+
+def test_the_floor_leaves_out_hits_and_never_computes_coverage_it_cannot_need(monkeypatch) -> None:
+    near, far = memory("Lives in Porto since 2024"), memory("Porto is far away from here")
+    hits = [SearchHit(memory=m, score=1.0, tier="vector", ranks={"vector": r}, leg_scores={"vector": s})
+            for r, (m, s) in enumerate([(near, 0.5), (far, 0.0)], 1)]
+    seen = []
+    original = QueryTerms.coverage
+    monkeypatch.setattr(QueryTerms, "coverage", lambda self, m: seen.append(m.id) or original(self, m))
+    cosines = {near.id: 0.6, far.id: 0.1}
+    floored = score_hits(hits, "Porto", None, cosines=cosines, vector_best=0.5)
+    assert [h.memory for h in floored] == [near, far] and seen == [near.id, far.id]
+    seen.clear()
+    from memroute.retrieval.relevance import iter_scored
+
+    kept = list(iter_scored(hits, "Porto", None, cosines=cosines, vector_best=0.5, floor=0.02))
+    assert [h.memory for h in kept] == [near] and seen == [near.id]  # the far one: gap 0.5, hopeless
+    assert DEFAULT_CALIBRATION.most(cosine=0.1, gap=0.5) < 0.02

@@ -9,9 +9,10 @@ is degraded.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ from memroute.retrieval.fusion import DEFAULT_KEYWORD_WEIGHT, fuse, fuse_scores,
 from memroute.retrieval.gil import checkpoint
 from memroute.retrieval.indexer import Indexer, IndexQueue, store_identity
 from memroute.retrieval.ordering import order_hits, order_pairs, recency_key
-from memroute.retrieval.relevance import Calibration, score_hits
+from memroute.retrieval.relevance import Calibration, iter_scored
 from memroute.routing.manager import ManagedSearch, MemoryManager
 
 __all__ = ["BUDGET_TOKENS_PER_MEMORY", "CANDIDATE_CAP", "MIN_CANDIDATES", "RECENT_MATCH_DEPTH", "RetrievalEngine"]
@@ -295,10 +296,11 @@ class RetrievalEngine:
         return legs
 
     def _rank(self, query: SearchQuery, legs: _Legs, depth: int, max_tokens: int | None,
-              floor: float) -> tuple[list[SearchHit], Provenance, bool]:
+              floor: float) -> tuple[Iterator[SearchHit], Provenance, bool]:
         """The fused (or single-leg) ranking from the best ``depth`` candidates of each leg (at most what
-        ``legs`` fetched), how it was served, and whether a leg returned all ``depth`` it was asked for (so
-        there may be more)."""
+        ``legs`` fetched), each hit scored with its relevance as it is taken and those below ``floor`` left
+        out; how it was served; and whether a leg returned all ``depth`` it was asked for (so there may be
+        more)."""
         reasons = list(legs.reasons)
         served = legs.keyword
         keyword_hits: list[tuple[Memory, float]] = []
@@ -329,12 +331,15 @@ class RetrievalEngine:
             hits = fuse_scores(keyword_hits, vector_hits, keyword_weight=self.keyword_weight)
             legs_used, used = ("keyword", "vector"), "hybrid"
         candidates = legs.vector[:vector_depth] if legs.vector is not None and vector_hits is not None else None
-        hits = self._scored(query, hits, candidates, fused=used == "hybrid", floor=floor)
+        scored = self._scored(query, hits, candidates, fused=used == "hybrid", floor=floor)
         reranked = rerank_error = None
-        if self.reranker is not None and vector_hits is not None and hits:
-            hits, reranked, rerank_error = self._rerank(query.text, hits)
-            if rerank_error is not None:
-                reasons.append(f"rerank failed ({rerank_error}): fused order kept")
+        if self.reranker is not None and vector_hits is not None:
+            head = list(itertools.islice(scored, self.rerank_candidates))
+            if head:
+                head, reranked, rerank_error = self._rerank(query.text, head)
+                if rerank_error is not None:
+                    reasons.append(f"rerank failed ({rerank_error}): fused order kept")
+            scored = itertools.chain(head, scored)
         backend, fallback = self._served_by(served)
         if fallback and served is not None:
             reasons.append(f"primary unavailable ({served.error}); served by fallback {backend}")
@@ -344,7 +349,7 @@ class RetrievalEngine:
             vector_store=getattr(self.vector_store, "store_name", None) if vector_hits is not None else None,
             rerank=reranked, rerank_error=rerank_error,
         )
-        return hits, provenance, saturated
+        return scored, provenance, saturated
 
     def _rerank(self, text: str, hits: list[SearchHit]) -> tuple[list[SearchHit], str | None, str | None]:
         """The top ``rerank_candidates`` hits re-scored by the reranker, best first (``score`` is the
@@ -469,19 +474,17 @@ class RetrievalEngine:
         return order_pairs(pairs)
 
     def _scored(self, query: SearchQuery, hits: list[SearchHit], candidates: list[VectorHit] | None, *,
-                fused: bool, floor: float) -> list[SearchHit]:
-        """``hits`` in their order, each scored with its relevance (:mod:`memroute.retrieval.relevance`), those
-        below ``floor`` left out. ``candidates``: the vector leg's (``None``: the keyword leg
-        alone served)."""
+                fused: bool, floor: float) -> Iterator[SearchHit]:
+        """``hits`` in their order, each scored with its relevance (:mod:`memroute.retrieval.relevance`) as
+        it is taken, those below ``floor`` left out. ``candidates``: the vector leg's (``None``: the keyword
+        leg alone served)."""
         if candidates is None:
-            scored = score_hits(hits, query.text, None, cosines={}, vector_best=None)
-        else:
-            cosines = {c.memory_id: c.score if c.cosine is None else c.cosine for c in candidates}
-            best = max((c.score for c in candidates), default=0.0)
-            calibration = getattr(self.embedder, "relevance_calibration", None)
-            scored = score_hits(hits, query.text, Calibration.of(calibration) if calibration else None,
-                                cosines=cosines, vector_best=best, fused=fused)
-        return [hit for hit in scored if hit.score >= floor]
+            return iter_scored(hits, query.text, None, cosines={}, vector_best=None, floor=floor)
+        cosines = {c.memory_id: c.score if c.cosine is None else c.cosine for c in candidates}
+        best = max((c.score for c in candidates), default=0.0)
+        calibration = getattr(self.embedder, "relevance_calibration", None)
+        return iter_scored(hits, query.text, Calibration.of(calibration) if calibration else None,
+                           cosines=cosines, vector_best=best, fused=fused, floor=floor)
 
     # --- operations ------------------------------------------------------------------------------------
     def warm_up(self) -> bool:

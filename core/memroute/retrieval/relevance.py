@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import attrs
 
@@ -34,7 +34,8 @@ from memroute.models import Memory, SearchHit
 from memroute.retrieval.fusion import LONG_QUERY_TERMS, content_terms
 
 __all__ = [
-    "DEFAULT_CALIBRATION", "DEFAULT_MIN_SCORE", "KEYWORD_CALIBRATION", "Calibration", "QueryTerms", "score_hits",
+    "DEFAULT_CALIBRATION", "DEFAULT_MIN_SCORE", "KEYWORD_CALIBRATION", "Calibration", "QueryTerms", "iter_scored",
+    "score_hits",
 ]
 
 DEFAULT_MIN_SCORE = 0.02
@@ -59,6 +60,11 @@ class Calibration:
         """A calibration from ``(bias, cosine, coverage, gap)``, the form an embedding source declares."""
         bias, cosine, coverage, gap = (float(v) for v in values)
         return cls(bias=bias, cosine=cosine, coverage=coverage, gap=gap)
+
+    def most(self, *, cosine: float, gap: float) -> float:
+        """The highest relevance any coverage could give with this ``cosine`` and ``gap`` (a hit below the
+        floor even so needs no coverage computed)."""
+        return self.relevance(cosine=cosine, coverage=1.0 if self.coverage > 0 else 0.0, gap=gap)
 
     def relevance(self, *, cosine: float, coverage: float, gap: float) -> float:
         """The probability-scaled relevance, strictly between 0 and 1."""
@@ -100,37 +106,53 @@ class QueryTerms:
 
 def score_hits(hits: Sequence[SearchHit], text: str, calibration: Calibration | None, *,
                cosines: dict[str, float], vector_best: float | None, fused: bool = False) -> list[SearchHit]:
-    """``hits`` (in their rank order, which is kept) with ``score`` set to their relevance; their ``coverage``
-    and ``cosine`` join ``leg_scores``, and with ``fused`` the score they came with (fusion's) is kept as
-    ``leg_scores["fused"]``. ``cosines`` holds the vector leg's plain cosines by memory id and
-    ``vector_best`` its best ranking score (``None``, with ``calibration`` ignored: the keyword leg alone
-    served, and :data:`KEYWORD_CALIBRATION` applies)."""
+    """``hits`` (in their rank order, which is kept) with ``score`` set to their relevance; see
+    :func:`iter_scored`."""
+    return list(iter_scored(hits, text, calibration, cosines=cosines, vector_best=vector_best, fused=fused))
+
+
+def iter_scored(hits: Sequence[SearchHit], text: str, calibration: Calibration | None, *,
+                cosines: dict[str, float], vector_best: float | None, fused: bool = False,
+                floor: float = 0.0) -> Iterator[SearchHit]:
+    """``hits`` (in their rank order, which is kept) with ``score`` set to their relevance, those below
+    ``floor`` left out, computed as they are taken: a search that stops at its limit scores only the hits it
+    looked at, and a hit that no coverage could lift over the floor is left out before its coverage, most of
+    the cost, is computed. Their ``coverage`` and ``cosine`` join ``leg_scores``, and with ``fused`` the score
+    they came with (fusion's) is kept as ``leg_scores["fused"]``.
+    ``cosines`` holds the vector leg's plain cosines by memory id and ``vector_best`` its best ranking score
+    (``None``, with ``calibration`` ignored: the keyword leg alone served, and :data:`KEYWORD_CALIBRATION`
+    applies)."""
     if not hits:
-        return []
+        return
     terms = QueryTerms(text)
-    scored = []
     if vector_best is None:
         best = max((hit.leg_scores.get("keyword", 0.0) for hit in hits), default=0.0)
         for hit in hits:
             keyword = hit.leg_scores.get("keyword", 0.0)
             share = terms.coverage(hit.memory)
             gap = 1.0 - keyword / best if best > 0 else 1.0
+            if floor > 0 and KEYWORD_CALIBRATION.most(cosine=0.0, gap=gap) < floor:
+                continue
             relevance = KEYWORD_CALIBRATION.relevance(cosine=0.0, coverage=share, gap=gap)
-            scored.append(_with(hit, relevance, {"coverage": share}, fused))
-        return scored
+            if relevance >= floor:
+                yield _with(hit, relevance, {"coverage": share}, fused)
+        return
     model = calibration or DEFAULT_CALIBRATION
     lowest_cosine = min(cosines.values(), default=0.0)
     lowest_score = min((hit.leg_scores["vector"] for hit in hits if "vector" in hit.leg_scores), default=vector_best)
     for hit in hits:
         cosine = cosines.get(hit.memory.id, lowest_cosine)  # a keyword-only find: as far as the farthest vector
         gap = vector_best - hit.leg_scores.get("vector", lowest_score)
+        if floor > 0 and model.most(cosine=cosine, gap=gap) < floor:
+            continue  # far below the best: no coverage lifts it over the floor
         share = terms.coverage(hit.memory)
         relevance = model.relevance(cosine=cosine, coverage=share, gap=gap)
-        scored.append(_with(hit, relevance, {"cosine": cosine, "coverage": share}, fused))
-    return scored
+        if relevance >= floor:
+            yield _with(hit, relevance, {"cosine": cosine, "coverage": share}, fused)
 
 
 def _with(hit: SearchHit, relevance: float, extra: dict[str, float], fused: bool) -> SearchHit:
     if fused:
         extra = {"fused": hit.score, **extra}
-    return attrs.evolve(hit, score=relevance, leg_scores={**hit.leg_scores, **extra})
+    return SearchHit(memory=hit.memory, score=relevance, tier=hit.tier, ranks=hit.ranks,
+                     leg_scores={**hit.leg_scores, **extra})
