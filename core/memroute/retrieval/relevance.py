@@ -14,7 +14,8 @@ mean the same for every query:
 
 ``relevance = 1 / (1 + exp(-(bias + w_cosine * cosine + w_coverage * coverage + w_gap * gap)))``, a logistic
 model fitted per embedding source on the dev split of ``memroute bench --quality`` (the candidates of each
-question labelled by whether they are its answer), and checked on the test split: of the test hits scored
+question labelled by whether they are its answer; ``python -m memroute.bench.calibrate`` refits it), and
+checked on the test split: of the test hits scored
 0.8 to 1.0, 98-100 % were the answer; of those under 0.2, 2-4 % (docs/retrieval.md, "Score and floor").
 A cosine means different things to different models, so each source states its own coefficients
 (:attr:`memroute.interfaces.EmbeddingSource.relevance_calibration`); a source that states none gets
