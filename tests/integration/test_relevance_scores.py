@@ -94,6 +94,13 @@ def test_a_bad_floor_is_a_typed_error_naming_the_field(tmp_path: Path, bad) -> N
     assert tuple(invalid.value.problems) == (("min_score", "range"),)
 
 
+@pytest.mark.parametrize("old", ["min_similarity", "similarity_window"])
+def test_the_removed_cosine_floor_settings_say_what_replaced_them(tmp_path: Path, old: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        memroute.open({"memory": {old: 0.2}}, data_dir=str(tmp_path))
+    assert f"memory.{old}: removed" in str(caught.value) and "min_score" in str(caught.value)
+
+
 def test_a_search_can_set_its_own_floor(mem) -> None:
     assert len(mem.search("spicy food", api_key_id="alice", min_score=0).hits) == len(SEVEN)
     assert mem.search("where does the user live?", api_key_id="alice", min_score=0.99).hits == ()

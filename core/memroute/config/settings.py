@@ -614,7 +614,26 @@ def _load_settings(config: Any, environ: Mapping[str, str] | None, use_env: bool
         merged = _deep_merge(merged, _normalise(layer))
     if db_path:
         merged = _with_primary_db_path(merged, db_path)
+    _refuse_removed(merged)
     return structure_config(merged, MemrouteSettings)
+
+
+REMOVED = {
+    ("memory", "min_similarity"): "the relevance floor is now memory.min_score, a calibrated relevance in [0, 1] "
+                                  "(default 0.02) applied to every search (docs/retrieval.md, \"Score and floor\")",
+    ("memory", "similarity_window"): "the relevance floor is now memory.min_score alone (docs/retrieval.md, "
+                                     "\"Score and floor\")",
+}
+"""Settings that were removed, with what replaces them: a config that still sets one is told so, rather
+than only that the field is unknown."""
+
+
+def _refuse_removed(data: Mapping[str, Any]) -> None:
+    found = [(section, key) for section, key in REMOVED
+             if isinstance(data.get(section), Mapping) and key in data[section]]
+    if found:
+        raise ConfigError("; ".join(f"{section}.{key}: removed: {REMOVED[(section, key)]}" for section, key in found),
+                          [(f"{section}.{key}", "removed") for section, key in found])
 
 
 def _with_primary_db_path(data: dict[str, Any], db_path: str) -> dict[str, Any]:
