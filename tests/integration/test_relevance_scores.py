@@ -72,6 +72,17 @@ def test_scores_are_relevances_in_0_1_and_the_preview_keeps_ranks_and_leg_scores
     assert 0.2 < porto < 0.9
 
 
+def test_each_source_scores_with_its_own_calibration(mem) -> None:
+    from memroute.retrieval.relevance import Calibration
+
+    top = mem.preview("Porto", api_key_id="alice").memories[0]
+    declared = mem._engine.embedder.relevance_calibration  # through the embedding cache
+    assert declared is not None and declared == type(mem._engine.embedder.inner).relevance_calibration
+    expected = Calibration.of(declared).relevance(cosine=top.leg_scores["cosine"],
+                                                  coverage=top.leg_scores["coverage"], gap=0.0)
+    assert top.score == expected
+
+
 def test_the_floor_is_one_setting_for_every_path(tmp_path: Path) -> None:
     with memroute.open({"memory": {"min_score": 0.0}}, data_dir=str(tmp_path), embedding={"source": "static"}) as m:
         for index, content in enumerate(SEVEN):
