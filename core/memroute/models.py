@@ -699,8 +699,11 @@ class BackendHit:
 
 @attrs.frozen(kw_only=True)
 class SearchHit:
-    """One ranked result. ``tier`` is what produced it (``keyword``, ``vector``, ``hybrid`` or ``recency``);
-    ``ranks`` and ``leg_scores`` give each leg's 1-based rank and raw score where the memory appeared."""
+    """One ranked result. ``score`` is its relevance to the query in [0, 1], calibrated so that it means the
+    same across queries and embedding sources (:mod:`memroute.retrieval.relevance`; on the recency paths,
+    which have no query to be relevant to, ``1 / rank``). ``tier`` is what produced it (``keyword``,
+    ``vector``, ``hybrid`` or ``recency``); ``ranks`` and ``leg_scores`` give each leg's 1-based rank and raw
+    score where the memory appeared, and the measurements the relevance came from."""
 
     memory: Memory
     score: float

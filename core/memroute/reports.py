@@ -319,13 +319,16 @@ class PreviewMemory:
     key: str
     content: str
     score: float
+    """Its relevance to the query, in [0, 1], calibrated (docs/retrieval.md, "Score and floor")."""
     tokens: int
     tier: str
     """What produced it: ``keyword``, ``vector``, ``hybrid`` or ``recency``."""
     ranks: dict[str, int] = attrs.field(factory=dict)
     """Each leg's 1-based rank, where the memory appeared in that leg."""
     leg_scores: dict[str, float] = attrs.field(factory=dict)
-    """Each leg's raw score (keyword: bm25-like, higher is better; vector: cosine)."""
+    """For debugging: each leg's raw score (``keyword``: bm25-like, higher is better; ``vector``: the vector
+    store's ranking score), and what the relevance was computed from (``cosine``: the plain cosine,
+    ``coverage``: the share of the query's content words present, ``fused``: hybrid fusion's score)."""
     metadata: dict[str, Any] = attrs.field(factory=dict)
     """The memory's metadata (``category``, ``polarity``, ``source``, ... for extracted facts)."""
 

@@ -326,6 +326,8 @@ def test_playground_shows_tiers_resolution_budget_and_the_injected_block(ui: Any
     item = next(m for m in wire["memories"] if m["key"] == "preference:ts")
     assert item["ranks"]["keyword"] == 1 and item["ftsScore"] == item["legScores"]["keyword"]
     cells = result.locator("td")
+    assert 0.0 < item["score"] <= 1.0  # a relevance, shown as the Playground's "Relevance" column
+    assert cells.nth(3).inner_text() == f"{item['score']:.2f}"
     keyword_cell, vector_cell = cells.nth(4).inner_text(), cells.nth(5).inner_text()
     assert keyword_cell == f"#1 / {item['legScores']['keyword']:.3f}"
     if "vector" in item["ranks"]:

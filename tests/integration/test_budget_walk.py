@@ -20,7 +20,9 @@ QUESTIONS = ["what does the user think about the billing service?", "marathon tr
 
 @pytest.mark.parametrize("promote_at", [64, 100_000], ids=["matrix tier", "vec0 tier"])
 def test_fetching_ahead_chooses_exactly_what_the_two_pass_walk_chooses(tmp_path: Path, promote_at: int) -> None:
-    with memroute.open({}, data_dir=str(tmp_path), embedding={"source": "static"},
+    # min_score 0: with the relevance floor most candidates never reach the walk, and a budget of 400 tokens
+    # is then never filled at the budget's depth; the walk is what is tested here
+    with memroute.open({"memory": {"min_score": 0.0}}, data_dir=str(tmp_path), embedding={"source": "static"},
                        vectors={"store": "sqlite-vec", "options": {"sqlite-vec": {"promote_at": promote_at}}}) as mem:
         for index, content in enumerate(synthetic_contents(300)):
             mem.add(api_key_id="t", content=content, key=f"note:{index}")
@@ -34,11 +36,7 @@ def test_fetching_ahead_chooses_exactly_what_the_two_pass_walk_chooses(tmp_path:
             return fetch(query, depth, max_tokens)
 
         engine._fetch = counted
-        ranks: list[int] = []
-        rank = engine._rank
-        engine._rank = lambda query, legs, depth, max_tokens: ranks.append(depth) or rank(query, legs, depth,
-                                                                                          max_tokens)
-        went_deeper = stopped = decided_from_the_set = 0
+        went_deeper = stopped = 0
         for number, question in enumerate(QUESTIONS * 2):
             max_tokens = (400, 1000, 1500)[number % 3]
             query = SearchQuery(api_key_id="t", text=f"{question} ({number})", strategy="hybrid", limit=100)
@@ -48,17 +46,14 @@ def test_fetching_ahead_chooses_exactly_what_the_two_pass_walk_chooses(tmp_path:
             passes = list(fetches)
             engine._deeper["t"] = 1.0  # fetch ahead at the full depth, once
             fetches.clear()
-            ranks.clear()
             ahead = engine.search(query, max_tokens=max_tokens)
             assert fetches == [engine.candidate_depth(100)]
-            decided_from_the_set += ranks == [engine.candidate_depth(100)]  # no ranking at the budget's depth
             assert [(h.memory.id, h.score, h.tier) for h in ahead.hits] == [
                 (h.memory.id, h.score, h.tier) for h in walked.hits]
             assert ahead.provenance == walked.provenance
             went_deeper += len(passes) == 2
             stopped += len(passes) == 1
         assert went_deeper and stopped, "the fixture exercises both outcomes of the walk"
-        assert decided_from_the_set, "and the decision taken from the kept set alone"
 
 
 def test_the_walk_learns_per_tenant_to_fetch_ahead(tmp_path: Path) -> None:

@@ -69,7 +69,9 @@ def make_service(tmp_path, plugin_manager, register_plugin):
     def make(memory=None, extraction=None) -> Memroute:
         store = NumpyVectorStore()
         stores.append(store)
-        config = {"memory": {"enabled": True, **(memory or {})}, "backends": {"primary": "main", "main": backend},
+        # min_score 0: the hashing embedder's cosines are not a model's, so no relevance calibration fits them
+        config = {"memory": {"enabled": True, "min_score": 0.0, **(memory or {})},
+                  "backends": {"primary": "main", "main": backend},
                   "manager": {"health_interval_s": 0}}
         # These tests pin the reference's `regex` extractor and facts only: they are about the pipeline's
         # mechanics; the default (`everyday`, messages kept) is tested in test_learning.py.

@@ -98,7 +98,8 @@ def open_service(tmp_path, server, **rerank):
     from memroute.testing.fakes import HashingEmbeddingSource
     from memroute.testing.numpy_store import NumpyVectorStore
 
-    config = {"memory": {"rerank_enabled": True, "rerank_provider_model": "jina/jina-reranker-v2"},
+    # min_score 0: these tests are about the reranker's order over every candidate of a fake embedder
+    config = {"memory": {"rerank_enabled": True, "rerank_provider_model": "jina/jina-reranker-v2", "min_score": 0.0},
               "rerank": {"reranker": "remote", "base_url": server.base_url, "api_key": "sk-test",
                          "allow_private": True, "timeout": 0.3, **rerank}}
     return memroute.open(config, data_dir=str(tmp_path), embedder=HashingEmbeddingSource(64),
@@ -188,7 +189,7 @@ def test_a_third_party_reranker_is_found_through_the_hook(tmp_path, plugin_manag
     from memroute.testing.fakes import HashingEmbeddingSource
     from memroute.testing.numpy_store import NumpyVectorStore
 
-    with Memroute.open({"memory": {"rerank_enabled": True}, "rerank": {"reranker": "reverse"}},
+    with Memroute.open({"memory": {"rerank_enabled": True, "min_score": 0.0}, "rerank": {"reranker": "reverse"}},
                                 data_dir=str(tmp_path), plugins=plugin_manager,
                                 embedder=HashingEmbeddingSource(64), vector_store=NumpyVectorStore()) as mem:
         seed(mem)

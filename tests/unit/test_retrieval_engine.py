@@ -29,7 +29,7 @@ def manager():
 
 def engine(manager, tmp_path, *, embedder=None, store=None, lazy_budget=256, settings=None):
     return RetrievalEngine(
-        manager, memory_settings=settings or MemorySettings(min_similarity=0.05),
+        manager, memory_settings=settings or MemorySettings(min_score=0.0),
         embedder=embedder if embedder is not None else HashingEmbeddingSource(64),
         vector_store=store if store is not None else NumpyVectorStore(),
         index_path=tmp_path / "index.db", background=False, lazy_budget=lazy_budget,
@@ -99,14 +99,16 @@ def test_vector_path_applies_expiry_retention_and_session(manager, tmp_path):
     assert [h.memory.key for h in result] == ["live"]
 
 
-def test_relevance_floor_applies_to_budgeted_retrieval_and_never_to_a_plain_ranking(manager, tmp_path):
-    eng = engine(manager, tmp_path, settings=MemorySettings(min_similarity=0.3))
+def test_the_relevance_floor_applies_to_budgeted_and_plain_searches_alike(manager, tmp_path):
+    eng = engine(manager, tmp_path, settings=MemorySettings(min_score=0.5))
     add(manager, eng, "alice", "Prefers TypeScript for frontend code")
     eng.flush()
-    # augment-style (a token budget): an unrelated question injects nothing
-    assert len(eng.search(q("zebra xylophone quantum", strategy="semantic"), max_tokens=2000)) == 0
-    # an explicit search with a limit is the plain ranking: the floor never costs recall against it
-    assert len(eng.search(q("zebra xylophone quantum", strategy="semantic"))) == 1
+    for max_tokens in (2000, None):
+        assert len(eng.search(q("zebra xylophone quantum", strategy="semantic"), max_tokens=max_tokens)) == 0
+        assert len(eng.search(q("zebra xylophone quantum"), max_tokens=max_tokens)) == 0
+        found = eng.search(q("TypeScript frontend code"), max_tokens=max_tokens)
+        assert [h.memory.content for h in found] == ["Prefers TypeScript for frontend code"]
+        assert 0.5 <= found.hits[0].score <= 1.0
 
 
 def test_exact_with_a_query_keeps_only_matching_memories_newest_first(manager, tmp_path):

@@ -1,140 +1,235 @@
-"""Multi-session conversations for ``memroute bench --learning``, written for memroute.
+"""``memroute bench --quality``, second set: evidence recall on long two-person conversations.
 
-Eight users talk to an assistant over four sessions each. Their turns are of three kinds: *evidence* (something
-about themselves or their world that a later question asks about), *requests and chatter* to the assistant
-(shared by every user), and real chat turns from the ``chitchat-dataset`` package mixed in as everyday filler
-(``pip install 'memroute[bench]'``). Each evidence turn has one question in other words. Users alternate
-between ``dev`` and ``test``; the docs report test.
+Four tenants, each one long conversation between two friends (:data:`memroute.bench.dialogues.DIALOGUES`):
+25 dated sessions of real chat turns from the ``chitchat-dataset`` package (2,000 turns per tenant by
+default, disjoint between tenants), with the turns in which one of them says something worth remembering
+placed in their sessions, and 48 questions about the two people, each labelled with the turns that answer
+it. Every turn is one memory, stored one of two ways: **dated**, ``(7 January 2024) Maya said, "..."`` (as
+the LoCoMo paper stores turns), or **bare**, the turn's text alone (what an episodic memory of user messages
+holds). Questions fall in a **dev** or a **test** half (alternating within each tenant, in the order of a
+hash): tune on dev, report test.
+
+Legs, each through the public service on the same stored data, with no relevance floor (``min_score=0``):
+``keyword`` (BM25 alone: FTS5 through memroute's keyword leg), ``cosine`` (plain cosine: the store's ranking
+refinements off, the whole question embedded), ``rrf`` (the naive recipe: Reciprocal Rank Fusion, k = 60, of
+those two rankings) and ``hybrid`` (memroute's). R@k: the share of a question's evidence turns among the
+top k, averaged over questions.
 """
 
 from __future__ import annotations
 
-from typing import Final
+import json
+import random
+import time
+import uuid
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
 
-__all__ = ["CHATTER", "PEOPLE"]
+import attrs
 
-# (evidence turn, question whose answer is in it); the order is the order they are said in.
-PEOPLE: Final[dict[str, list[tuple[str, str]]]] = {
-    "maya": [
-        ("Hi, I'm Maya. I live in Lisbon and I work as a nurse at the children's hospital.", "What is my job?"),
-        ("I'm allergic to peanuts, so please never suggest satay.", "Which nut am I allergic to?"),
-        ("My daughter Ana starts primary school in September.", "When does Ana begin school?"),
-        ("We finally adopted a cat last weekend, a grey one called Mochi.", "What is the name of our pet?"),
-        ("I've been doing night shifts all month and I'm exhausted.", "What kind of shifts have I been working?"),
-        ("My husband Rui is a chef and he hates when I cook pasta.", "What does my husband do for a living?"),
-        ("I'm learning Japanese for our trip to Kyoto in April.", "Which language am I studying?"),
-        ("The dentist said I need a crown on a back tooth.", "What did the dentist say I need?"),
-        ("We moved to Berlin in January because Rui got a job there.", "Which city do we live in now?"),
-        ("My favorite band is Radiohead, I saw them live twice.", "Which group do I like most?"),
-        ("I run 5k along the river every Saturday morning.", "What do I do on Saturday mornings?"),
-        ("My mother is coming to stay with us for Christmas.", "Who is visiting for the holidays?"),
-    ],
-    "omar": [
-        ("I'm Omar, a data engineer at Acme, mostly working with Spark.", "Where do I work?"),
-        ("I'm vegetarian since college, no meat or fish.", "Do I eat fish?"),
-        ("My wife Leila is expecting twins in May!", "When are the babies due?"),
-        ("I play the oud in a small band on Thursday nights.", "What instrument do I play?"),
-        ("I drive an old Volvo that keeps breaking down.", "What car do I have?"),
-        ("I'm training for the Berlin marathon in September.", "Which race am I preparing for?"),
-        ("Our landlord raised the rent by 15 percent this year.", "How much did the rent go up?"),
-        ("I speak Arabic, French and some German.", "Which languages do I speak?"),
-        ("I have mild asthma, so I carry an inhaler when I run.", "Do I have any medical condition?"),
-        ("My brother Karim just opened a falafel shop in Lyon.", "What business did my brother start?"),
-        ("I switched our pipelines from Airflow to Dagster last quarter.", "Which orchestration tool do we use now?"),
-        ("I hate flying, I take the train whenever I can.", "How do I prefer to travel?"),
-    ],
-    "lena": [
-        ("My name is Lena and I'm a high school chemistry teacher in Graz.", "What subject do I teach?"),
-        ("I'm lactose intolerant, oat milk only for me.", "What milk can I drink?"),
-        ("My son Felix broke his arm skateboarding yesterday.", "What happened to Felix?"),
-        ("We're renovating the kitchen, the contractor starts in two weeks.",
-         "What part of the house is being redone?"),
-        ("I sing in a choir every Tuesday evening.", "What do I do on Tuesday evenings?"),
-        ("I've been reading a lot of Ursula Le Guin lately.", "Which author have I been reading?"),
-        ("My birthday is on November 12th.", "When is my birthday?"),
-        ("I'm thinking about switching to teaching online next year.", "What career change am I considering?"),
-        ("My dog Bruno is a twelve year old beagle with bad hips.", "What breed is my dog?"),
-        ("I grew up on a farm near Salzburg.", "Where did I spend my childhood?"),
-        ("I can't stand horror movies, comedies are more my thing.", "What kind of films do I dislike?"),
-        ("Please keep your answers short, I read them on my phone.", "How long should the answers be?"),
-    ],
-    "jun": [
-        ("I'm Jun, I just started a PhD in marine biology in Hobart.", "What am I studying?"),
-        ("I'm allergic to shellfish, which is ironic for a marine biologist.", "What seafood can't I eat?"),
-        ("My girlfriend Mei lives in Taipei so we do long distance.", "Where does my girlfriend live?"),
-        ("I go diving at the reef every other weekend for my research.", "How often do I dive?"),
-        ("I bought a second-hand kayak for paddling on the Derwent.", "What boat did I buy?"),
-        ("My supervisor wants the first chapter draft by March 1st.", "When is my chapter draft due?"),
-        ("I'm a terrible cook, I mostly live on instant noodles.", "What do I usually eat?"),
-        ("My parents run a tea shop in Tainan.", "What business do my parents have?"),
-        ("I speak Mandarin and Taiwanese at home.", "What languages do I use with family?"),
-        ("I'm flying home to Taiwan for Lunar New Year.", "Where am I going for the new year?"),
-        ("I love bouldering, I go to the climbing gym three times a week.", "Which sport do I do at the gym?"),
-        ("My laptop died and I lost two weeks of data.", "What happened to my computer?"),
-    ],
-    "sofia": [
-        ("Hey, I'm Sofia. I work for a small architecture firm in Milan.", "What kind of company employs me?"),
-        ("I'm pregnant with our first child, due in August.", "When is my baby due?"),
-        ("My partner Luca is a cyclist and races on weekends.", "What sport does Luca do?"),
-        ("I have celiac disease, so everything must be gluten-free.", "What do I need to avoid in food?"),
-        ("We're buying a flat in the Navigli district.", "Which neighbourhood are we buying in?"),
-        ("I restore old furniture as a hobby.", "What is my hobby?"),
-        ("My grandmother taught me to make gnocchi when I was six.", "Who taught me to cook gnocchi?"),
-        ("I'm terrible with deadlines when I'm stressed.", "What do I struggle with under stress?"),
-        ("My favorite architect is Lina Bo Bardi.", "Which architect do I admire most?"),
-        ("I take the tram to work every day.", "How do I get to work?"),
-        ("My sister Giulia is getting married in Sicily in June.", "Whose wedding is in June?"),
-        ("From now on, always answer in Italian please.", "Which language should replies be in?"),
-    ],
-    "kwame": [
-        ("I'm Kwame, a software developer at a fintech in Accra.", "What industry do I work in?"),
-        ("I'm diabetic, type 2, diagnosed last spring.", "What condition was I diagnosed with?"),
-        ("My daughter Esi plays the violin in the school orchestra.", "What instrument does Esi play?"),
-        ("I coach a youth football team on Sunday afternoons.", "What do I do on Sunday afternoons?"),
-        ("We're planning a family trip to Cape Coast in December.", "Where is the family trip going?"),
-        ("I used to live in Manchester for eight years.", "Which English city did I live in?"),
-        ("My wife Ama runs a small catering business.", "What does Ama do?"),
-        ("I prefer TypeScript for everything on the backend.", "Which language do I favour for backend work?"),
-        ("I don't drink alcohol at all.", "Do I drink beer?"),
-        ("My car got stolen from the office parking lot last month.", "What happened to my car?"),
-        ("I'm reading a biography of Kwame Nkrumah.", "Whose biography am I reading?"),
-        ("I wake up at 5am to pray and then go for a walk.", "What time do I get up?"),
-    ],
-    "ines": [
-        ("I'm Ines, a retired judge living in Seville.", "What was my profession?"),
-        ("I have three grandchildren, the youngest is two.", "How many grandchildren do I have?"),
-        ("My knee replacement surgery is scheduled for October 3rd.", "When is my operation?"),
-        ("I paint watercolours of the river most mornings.", "What do I paint?"),
-        ("My late husband Manuel loved flamenco.", "What music did Manuel love?"),
-        ("I volunteer at the food bank on Wednesdays.", "Where do I volunteer?"),
-        ("I don't eat red meat anymore, doctor's orders.", "What meat do I avoid?"),
-        ("My son Pablo lives in Boston and works at a hospital.", "Where does Pablo live?"),
-        ("I'm learning English with an app every evening.", "What language am I practising?"),
-        ("I have a parrot called Lola who whistles tangos.", "What bird do I keep?"),
-        ("We're going to Portugal for Easter, to Porto.", "Where am I going at Easter?"),
-        ("I find modern art completely baffling.", "What kind of art don't I understand?"),
-    ],
-    "dev": [
-        ("I'm Dev, a freelance illustrator working from home in Pune.", "Where do I work from?"),
-        ("I'm vegan and I mostly cook South Indian food.", "What diet do I follow?"),
-        ("My roommate Arjun is moving out at the end of the month.", "Who is moving out?"),
-        ("I have two cats, Pixel and Byte.", "What are my cats called?"),
-        ("I draw comics for a webzine every week.", "What do I draw every week?"),
-        ("My grandfather taught me chess, I still play online daily.", "Which board game do I play online?"),
-        ("I'm saving up for a new drawing tablet.", "What am I saving for?"),
-        ("My sister Priya is a doctor in Chennai.", "What does Priya do?"),
-        ("I got a commission from a publisher for a children's book!", "What project did the publisher give me?"),
-        ("I have migraines when I stare at screens too long.", "What health problem do screens give me?"),
-        ("I'm going to Goa next week with college friends.", "Where am I travelling next week?"),
-        ("Don't use emojis in your replies, please.", "What should be left out of replies?"),
-    ],
-}
+from memroute.bench.dialogues import DIALOGUES
+from memroute.config.serialization import memory_to_dict
+from memroute.errors import ConfigError
+from memroute.models import Memory, utcnow
 
-CHATTER: Final[tuple[str, ...]] = (
-    "Hi!", "Hello again", "thanks", "Thanks, that helps a lot!", "ok", "got it", "sounds good", "great, thank you",
-    "Explain how a hash map works", "Translate 'good morning' into German", "Write a haiku about rain",
-    "What is the capital of Canada?", "How do I reverse a list in Python?", "Summarize that in one line",
-    "Can you give me a recipe for pancakes?", "Why is the sky blue?", "Tell me a joke", "What's 15% of 80?",
-    "Define entropy in simple terms", "How many ounces are in a pound?", "Give me three synonyms for happy",
-    "lol", "perfect", "ok, next question", "Never mind.", "Can you check this sentence for typos?",
-)
+__all__ = ["FORMATS", "KS", "LEGS", "Question", "questions", "run_conversations", "summary"]
+
+LEGS = ("keyword", "cosine", "rrf", "hybrid")
+FORMATS = ("dated", "bare")
+KS = (5, 10, 25, 50)
+SESSIONS = 25
+RRF_K = 60
+FIRST_SESSION = datetime(2024, 1, 7, 19, 0, tzinfo=UTC)
+_NAMESPACE = uuid.UUID("0b6f5a3e-8c1d-4e2f-9a7b-5d3c2e1f0a99")
+
+
+@attrs.frozen(kw_only=True)
+class Question:
+    tenant: str
+    text: str
+    evidence: tuple[str, ...]
+    split: str
+
+
+def questions() -> list[Question]:
+    """Every question, with its split: each tenant's questions, ordered by a hash of tenant and text,
+    alternate between ``dev`` and ``test``."""
+    out = []
+    for tenant, (_, _, asked) in DIALOGUES.items():
+        ordered = sorted(asked, key=lambda q: zlib.crc32(f"{tenant}/{q[0]}".encode()))
+        out += [Question(tenant=tenant, text=text, evidence=evidence, split=("dev", "test")[i % 2])
+                for i, (text, evidence) in enumerate(ordered)]
+    return out
+
+
+def real_conversations(seed: int = 29) -> list[list[str]]:
+    """The real two-person conversations of ``chitchat-dataset``, each a list of turns, shuffled."""
+    try:
+        import chitchat_dataset
+    except ImportError:
+        raise ConfigError("the quality benchmark needs the chitchat-dataset package: "
+                          "pip install 'memroute[bench]'") from None
+    conversations = []
+    for conversation in chitchat_dataset.ConversationDataset():
+        turns = [" ".join(turn.split()) for turn in conversation]
+        turns = [turn for turn in turns if 2 <= len(turn) <= 400]
+        if len(turns) >= 4:
+            conversations.append(turns)
+    random.Random(seed).shuffle(conversations)
+    return conversations
+
+
+def _session_date(session: int) -> datetime:
+    return FIRST_SESSION + timedelta(days=14 * session)
+
+
+def render(text: str, speaker: str, session: int, form: str) -> str:
+    """A turn as stored: ``dated`` with its session's date and speaker, ``bare`` as said."""
+    if form == "bare":
+        return text
+    return f'({_session_date(session):%-d %B %Y}) {speaker} said, "{text}"'
+
+
+def memories(per_tenant: int, form: str, conversations: list[list[str]]) -> Iterator[Memory]:
+    """Every tenant's turns as memories: ``per_tenant`` real turns in :data:`SESSIONS` sessions (whole
+    conversations, the speakers taking turns), each evidence turn placed in the middle of its session.
+    Memories are created in session order over the last 20 days (inside the default retention)."""
+    now = utcnow()
+    start = now - timedelta(days=20)
+    step = timedelta(days=19) / SESSIONS
+    used = 0
+    for tenant, (speakers, evidence, _) in DIALOGUES.items():
+        turns: list[tuple[str, str]] = []  # (speaker, text)
+        while len(turns) < per_tenant:
+            if used >= len(conversations):
+                raise ConfigError("not enough real conversations for that many turns per tenant")
+            conversation = conversations[used]
+            first = used % 2
+            turns += [(speakers[(first + i) % 2], text) for i, text in enumerate(conversation)]
+            used += 1
+        turns = turns[:per_tenant]
+        size = -(-len(turns) // SESSIONS) if turns else 0
+        sessions: list[list[tuple[str, str, str]]] = [
+            [(f"turn:{index}", speaker, text) for index, (speaker, text) in
+             enumerate(turns[s * size:(s + 1) * size], start=s * size)] for s in range(SESSIONS)]
+        for key, speaker, session, text in evidence:
+            rows = sessions[session]
+            rows.insert(len(rows) // 2, (key, speaker, text))
+        for session, rows in enumerate(sessions):
+            for position, (key, speaker, text) in enumerate(rows):
+                moment = start + session * step + timedelta(seconds=30 * position)
+                yield Memory(id=str(uuid.uuid5(_NAMESPACE, f"{tenant}/{key}")), api_key_id=tenant, key=key,
+                             content=render(text, speaker, session, form), created_at=moment, updated_at=moment)
+
+
+def naive_rrf(*rankings: list[str], k: int = RRF_K) -> list[str]:
+    """Reciprocal Rank Fusion of ``rankings`` (each best first): ``Σ 1 / (k + rank)``, ties by first seen."""
+    scores: dict[str, float] = {}
+    for ranking in rankings:
+        for rank, key in enumerate(ranking, start=1):
+            scores[key] = scores.get(key, 0.0) + 1.0 / (k + rank)
+    return sorted(scores, key=lambda key: -scores[key])
+
+
+def evaluate(rank: Callable[[str, Question], list[str]], asked: Iterable[Question]) -> dict[str, Any]:
+    """``{split: {leg: {"R@k": recall, ..., "n": questions}}}`` over ``asked``, for the rankings ``rank(leg,
+    question)`` returns (memory keys, best first)."""
+    sums: dict[tuple[str, str], list[float]] = {}
+    for question in asked:
+        wanted = set(question.evidence)
+        for leg in LEGS:
+            ranking = rank(leg, question)
+            for split in (question.split, "all"):
+                acc = sums.setdefault((split, leg), [0.0] * (len(KS) + 1))
+                acc[-1] += 1
+                for i, k in enumerate(KS):
+                    acc[i] += len(wanted & set(ranking[:k])) / len(wanted)
+    report: dict[str, Any] = {}
+    for (split, leg), acc in sorted(sums.items()):
+        n = acc[-1]
+        report.setdefault(split, {})[leg] = {**{f"R@{k}": round(acc[i] / n, 3) for i, k in enumerate(KS)},
+                                             "n": int(n)}
+    return report
+
+
+PLAIN_OPTIONS: dict[str, dict[str, Any]] = {"static": {"query_content_words": False}}
+PLAIN_VECTORS: dict[str, Any] = {"center": False, "hub_penalty": 0.0}
+
+
+def measure(open_service: Callable[..., Any], data_dir: Path, embedding: dict[str, Any], form: str,
+            per_tenant: int, conversations: list[list[str]],
+            progress: Callable[[str], None] = lambda m: None) -> dict[str, Any]:
+    """Load one store (every tenant's turns, stored as ``form``) and evaluate every leg on every question."""
+    lines = [json.dumps(memory_to_dict(m)) for m in memories(per_tenant, form, conversations)]
+    depth = max(KS)
+    with open_service(data_dir, embedding) as mem:
+        started = time.perf_counter()
+        mem.import_jsonl(lines)
+        if not mem.flush(timeout=3600):
+            raise RuntimeError("indexing did not finish")
+        loaded = time.perf_counter() - started
+        progress(f"{form}: loaded {len(lines)} turns in {loaded:.1f} s")
+        plain_embedding = {**embedding, **PLAIN_OPTIONS.get(str(embedding.get("source")), {})}
+        with open_service(data_dir, {"source": "none"}) as keyword_only, \
+                open_service(data_dir, plain_embedding, PLAIN_VECTORS) as plain:
+
+            def keys(service: Any, question: Question, strategy: str, expected: tuple[str, ...]) -> list[str]:
+                result = service.search(question.text, api_key_id=question.tenant, strategy=strategy,
+                                        limit=depth, min_score=0.0, record_access=False)
+                if tuple(result.provenance.legs) != expected:
+                    raise RuntimeError(f"a leg did not run as such: {result.provenance}")
+                return [hit.memory.key for hit in result.hits]
+
+            def rank(leg: str, question: Question) -> list[str]:
+                if leg == "keyword":
+                    return keys(keyword_only, question, "hybrid", ("keyword",))
+                if leg == "cosine":
+                    return keys(plain, question, "semantic", ("vector",))
+                if leg == "rrf":
+                    return naive_rrf(rank("keyword", question), rank("cosine", question))
+                return keys(mem, question, "hybrid", ("keyword", "vector"))
+
+            started = time.perf_counter()
+            report = evaluate(rank, questions())
+            report["seconds"] = {"load": round(loaded, 1), "queries": round(time.perf_counter() - started, 1)}
+    return report
+
+
+def run_conversations(
+    open_service: Callable[..., Any],
+    *,
+    models: Iterable[str] = ("static", "transformers"),
+    per_tenant: int = 2000,
+    root: Path,
+    progress: Callable[[str], None] = lambda m: None,
+) -> dict[str, Any]:
+    """The whole set: for each embedding source and each way of storing a turn, one store and every leg.
+    ``open_service(data_dir, embedding_options, vector_options=None)`` as for
+    :func:`memroute.bench.quality.run_quality`."""
+    conversations = real_conversations()
+    report: dict[str, Any] = {"questions": len(questions()), "tenants": len(DIALOGUES),
+                              "turns_per_tenant": per_tenant, "results": {}}
+    for model in models:
+        for form in FORMATS:
+            progress(f"conversations: {model}, turns stored {form}")
+            report["results"].setdefault(model, {})[form] = measure(
+                open_service, root / f"conversations-{model}-{form}", {"source": model}, form, per_tenant,
+                conversations, progress)
+    return report
+
+
+def summary(report: dict[str, Any], split: str = "test") -> str:
+    """One Markdown table of one split: a row per (source, storage, leg), R@k across."""
+    out = ["| embeddings | turns stored | leg | " + " | ".join(f"R@{k}" for k in KS) + " |",
+           "|---|---|---|" + "---|" * len(KS)]
+    names = {"keyword": "BM25 alone", "cosine": "plain cosine", "rrf": "naive RRF", "hybrid": "**memroute hybrid**"}
+    for model, by_form in report["results"].items():
+        for form, result in by_form.items():
+            for leg in LEGS:
+                cell = result[split][leg]
+                out.append(f"| {model} | {form} | {names[leg]} | "
+                           + " | ".join(f"{cell[f'R@{k}']:.3f}" for k in KS) + " |")
+    return "\n".join(out)

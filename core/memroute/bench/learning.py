@@ -4,7 +4,7 @@
    of the ``everyday`` extractor (a fact counts when it lands in the expected slot family and keeps the expected
    word) beside the reference's ``regex`` extractor (counted leniently: the expected word anywhere in a fact's
    content, since it has no slots).
-2. **End to end** on the multi-session conversations of :mod:`memroute.bench.conversations`: every user turn goes
+2. **End to end** on the multi-session conversations of :mod:`memroute.bench.learning_data`: every user turn goes
    through ``observe`` (or, for the ceiling, straight into the store with ``add``), every question through hybrid
    ``search``; R@k is the share of questions whose evidence turn (the message itself, or a fact extracted from it)
    is in the top k (3, 5, 10).
@@ -21,7 +21,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from memroute.bench.conversations import CHATTER, PEOPLE
+from memroute.bench.learning_data import CHATTER, PEOPLE
 from memroute.bench.statements import STATEMENTS, Statement
 
 __all__ = ["MODES", "conversation_turns", "extraction_table", "learning_table", "run_learning", "score_extraction"]

@@ -12,7 +12,8 @@ Everything runs through the public service on a fresh data directory: the ``vect
 same store opened with ``[embedding] source = "none"`` (hybrid then degrades, visibly, to the keyword leg), and
 ``cosine``, the plain-cosine baseline, is the semantic search of the same store opened with its ranking
 refinements off (no centring, no hub penalty, the whole question embedded).
-Every search passes a ``limit`` and no budget, so what is measured is the plain ranking. R@k: the answer is
+Every search passes a ``limit``, no budget and ``min_score=0`` (no relevance floor), so what is measured is
+the plain ranking. R@k: the answer is
 in the top k; MRR@10: mean reciprocal rank of the answer within the top 10.
 """
 
@@ -170,7 +171,8 @@ def measure(open_service: Callable[..., Any], data_dir: Path, embedding: dict[st
             def search(leg: str, query: Query) -> list[str]:
                 service = {"keyword": keyword_only, "cosine": plain}.get(leg, mem)
                 strategy = "semantic" if leg in ("vector", "cosine") else "hybrid"
-                result = service.search(query.text, api_key_id=query.tenant, strategy=strategy, limit=10)
+                result = service.search(query.text, api_key_id=query.tenant, strategy=strategy, limit=10,
+                                        min_score=0.0)
                 expected = ("keyword",) if leg == "keyword" else ("vector",) if leg in ("vector", "cosine") else (
                     "keyword", "vector")
                 if tuple(result.provenance.legs) != expected:

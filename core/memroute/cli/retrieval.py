@@ -50,7 +50,7 @@ def reindex(ctx: click.Context, force: bool, as_json: bool) -> None:
 @click.option("--output", type=click.Path(dir_okay=False), default=None, help="Also write the JSON report here.")
 @click.option("--quality", is_flag=True,
               help="Measure retrieval quality instead (R@1 / R@5 / MRR per leg, held-out questions, real chat "
-                   "distractors; needs memroute[bench]).")
+                   "distractors; and evidence recall R@5-R@50 on long conversations; needs memroute[bench]).")
 @click.option("--learning", is_flag=True,
               help="Measure what observe learns instead: fact extraction precision / recall per category on "
                    "labelled sentences, and R@5 / R@10 of evidence turns in multi-session conversations through "
@@ -58,8 +58,8 @@ def reindex(ctx: click.Context, force: bool, as_json: bool) -> None:
 @click.option("--models", default="static,transformers", show_default=True,
               help="With --quality: the embedding sources to measure.")
 @click.option("--distractors", type=int, default=2000, show_default=True,
-              help="With --quality: real chat turns per tenant; with --learning: real chat turns mixed into each "
-                   "user's conversations [default there: 500].")
+              help="With --quality: real chat turns per tenant (distractors, and the conversations' length); "
+                   "with --learning: real chat turns mixed into each user's conversations [default there: 500].")
 @click.option("--http", "http", is_flag=True,
               help="Also benchmark memroute serve: search and add over HTTP vs in-process, 1 vs 8 writers, for a "
                    "tenant of each --sizes (default: 5,000 memories; 1,000 with --quick).")
@@ -259,6 +259,8 @@ def _proxy_bench(*, sizes: str, rounds: int, max_tokens: int | None) -> Any:
 def _bench_quality(ctx: click.Context, models: list[str], distractors: int, output: str | None) -> None:
     import tempfile
 
+    from memroute.bench.conversations import run_conversations
+    from memroute.bench.conversations import summary as conversation_summary
     from memroute.bench.quality import run_quality, summary, tables
     from memroute.config.settings import load_settings
     from memroute.service import Memroute
@@ -275,20 +277,27 @@ def _bench_quality(ctx: click.Context, models: list[str], distractors: int, outp
                              backends={"primary": "main", "fallbacks": [],
                                        "instances": {"main": {"type": "sqlite", "options": {}}}})
 
+    def progress(message: str) -> None:
+        click.echo(f"... {message}", err=True)
+
     with tempfile.TemporaryDirectory(prefix="memroute-quality-") as tmp:
-        report = run_quality(open_fresh, models=models, per_tenant=distractors, root=Path(tmp),
-                             progress=lambda m: click.echo(f"... {m}", err=True))
+        report = run_quality(open_fresh, models=models, per_tenant=distractors, root=Path(tmp), progress=progress)
+        talk = run_conversations(open_fresh, models=models, per_tenant=distractors, root=Path(tmp),
+                                 progress=progress)
     click.echo(tables(report, "test"))
     click.echo("\n" + summary(report, "test"))
     click.echo("\nDev split (calibration):\n" + summary(report, "dev"))
+    click.echo("\nConversations: evidence recall, test split\n" + conversation_summary(talk, "test"))
+    click.echo("\nConversations, dev split\n" + conversation_summary(talk, "dev"))
     if output:
-        Path(output).write_text(json.dumps(report, indent=2, default=str), encoding="utf-8")
+        Path(output).write_text(json.dumps({**report, "conversations": talk}, indent=2, default=str),
+                                encoding="utf-8")
 
 
 def _bench_learning(ctx: click.Context, filler: int, output: str | None) -> None:
     import tempfile
 
-    from memroute.bench.conversations import PEOPLE
+    from memroute.bench.learning_data import PEOPLE
     from memroute.bench.learning import extraction_table, learning_table, run_learning
     from memroute.bench.quality import chat_distractors
     from memroute.config.settings import load_settings

@@ -58,6 +58,10 @@ class CachedEmbeddingSource(EmbeddingSource):
         return self.inner.fusion_keyword_weight
 
     @property
+    def relevance_calibration(self) -> tuple[float, float, float, float] | None:  # type: ignore[override]
+        return self.inner.relevance_calibration
+
+    @property
     def query_content_words(self) -> bool:  # type: ignore[override]
         return self.inner.query_content_words
 

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
 
 from memroute.models import SearchHit
 
 __all__ = ["fit_budget"]
 
 
-def fit_budget(hits: Sequence[SearchHit], max_tokens: int | None, limit: int | None = None) -> list[SearchHit]:
+def fit_budget(hits: Iterable[SearchHit], max_tokens: int | None, limit: int | None = None) -> list[SearchHit]:
     """Fill ``max_tokens`` in rank order, **skipping** an item that does not fit and going on (the reference
-    stopped at the first such item, and always returned one item even when it was oversized)."""
+    stopped at the first such item, and always returned one item even when it was oversized). ``hits`` is
+    taken only as far as needed: it stops at ``limit``."""
     chosen: list[SearchHit] = []
     used = 0
     for hit in hits:

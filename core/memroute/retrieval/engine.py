@@ -9,10 +9,10 @@ is degraded.
 
 from __future__ import annotations
 
+import itertools
 import logging
-import statistics
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,12 +23,12 @@ from memroute.embedding.cache import uncached
 from memroute.errors import MemrouteError
 from memroute.interfaces import EmbeddingSignature, EmbeddingSource, Reranker, VectorHit, VectorStore
 from memroute.models import Memory, Provenance, SearchHit, SearchQuery, SearchResult
-from memroute.retrieval import fusion
 from memroute.retrieval.budget import fit_budget
 from memroute.retrieval.fusion import DEFAULT_KEYWORD_WEIGHT, fuse, fuse_scores, keyword_query
 from memroute.retrieval.gil import checkpoint
 from memroute.retrieval.indexer import Indexer, IndexQueue, store_identity
 from memroute.retrieval.ordering import order_hits, order_pairs, recency_key
+from memroute.retrieval.relevance import Calibration, iter_scored
 from memroute.routing.manager import ManagedSearch, MemoryManager
 
 __all__ = ["BUDGET_TOKENS_PER_MEMORY", "CANDIDATE_CAP", "MIN_CANDIDATES", "RECENT_MATCH_DEPTH", "RetrievalEngine"]
@@ -213,15 +213,17 @@ class RetrievalEngine:
         fits = -(-max_tokens // BUDGET_TOKENS_PER_MEMORY)
         return min(self.candidate_depth(limit), max(fits, MIN_CANDIDATES, self.settings.vec_top_k))
 
-    def search(self, query: SearchQuery, *, max_tokens: int | None = None) -> SearchResult:
+    def search(self, query: SearchQuery, *, max_tokens: int | None = None,
+               min_score: float | None = None) -> SearchResult:
         """Ranked memories for ``query``, at most ``query.limit`` of them, within ``max_tokens`` when given.
 
-        A budgeted search (``max_tokens`` given: what ``augment`` and the preview run) also applies the
-        vector leg's relevance floor, because there an irrelevant memory costs tokens in every request; a
-        search with only a limit returns the plain ranking, so the floor never costs recall against it.
-        A budgeted search also sizes its candidate lists to the budget (:meth:`budget_depth`); when a leg
-        came back full and the budget still has room for another memory of the size of those chosen, it
-        ranks again at the full depth, so small memories still fill the budget.
+        Every hit of a semantic or hybrid search is scored with its relevance
+        (:mod:`memroute.retrieval.relevance`) and those below ``min_score`` (default ``[memory] min_score``)
+        are left out, with or without a budget: the same floor for ``search``, ``augment`` and the preview.
+        With a reranker, the floor applies before it re-scores. A budgeted search also sizes its candidate
+        lists to the budget (:meth:`budget_depth`); when a leg came back full and the budget still has room
+        for another memory of the size of those chosen, it ranks again at the full depth, so small memories
+        still fill the budget.
 
         Which depth answers is decided on the ranking at the budget's depth, always; what is learned per
         tenant is only how the candidates are fetched. A tenant whose recent budgeted searches mostly went
@@ -229,9 +231,9 @@ class RetrievalEngine:
         at the full depth at once, and the budget-depth ranking is the top of those lists (a leg's best ``d``
         of ``n`` are its ``d`` best), so the same memories are chosen with one search instead of two."""
         with self.manager.read_scope():
-            return self._search(query, max_tokens)
+            return self._search(query, max_tokens, self.settings.min_score if min_score is None else min_score)
 
-    def _search(self, query: SearchQuery, max_tokens: int | None) -> SearchResult:
+    def _search(self, query: SearchQuery, max_tokens: int | None, floor: float) -> SearchResult:
         if not query.text.strip():
             return self._recency(query, max_tokens)
         if query.strategy == "exact":
@@ -241,11 +243,7 @@ class RetrievalEngine:
         walk = max_tokens is not None and depth < full
         ahead = walk and self.reranker is None and self._deeper.get(query.api_key_id, 0.0) >= DEEPER_AT
         legs = self._fetch(query, full if ahead else depth, max_tokens)
-        if ahead and max_tokens is not None and self._goes_deeper(query, legs, depth, max_tokens):
-            hits, provenance, _ = self._rank(query, legs, full, max_tokens)
-            self._learn(query.api_key_id, True)
-            return SearchResult(hits=tuple(fit_budget(hits, max_tokens, query.limit)), provenance=provenance)
-        hits, provenance, saturated = self._rank(query, legs, depth, max_tokens)
+        hits, provenance, saturated = self._rank(query, legs, depth, max_tokens, floor)
         chosen = fit_budget(hits, max_tokens, query.limit)
         if walk and saturated and max_tokens is not None and len(chosen) < query.limit:
             sizes = sorted(hit.tokens for hit in chosen)
@@ -253,39 +251,12 @@ class RetrievalEngine:
             if deeper:
                 if not ahead:
                     legs = self._fetch(query, full, max_tokens)
-                hits, provenance, _ = self._rank(query, legs, full, max_tokens)
+                hits, provenance, _ = self._rank(query, legs, full, max_tokens, floor)
                 chosen = fit_budget(hits, max_tokens, query.limit)
             self._learn(query.api_key_id, deeper)
         elif walk:
             self._learn(query.api_key_id, False)
         return SearchResult(hits=tuple(chosen), provenance=provenance)
-
-    def _goes_deeper(self, query: SearchQuery, legs: _Legs, depth: int, max_tokens: int) -> bool:
-        """True when the ranking at ``depth`` certainly makes the walk go deeper, decided from the set of memories
-        score fusion keeps: when they all fit the budget together, the walk takes every one in any order, so
-        neither fused scores nor ranks are needed (hybrid, score fusion, no reranker). False: not certain."""
-        served, candidates = legs.keyword, legs.vector
-        if (served is None or candidates is None or query.strategy != "hybrid" or self.reranker is not None
-                or self.settings.fusion == "rrf"):
-            return False
-        vector_depth = self._vector_depth(query, depth, max_tokens)
-        if not (len(served.hits) >= depth or len(candidates) >= vector_depth):
-            return False  # not saturated: the walk stops here
-        kept = {memory.id: memory for memory, _ in self._vector_hits(
-            query, legs, candidates[:vector_depth], floor=True, known=legs.known, read_ahead=candidates,
-            ordered=False)}
-        keyword = [(h.memory, h.score) for h in served.hits[:depth] if query.admits(h.memory)]
-        if keyword:  # the keyword hits fuse_scores keeps: those the vector leg has, and those that stand out
-            reference = statistics.median(score for _, score in keyword)
-            for memory, score in keyword:
-                if memory.id not in kept and reference > 0 and min(
-                        fusion.KEYWORD_CAP, max(0.0, (score / reference - 1.0) / fusion.KEYWORD_STAND_OUT)) > 0.0:
-                    kept[memory.id] = memory
-        if len(kept) >= query.limit:
-            return False
-        sizes = sorted(memory.tokens for memory in kept.values())
-        used = sum(sizes)
-        return used <= max_tokens and max_tokens - used >= (sizes[len(sizes) // 2] if sizes else 1)
 
     def _learn(self, tenant: str, deeper: bool) -> None:
         """Fold whether a budgeted search of ``tenant`` went to the full depth into its running average."""
@@ -324,11 +295,12 @@ class RetrievalEngine:
             legs.known = {h.memory.id: h.memory for h in legs.keyword.hits}
         return legs
 
-    def _rank(self, query: SearchQuery, legs: _Legs, depth: int,
-              max_tokens: int | None) -> tuple[list[SearchHit], Provenance, bool]:
+    def _rank(self, query: SearchQuery, legs: _Legs, depth: int, max_tokens: int | None,
+              floor: float) -> tuple[Iterator[SearchHit], Provenance, bool]:
         """The fused (or single-leg) ranking from the best ``depth`` candidates of each leg (at most what
-        ``legs`` fetched), how it was served, and whether a leg returned all ``depth`` it was asked for (so
-        there may be more)."""
+        ``legs`` fetched), each hit scored with its relevance as it is taken and those below ``floor`` left
+        out; how it was served; and whether a leg returned all ``depth`` it was asked for (so there may be
+        more)."""
         reasons = list(legs.reasons)
         served = legs.keyword
         keyword_hits: list[tuple[Memory, float]] = []
@@ -341,8 +313,7 @@ class RetrievalEngine:
             # Fetched ahead (a ranking at the budget's depth first, most likely one at the full depth next): the
             # memories of every candidate are read at once, one read instead of two.
             ahead = legs.vector if legs.depth > depth else None
-            vector_hits = self._vector_hits(query, legs, legs.vector[:vector_depth], floor=max_tokens is not None,
-                                            known=known, read_ahead=ahead)
+            vector_hits = self._vector_hits(query, legs, legs.vector[:vector_depth], known=known, read_ahead=ahead)
         saturated = (served is not None and len(served.hits) >= depth) or (
             legs.vector is not None and len(legs.vector) >= vector_depth)
         if vector_hits is None:
@@ -359,11 +330,16 @@ class RetrievalEngine:
         else:
             hits = fuse_scores(keyword_hits, vector_hits, keyword_weight=self.keyword_weight)
             legs_used, used = ("keyword", "vector"), "hybrid"
+        candidates = legs.vector[:vector_depth] if legs.vector is not None and vector_hits is not None else None
+        scored = self._scored(query, hits, candidates, fused=used == "hybrid", floor=floor)
         reranked = rerank_error = None
-        if self.reranker is not None and vector_hits is not None and hits:
-            hits, reranked, rerank_error = self._rerank(query.text, hits)
-            if rerank_error is not None:
-                reasons.append(f"rerank failed ({rerank_error}): fused order kept")
+        if self.reranker is not None and vector_hits is not None:
+            head = list(itertools.islice(scored, self.rerank_candidates))
+            if head:
+                head, reranked, rerank_error = self._rerank(query.text, head)
+                if rerank_error is not None:
+                    reasons.append(f"rerank failed ({rerank_error}): fused order kept")
+            scored = itertools.chain(head, scored)
         backend, fallback = self._served_by(served)
         if fallback and served is not None:
             reasons.append(f"primary unavailable ({served.error}); served by fallback {backend}")
@@ -373,7 +349,7 @@ class RetrievalEngine:
             vector_store=getattr(self.vector_store, "store_name", None) if vector_hits is not None else None,
             rerank=reranked, rerank_error=rerank_error,
         )
-        return hits, provenance, saturated
+        return scored, provenance, saturated
 
     def _rerank(self, text: str, hits: list[SearchHit]) -> tuple[list[SearchHit], str | None, str | None]:
         """The top ``rerank_candidates`` hits re-scored by the reranker, best first (``score`` is the
@@ -476,19 +452,12 @@ class RetrievalEngine:
             reasons.append(f"vector leg failed ({type(exc).__name__}: {exc}): degraded to keyword")
             return None
 
-    def _vector_hits(self, query: SearchQuery, legs: _Legs, candidates: list[VectorHit], *, floor: bool,
-                     known: dict[str, Memory], read_ahead: list[VectorHit] | None = None,
-                     ordered: bool = True) -> list[tuple[Memory, float]]:
-        """The vector ranking from ``candidates``. With ``floor``, candidates below the relevance floor are
-        dropped (see :meth:`search`); memories in ``known`` (the keyword leg's) or read before for ``legs``
-        are not read again (``query.admits`` is applied to every memory, whoever read it). The memories of
-        ``read_ahead`` are read along with those ``candidates`` need (for a deeper ranking to come). Without
-        ``ordered``, the pairs come in the candidates' order (a caller that needs only the set skips the sort)."""
-        if candidates and floor:
-            # The floor is about absolute cosines (a store may rank by a refinement of them: VectorHit.cosine).
-            cosines = [hit.score if hit.cosine is None else hit.cosine for hit in candidates]
-            cutoff = max(self.settings.min_similarity, max(cosines) - self.settings.similarity_window)
-            candidates = [hit for hit, cosine in zip(candidates, cosines, strict=True) if cosine >= cutoff]
+    def _vector_hits(self, query: SearchQuery, legs: _Legs, candidates: list[VectorHit], *,
+                     known: dict[str, Memory], read_ahead: list[VectorHit] | None = None) -> list[tuple[Memory, float]]:
+        """The vector ranking from ``candidates``. Memories in ``known`` (the keyword leg's) or read before for
+        ``legs`` are not read again (``query.admits`` is applied to every memory, whoever read it). The
+        memories of ``read_ahead`` are read along with those ``candidates`` need (for a deeper ranking to
+        come)."""
         memories = {**legs.read, **known}
         wanted = candidates if read_ahead is None else read_ahead
         missing = [hit.memory_id for hit in wanted if hit.memory_id not in memories
@@ -502,7 +471,20 @@ class RetrievalEngine:
         admits = query.admits
         pairs = [(memory, hit.score) for hit in candidates
                  if (memory := memories.get(hit.memory_id)) is not None and admits(memory)]
-        return order_pairs(pairs) if ordered else pairs
+        return order_pairs(pairs)
+
+    def _scored(self, query: SearchQuery, hits: list[SearchHit], candidates: list[VectorHit] | None, *,
+                fused: bool, floor: float) -> Iterator[SearchHit]:
+        """``hits`` in their order, each scored with its relevance (:mod:`memroute.retrieval.relevance`) as
+        it is taken, those below ``floor`` left out. ``candidates``: the vector leg's (``None``: the keyword
+        leg alone served)."""
+        if candidates is None:
+            return iter_scored(hits, query.text, None, cosines={}, vector_best=None, floor=floor)
+        cosines = {c.memory_id: c.score if c.cosine is None else c.cosine for c in candidates}
+        best = max((c.score for c in candidates), default=0.0)
+        calibration = getattr(self.embedder, "relevance_calibration", None)
+        return iter_scored(hits, query.text, Calibration.of(calibration) if calibration else None,
+                           cosines=cosines, vector_best=best, fused=fused, floor=floor)
 
     # --- operations ------------------------------------------------------------------------------------
     def warm_up(self) -> bool:
@@ -576,7 +558,7 @@ class RetrievalEngine:
             "rerank": self._rerank_status(),
             "fusion": {"method": "score-aware" if self.settings.fusion == "score" else "weighted RRF",
                        "keyword_weight": self.keyword_weight, "rrf_k": self.settings.rrf_k,
-                       "min_similarity": self.settings.min_similarity},
+                       "min_score": self.settings.min_score},
         }
 
     def _keyword_status(self) -> dict[str, Any]:

@@ -516,6 +516,7 @@ class Memroute(DeploymentMethods, ConversationMethods, HistoryMethods, EndUserMe
         type: MemoryType | str | None = None,
         record_access: bool = True,
         agent: str | None = None,
+        min_score: float | None = None,
     ) -> SearchResult:
         """Ranked memories of ``api_key_id`` for ``query``. ``strategy``: ``exact``/``recent`` (newest
         first), ``semantic`` or ``hybrid`` (default: the configured one). Expired memories, memories outside
@@ -525,7 +526,8 @@ class Memroute(DeploymentMethods, ConversationMethods, HistoryMethods, EndUserMe
 
         Each memory returned counts as an access (``access_count``, ``last_accessed_at``; recorded in the
         background, see :meth:`record_access`), as the reference's retrieval does; ``record_access=False``
-        reads without counting (previews do)."""
+        reads without counting (previews do). ``min_score`` (0..1) overrides ``[memory] min_score``, the
+        relevance floor, for this search: ``0`` returns the plain ranking (what a benchmark measures)."""
         if not isinstance(query, str):
             raise ValidationError("query: expected a string", [("query", "type")])
         tenant = require_tenant(api_key_id)
@@ -534,6 +536,9 @@ class Memroute(DeploymentMethods, ConversationMethods, HistoryMethods, EndUserMe
         if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int)
                                        or not 0 <= max_tokens <= 16000):
             raise ValidationError("max_tokens: must be an integer in [0, 16000]", [("max_tokens", "range")])
+        if min_score is not None and (isinstance(min_score, bool) or not isinstance(min_score, (int, float))
+                                      or not 0.0 <= min_score <= 1.0):
+            raise ValidationError("min_score: must be a number in [0, 1]", [("min_score", "range")])
         window, type_windows = memory.search_windows()
         search_query = SearchQuery(
             api_key_id=tenant, text=query[:4096], strategy=chosen,
@@ -541,7 +546,8 @@ class Memroute(DeploymentMethods, ConversationMethods, HistoryMethods, EndUserMe
             session_id=session_id, retention_days=window, type_windows=type_windows, type=type,
             agent=None if agent is None else require_agent(agent),
         )
-        result = self._retrieval.search(search_query, max_tokens=max_tokens)
+        result = self._retrieval.search(search_query, max_tokens=max_tokens,
+                                        min_score=None if min_score is None else float(min_score))
         if record_access and result.hits:
             self._manager.record_access(tenant, [hit.memory.id for hit in result.hits])
         return result

@@ -139,7 +139,7 @@ async def create_memory(request: Request, principal: CurrentPrincipal, body: Cre
 
 @router.post("/search", scope="read", response_model=wire_model(m.SearchResponse, name="SearchResult"),
              summary="Ranked memories for a query (keyword, vector or hybrid)", route_class_override=LeanRoute,
-             responses=ok({"hits": [{"memory": MEMORY_EXAMPLE, "score": 0.0328, "tier": "hybrid",
+             responses=ok({"hits": [{"memory": MEMORY_EXAMPLE, "score": 0.71, "tier": "hybrid",
                                      "ranks": {"keyword": 1, "vector": 1},
                                      "legScores": {"keyword": 1.2, "vector": 0.71}}],
                            "provenance": {"backend": "main", "strategyRequested": "hybrid",

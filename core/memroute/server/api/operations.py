@@ -62,7 +62,7 @@ def pipeline_health(request: Request) -> m.PipelineHealth:
 _PREVIEW_EXAMPLE: dict[str, Any] = {
     "query": "typescript", "apiKeyId": "shop", "limit": 20, "totalTokensUsed": 9, "budgetMaxTokens": 2000,
     "memories": [{"id": MEMORY_EXAMPLE["id"], "type": "factual", "key": "preference:typescript",
-                  "content": MEMORY_EXAMPLE["content"], "score": 0.0328, "tokens": 9, "tier": "hybrid",
+                  "content": MEMORY_EXAMPLE["content"], "score": 0.71, "tokens": 9, "tier": "hybrid",
                   "ranks": {"keyword": 1, "vector": 2}, "legScores": {"keyword": 1.2, "vector": 0.71},
                   "vecScore": 0.71, "ftsScore": 1.2, "metadata": {"category": "preference"}}],
     "resolution": {"embeddingSource": "static", "embeddingModel": "minishlab/potion-base-8M",

@@ -122,7 +122,7 @@ else:
     )
     FoundMemory = model_from_attrs(
         Memory, "FoundMemory", exclude=("api_key_id",), descriptions=MEMORY_DESCRIPTIONS,
-        extra={"score": (float, "Relevance to the query (higher is better; comparable within one search).")},
+        extra={"score": (float, "Relevance to the query in [0, 1], calibrated: comparable across searches.")},
         doc="One memory found by memory_search, best first.",
     )
     HistoryEntryOut = model_from_attrs(

@@ -369,7 +369,7 @@ function renderPreview(preview, injection) {
     row.insertCell().append(el("span", item.tier, "badge tier"));
     row.insertCell().append(el("code", item.key));
     row.insertCell().textContent = item.content;
-    row.insertCell().textContent = Number(item.score).toPrecision(3);
+    row.insertCell().textContent = Number(item.score).toFixed(2);
     row.insertCell().textContent = leg(ranks.keyword, scores.keyword);
     row.insertCell().textContent = leg(ranks.vector, scores.vector);
     row.insertCell().textContent = item.tokens;

@@ -1,0 +1,75 @@
+"""The conversation benchmark (memroute.bench.conversations): its data is what the docs say it is, and a bounded
+smoke run goes through every leg. The full run is tests/bench/test_conversation_quality.py."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import memroute
+from memroute.bench.conversations import (
+    KS,
+    LEGS,
+    SESSIONS,
+    evaluate,
+    memories,
+    naive_rrf,
+    questions,
+    real_conversations,
+    run_conversations,
+    summary,
+)
+from memroute.bench.dialogues import DIALOGUES
+
+
+def test_48_questions_over_4_tenants_each_with_known_evidence_split_in_equal_fixed_halves() -> None:
+    asked = questions()
+    assert len(asked) == 48 and Counter(q.tenant for q in asked) == {tenant: 12 for tenant in DIALOGUES}
+    assert Counter(q.split for q in asked) == {"dev": 24, "test": 24}
+    for q in asked:
+        evidence = {key for key, *_ in DIALOGUES[q.tenant][1]}
+        assert q.evidence and set(q.evidence) <= evidence, q
+    assert questions() == asked
+
+
+def test_turns_are_real_chat_with_the_evidence_in_its_session_stored_both_ways() -> None:
+    conversations = real_conversations()
+    dated = list(memories(200, "dated", conversations))
+    bare = list(memories(200, "bare", conversations))
+    assert [m.id for m in dated] == [m.id for m in bare] and len({m.id for m in dated}) == len(dated)
+    evidence_count = sum(len(turns) for _, turns, _ in DIALOGUES.values())
+    assert len(dated) == 4 * 200 + evidence_count
+    by_key = {(m.api_key_id, m.key): (d, m) for d, m in zip(dated, bare, strict=True)}
+    dated_turn, bare_turn = by_key[("maya-tom", "m1")]
+    assert bare_turn.content.startswith("Big news, I finally signed the lease")
+    assert dated_turn.content == f'(18 February 2024) Maya said, "{bare_turn.content}"'  # session 3: 7 Jan + 6 weeks
+    order = [m.key for m in bare if m.api_key_id == "maya-tom"]
+    assert order.index("m1") < order.index("m2")  # sessions in order, evidence inside its own
+    created = [m.created_at for m in bare if m.api_key_id == "maya-tom"]
+    assert created == sorted(created)
+    tenants_turns = [{m.content for m in bare if m.api_key_id == t and m.key.startswith("turn:")} for t in DIALOGUES]
+    assert not set.intersection(*tenants_turns[:2])  # each tenant its own conversations
+    assert SESSIONS == 25
+
+
+def test_naive_rrf_and_recall_at_k() -> None:
+    assert naive_rrf(["a", "b"], ["b", "c"]) == ["b", "a", "c"]
+    asked = [q for q in questions() if q.tenant == "maya-tom"]
+    report = evaluate(lambda leg, q: list(q.evidence) if leg == "hybrid" else [], asked)
+    assert report["all"]["hybrid"] == {**{f"R@{k}": 1.0 for k in KS}, "n": 12}
+    assert report["all"]["keyword"]["R@50"] == 0.0
+
+
+def test_smoke_run_every_leg_through_the_service(tmp_path) -> None:
+    def open_service(path, embedding, vector_options=None):
+        return memroute.open({}, data_dir=str(path), embedding=embedding,
+                             vectors={"store": "sqlite-vec", **(vector_options or {})})
+
+    report = run_conversations(open_service, models=("static",), per_tenant=100, root=tmp_path)
+    for form in ("dated", "bare"):
+        result = report["results"]["static"][form]
+        assert set(result["test"]) == set(LEGS) and result["test"]["hybrid"]["n"] == 24
+        for leg in LEGS:
+            recalls = [result["all"][leg][f"R@{k}"] for k in KS]
+            assert recalls == sorted(recalls) and 0.0 <= recalls[0] <= recalls[-1] <= 1.0
+        assert result["all"]["hybrid"]["R@50"] >= 0.8  # 25 sessions of 4 turns: nearly everything is in reach
+    assert "| static | bare | **memroute hybrid** |" in summary(report)
