@@ -61,11 +61,18 @@ def serve(ctx: click.Context, host: str | None, port: int | None, workers: int |
         "host": server.host, "port": server.port, "log_level": log_level, "proxy_headers": True,
         "forwarded_allow_ips": "127.0.0.1", "timeout_graceful_shutdown": server.graceful_timeout_s,
         "ssl_certfile": server.ssl_certfile, "ssl_keyfile": server.ssl_keyfile, "server_header": False,
+        # memroute's own logging (memroute.config.logs), in this process and, through the factory, in each
+        # worker: records are formatted and written off the event loop, and no dependency configures it.
+        "log_config": None,
     }
     # Every worker process (one by default) builds its own service and app from the same configuration, through
     # the factory uvicorn imports; the CLI itself never imports the server package (a sibling surface).
     mem.close()
     state.service = None
+    from memroute.config.logs import LOG_LEVEL_ENV, install_logging
+
+    os.environ[LOG_LEVEL_ENV] = log_level
+    install_logging(log_level)
     if state.config_path:
         os.environ["MEMROUTE_CONFIG"] = os.path.abspath(state.config_path)
     if server.workers > 1:

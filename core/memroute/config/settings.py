@@ -252,6 +252,11 @@ class ServerSettings:
     """Largest request body accepted (413 beyond it), except on the import route."""
     max_import_bytes: int = attrs.field(default=67_108_864, validator=_range(1024, 2**40))
     """Largest body ``POST /api/memory/import`` accepts."""
+    max_json_depth: int = attrs.field(default=64, validator=_range(2, 500))
+    """Deepest nesting of arrays and objects a JSON body may have (400 beyond it), checked before any parser
+    recurses into it. memroute's own bodies nest a handful of levels; memory metadata at most 32."""
+    body_timeout_s: float = attrs.field(default=30.0, validator=_range(0.1, 86_400))
+    """Seconds a client may take to send its whole request body (408 after): a slow sender holds a connection."""
     request_timeout_s: float = attrs.field(default=60.0, validator=_range(0.1, 86_400))
     """Seconds a request may take before its response starts (504 after); streams then run to the end."""
     maintenance_interval_s: float = attrs.field(default=3600.0, validator=_range(0, 365 * 86_400))
