@@ -150,7 +150,7 @@ def storage_access(request: Request, principal: CurrentPrincipal, body: AccessBo
     for item in body.accesses:  # type: ignore[attr-defined]
         seen = accesses.get(item.id)
         accesses[item.id] = MemoryAccess(count=item.count + (seen.count if seen else 0),
-                                         at=max(as_utc(item.at), seen.at) if seen else as_utc(item.at))
+                                         at=max(as_utc(item.at, "at"), seen.at) if seen else as_utc(item.at, "at"))
     updated = _storage(request).record_access(body.api_key_id, accesses, _tenant(principal))  # type: ignore[attr-defined]
     return StorageAccessResult(updated=updated)
 

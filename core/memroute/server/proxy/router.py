@@ -312,7 +312,7 @@ class MemoryProxy:
         timing = self.settings.server_timing
         if timing:
             memory_headers[TIMING_HEADER] = _memory_timing(augmented, memory_ms)
-        content = raw if augmented.body is body else json.dumps(augmented.body, ensure_ascii=False).encode("utf-8")
+        content = raw if augmented.body is body else _json_bytes(augmented.body)
         outgoing = upstream.build("POST", route.path, headers=request.headers.items(), content=content,
                                   json_body=augmented.body is not body)
         streamed = body.get("stream") is True
@@ -426,6 +426,15 @@ class MemoryProxy:
         if answer.status_code >= 300:
             self.stats.upstream_errors += 1
         return Response(answer.content, status_code=answer.status_code, headers=response_headers(answer.headers))
+
+
+def _json_bytes(body: Any) -> bytes:
+    """``body`` as UTF-8 JSON text; with a lone surrogate in it (``"\\udfff"`` is valid JSON, but no UTF-8), as
+    ASCII JSON, where the surrogate stays the escape the client sent."""
+    try:
+        return json.dumps(body, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(body).encode("ascii")
 
 
 def _json_or_none(data: bytes) -> Any:
