@@ -122,10 +122,13 @@ class DeploymentMethods(ServiceBase):
         the primary's version of every difference through the outbox. See :mod:`memroute.routing.verify`."""
         return verify_replicas(self._manager, repair=repair)
 
-    def reindex(self, *, force: bool = False, progress: Callable[[int, int], None] | None = None) -> ReindexReport:
+    def reindex(self, *, force: bool = False, progress: Callable[[int, int], None] | None = None,
+                api_key_id: str | None = None) -> ReindexReport:
         """Embed every memory that has no current vector now (every memory with ``force``); resumable, the
-        queue is durable. ``progress(done, remaining)`` is called after each batch."""
-        outcome = self._retrieval.reindex(force=force, progress=progress)
+        queue is durable. ``progress(done, remaining)`` is called after each batch. With ``api_key_id``, only
+        that tenant's memories: a tenant's maintenance never rebuilds (or degrades) another tenant's index."""
+        tenant = None if api_key_id is None else require_tenant(api_key_id)
+        outcome = self._retrieval.reindex(force=force, progress=progress, api_key_id=tenant)
         known = {f.name for f in attrs.fields(ReindexReport)}
         return ReindexReport(**{k: v for k, v in outcome.items() if k in known})
 

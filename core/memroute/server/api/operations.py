@@ -144,44 +144,62 @@ def summarize(request: Request, principal: CurrentPrincipal, body: SummarizeBody
 
 # --- reindex in the background -----------------------------------------------------------------------------
 
-_REINDEX = ("jobs", "reindex")
 _reindex_lock = threading.Lock()
 
 
-def _reindex_status(mem: Any) -> m.ReindexStatus:
-    data = mem.state.get_value(*_REINDEX) or {}
-    return m.ReindexStatus(state=data.get("state", "idle"), started=data.get("state") == "running",
+def _reindex_scope(principal: Any, requested: str | None) -> str | None:
+    """The tenant a reindex request acts on, ``None`` for the whole deployment (an admin key naming none)."""
+    if principal.is_admin and not requested:
+        return None
+    return str(principal.tenant_for(requested))
+
+
+def _reindex_job(tenant: str | None) -> tuple[str, str]:
+    """The lease and state entry of one reindex scope: a tenant's jobs never block another tenant's."""
+    return ("reindex", "reindex") if tenant is None else (f"reindex:{tenant}", f"reindex:{tenant}")
+
+
+def _reindex_status(mem: Any, tenant: str | None) -> m.ReindexStatus:
+    data = mem.state.get_value("jobs", _reindex_job(tenant)[1]) or {}
+    return m.ReindexStatus(api_key_id=tenant, state=data.get("state", "idle"), started=data.get("state") == "running",
                            force=bool(data.get("force", False)), done=int(data.get("done", 0)),
                            pending=int(data.get("pending", 0)), errors=int(data.get("errors", 0)),
                            started_at=data.get("started_at"), finished_at=data.get("finished_at"),
                            error=data.get("error"))
 
 
-_REINDEX_EXAMPLE = {"state": "running", "started": True, "force": False, "done": 256, "pending": 744, "errors": 0,
-                    "startedAt": "2026-01-01T12:00:00Z", "finishedAt": None, "error": None}
+_REINDEX_EXAMPLE = {"apiKeyId": "shop", "state": "running", "started": True, "force": False, "done": 256,
+                    "pending": 744, "errors": 0, "startedAt": "2026-01-01T12:00:00Z", "finishedAt": None,
+                    "error": None}
 
 
 @router.post("/reindex", scope="write", status_code=202, response_model=wire_model(m.ReindexStatus),
              summary="Start rebuilding the vector index in the background",
              responses={**ok(_REINDEX_EXAMPLE, 202), 409: {"description": "a reindex is already running"}})
-def start_reindex(request: Request, body: ReindexBody) -> m.ReindexStatus:  # type: ignore[valid-type]
+def start_reindex(request: Request, principal: CurrentPrincipal,
+                  body: ReindexBody) -> m.ReindexStatus:  # type: ignore[valid-type]
     """Returns at once; ``GET /api/memory/reindex`` shows progress from any server process. The queue is
-    durable, so an interrupted reindex resumes where it stopped."""
+    durable, so an interrupted reindex resumes where it stopped. A tenant key reindexes its own tenant only
+    (other tenants keep their vectors and their searches); an admin key the whole deployment, or the tenant
+    it names."""
     mem = request.app.state.memroute
-    holder = f"reindex:{id(mem)}:{time.time()}"
+    tenant = _reindex_scope(principal, body.api_key_id)  # type: ignore[attr-defined]
+    lease, entry = _reindex_job(tenant)
+    holder = f"{lease}:{id(mem)}:{time.time()}"
     with _reindex_lock:
-        if not mem.state.try_lease("reindex", holder, ttl_s=3600):
+        if not mem.state.try_lease(lease, holder, ttl_s=3600):
             raise ConflictError("a reindex is already running (GET /api/memory/reindex shows its progress)")
         record = {"state": "running", "force": bool(body.force), "done": 0, "pending": 0,  # type: ignore[attr-defined]
                   "errors": 0, "started_at": utcnow().isoformat(), "finished_at": None, "error": None}
-        mem.state.put_value(*_REINDEX, record)
+        mem.state.put_value("jobs", entry, record)
 
     def run() -> None:
         def progress(done: int, remaining: int) -> None:
-            mem.state.put_value(*_REINDEX, {**record, "done": done, "pending": remaining})
+            mem.state.put_value("jobs", entry, {**record, "done": done, "pending": remaining})
 
         try:
-            outcome = jsonable(mem.reindex(force=bool(body.force), progress=progress))  # type: ignore[attr-defined]
+            outcome = jsonable(mem.reindex(force=bool(body.force), progress=progress,  # type: ignore[attr-defined]
+                                           api_key_id=tenant))
             final = {**record, "state": "done", "done": int(outcome.get("processed", 0)),
                      "pending": int(outcome.get("pending", 0)), "errors": int(outcome.get("errors", 0)),
                      "error": outcome.get("reason"), "finished_at": utcnow().isoformat()}
@@ -189,18 +207,20 @@ def start_reindex(request: Request, body: ReindexBody) -> m.ReindexStatus:  # ty
             final = {**record, "state": "failed", "error": f"{type(exc).__name__}: {exc}",
                      "finished_at": utcnow().isoformat()}
         try:
-            mem.state.put_value(*_REINDEX, final)
+            mem.state.put_value("jobs", entry, final)
         finally:
-            mem.state.release_lease("reindex", holder)
+            mem.state.release_lease(lease, holder)
 
     threading.Thread(target=run, name="memroute-reindex", daemon=True).start()
-    return _reindex_status(mem)
+    return _reindex_status(mem, tenant)
 
 
 @router.get("/reindex", scope="read", response_model=wire_model(m.ReindexStatus), summary="Reindex progress",
             responses=ok(_REINDEX_EXAMPLE))
-def reindex_status(request: Request) -> m.ReindexStatus:
-    return _reindex_status(request.app.state.memroute)
+def reindex_status(request: Request, principal: CurrentPrincipal,
+                   api_key_id: TenantQuery = None) -> m.ReindexStatus:
+    """The calling tenant's reindex; for an admin key, the deployment's (or the named tenant's)."""
+    return _reindex_status(request.app.state.memroute, _reindex_scope(principal, api_key_id))
 
 
 # --- bulk ----------------------------------------------------------------------------------------------------
