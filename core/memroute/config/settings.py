@@ -257,6 +257,15 @@ class ServerSettings:
     recurses into it. memroute's own bodies nest a handful of levels; memory metadata at most 32."""
     body_timeout_s: float = attrs.field(default=30.0, validator=_range(0.1, 86_400))
     """Seconds a client may take to send its whole request body (408 after): a slow sender holds a connection."""
+    header_timeout_s: float = attrs.field(default=10.0, validator=_range(0.1, 3600))
+    """Seconds a client may take to send a request's headers (the connection is closed after)."""
+    idle_timeout_s: float = attrs.field(default=5.0, validator=_range(0.1, 3600))
+    """Seconds an idle keep-alive connection stays open."""
+    requests_per_minute: int = attrs.field(default=60_000, validator=_range(0, 10**9))
+    """Requests one API key may make a minute, across every process of the deployment (429 after); 0:
+    unlimited. A key can have its own (``memroute keys limits``)."""
+    concurrent_requests: int = attrs.field(default=64, validator=_range(0, 10**9))
+    """Requests one API key may have in flight at once in one server process (429 beyond); 0: unlimited."""
     request_timeout_s: float = attrs.field(default=60.0, validator=_range(0.1, 86_400))
     """Seconds a request may take before its response starts (504 after); streams then run to the end."""
     maintenance_interval_s: float = attrs.field(default=3600.0, validator=_range(0, 365 * 86_400))

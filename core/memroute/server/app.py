@@ -17,6 +17,7 @@ import memroute
 from memroute.aio import DEFAULT_MAX_WORKERS, AsyncMemroute
 from memroute.config.settings import ServerSettings
 from memroute.server.errors import install_error_handlers
+from memroute.server.fair_use import FairUseMiddleware
 from memroute.server.middleware import GuardMiddleware
 from memroute.server.openapi import install_openapi
 
@@ -80,6 +81,7 @@ def create_app(mem: Any, *, settings: ServerSettings | None = None, close_servic
         app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
                            allow_methods=["GET", "POST", "PUT", "DELETE"],
                            allow_headers=["authorization", "content-type", "x-api-key"], max_age=600)
+    app.add_middleware(FairUseMiddleware, mem=mem)  # inside the guard: a refusal gets its headers too
     app.add_middleware(GuardMiddleware, settings=settings, proxy_max_body_bytes=mem.settings.proxy.max_body_bytes)
     return app
 

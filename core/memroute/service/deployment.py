@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from memroute.deployment.fair_use import FairUse
 from memroute.errors import ConfigError, ValidationError
 from memroute.models import Memory, is_memory_id, require_tenant
 from memroute.reports import BackendsStatus, HealthReport, MemoryStatus, ReindexReport, StatusReport
@@ -52,6 +53,20 @@ class DeploymentMethods(ServiceBase):
     def keys(self) -> KeyStore:
         """The deployment's API keys (``memroute keys``, ``/api/keys``)."""
         return self.state.keys
+
+    @property
+    def fair_use(self) -> FairUse:
+        """Per-key request rates and concurrency caps, kept in the shared state store next to the keys
+        (``[server] requests_per_minute`` / ``concurrent_requests``, overridden per key); see
+        :mod:`memroute.deployment.fair_use`."""
+        with self._lock:
+            fair_use: FairUse | None = getattr(self, "_fair_use", None)
+            if fair_use is None:
+                server = self.settings.server
+                fair_use = FairUse(self.state, requests_per_minute=server.requests_per_minute,
+                                   concurrent_requests=server.concurrent_requests)
+                self._fair_use = fair_use
+            return fair_use
 
     def memory_settings(self, *, fresh: bool = False) -> MemorySettings:
         """The ``[memory]`` settings in effect: the configured ones with the runtime overrides stored by
