@@ -40,7 +40,7 @@ def test_an_expiry_past_the_calendar_is_a_422_everywhere(memroute_server):
         _assert_field_error(a.patch(f"/api/storage/memories/{ID}", json={"expires_at": FAR}), "expires_at")
         _assert_field_error(a.post("/api/storage/memories/access", json={
             "api_key_id": "tenant-a", "accesses": [{"id": ID, "count": 1, "at": FAR}]}), "at")
-        assert a.get(f"/api/memory/{memory_id}").json().get("expiresAt") is None  # nothing was written
+        assert a.get(f"/api/memory/{memory_id}").json()["memory"]["expiresAt"] is None  # nothing was written
         assert a.get(f"/api/storage/memories/{ID}").json()["expiresAt"] is None
 
 

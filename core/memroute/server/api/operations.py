@@ -97,17 +97,45 @@ async def retrieve_preview(request: Request, principal: CurrentPrincipal, body: 
                           "group_commit": {"batches": 891, "items": 3079, "mean_batch": 3.46, "last_batch": 2,
                                            "largest_batch": 8, "max_batch": 64, "waiting": 0},
                           "maintenance": {"prune": {"ran_at": "2026-01-01T12:00:00Z", "ok": True}}}))
-def engine_status(request: Request) -> dict[str, Any]:
+def engine_status(request: Request, principal: CurrentPrincipal) -> dict[str, Any]:
     """The service's status report plus the last scheduled maintenance runs (from the shared state store).
     ``group_commit`` shows how this server process batched its adds (batches, items, mean / last / largest
-    batch)."""
+    batch). An admin key sees all of it; any other key only what configures its own searches (no server paths,
+    deployment-wide counts, or anything about other tenants; :func:`tenant_view`)."""
     mem = request.app.state.memroute
     status = dict(jsonable(mem.status()))
     status.pop("data_dir", None)  # server paths are an operator's business, not a client's
     status.pop("state_dir", None)
     maintenance = getattr(request.app.state, "maintenance", None)
     status["maintenance"] = maintenance.last_runs() if maintenance is not None else {}
-    return status
+    return status if principal.is_admin else tenant_view(status, TENANT_VISIBLE_STATUS)
+
+
+TENANT_VISIBLE_STATUS: dict[str, Any] = {
+    "memory": True, "fusion": True,
+    "backends": {"primary": True, "fallbacks": True, "instances": {"name": True, "type": True}},
+    "keyword": {"backend": True, "ranking": True, "available": True, "served_by": True},
+    "embedding": {"source": True, "model": True, "dimensions": True, "requested": True, "available": True},
+    "vector_store": {"backend": True, "available": True, "signature": True},
+    "rerank": {"enabled": True, "available": True, "reranker": True, "model": True},
+    "health": {"backends": {"name": True, "type": True, "role": True, "ok": True, "breaker": True}},
+}
+"""What a tenant key sees of the engine status: an allow-list, so a field added to the report later stays an
+operator's until it is listed here (the last prune's candidates once showed other tenants' memory ids)."""
+
+
+def tenant_view(value: Any, allowed: Any) -> Any:
+    """``value`` reduced to the fields ``allowed`` lists (``True``: the whole value; a dict: those fields, in a
+    mapping or in each mapping of a list). Field names match in snake_case and camelCase alike."""
+    if allowed is True:
+        return value
+    if isinstance(value, list):
+        return [tenant_view(item, allowed) for item in value if isinstance(item, dict)]
+    if not isinstance(value, dict):
+        return None
+    wanted = {name.replace("_", "").lower(): rule for name, rule in allowed.items()}
+    return {name: tenant_view(item, wanted[name.replace("_", "").lower()]) for name, item in value.items()
+            if name.replace("_", "").lower() in wanted}
 
 
 @router.get("/embedding-providers", scope="read", response_model=wire_model(m.EmbeddingProviders),
