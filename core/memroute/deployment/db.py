@@ -3,6 +3,7 @@ literals, ``memroute_prepare_connection`` hooks run, and one connection per thre
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -18,6 +19,18 @@ from memroute.errors import BackendUnavailableError
 __all__ = ["ThreadConnections", "open_connection", "released_gil_transaction"]
 
 PrepareHook = Callable[[apsw.Connection], None]
+
+
+def _create_private(path: str) -> None:
+    """Create a new database file readable by its owner only (0600; SQLite gives its -wal and -shm files the
+    same mode). Memories, key hashes and leases are nobody else's business on a shared machine; a file that
+    exists keeps the mode its operator gave it."""
+    if path.startswith("file:"):
+        return
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except FileExistsError:
+        pass
 
 
 def open_connection(
@@ -36,6 +49,7 @@ def open_connection(
     if target != ":memory:":
         try:
             Path(target).parent.mkdir(parents=True, exist_ok=True)
+            _create_private(target)
         except OSError as exc:
             raise BackendUnavailableError(f"cannot create the directory for {target}: {exc}") from exc
     try:

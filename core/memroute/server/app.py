@@ -16,6 +16,7 @@ from fastapi.middleware.cors import CORSMiddleware
 import memroute
 from memroute.aio import DEFAULT_MAX_WORKERS, AsyncMemroute
 from memroute.config.settings import ServerSettings
+from memroute.server.docs_pages import install_docs_pages
 from memroute.server.errors import install_error_handlers
 from memroute.server.fair_use import FairUseMiddleware
 from memroute.server.middleware import GuardMiddleware
@@ -60,7 +61,7 @@ def create_app(mem: Any, *, settings: ServerSettings | None = None, close_servic
 
     app = FastAPI(
         title="memroute", version=getattr(memroute, "__version__", "0"), description=_DESCRIPTION,
-        lifespan=lifespan, openapi_url="/openapi.json", docs_url="/docs", redoc_url="/redoc",
+        lifespan=lifespan, openapi_url="/openapi.json", docs_url=None, redoc_url=None,
     )
     app.state.memroute = mem
     # The async API over the same service, for routes that are coroutines: one hop into its bounded pool
@@ -75,6 +76,7 @@ def create_app(mem: Any, *, settings: ServerSettings | None = None, close_servic
     app.state.inline_search = InlineBudget(settings.inline_search_ms, in_process=mem.runs_in_process())
     install_error_handlers(app)
     install_openapi(app)
+    install_docs_pages(app)  # /docs and /redoc, their scripts pinned by hash (memroute.server.docs_pages)
     _include_rest(app)
     _include_surfaces(app)
     if settings.cors_origins:

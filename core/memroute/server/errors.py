@@ -174,7 +174,26 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     message = exc.detail if isinstance(exc.detail, str) else "request failed"
     if exc.status_code == 404 and message == "Not Found":
         message = f"no route {request.url.path}"
-    return error_response(exc.status_code, message, headers=dict(exc.headers or {}), request=request)
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:
+        headers["Allow"] = ", ".join(allowed_methods(request))
+    return error_response(exc.status_code, message, headers=headers, request=request)
+
+
+_METHODS: Final = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route of the app serves at the request's path. Starlette's 405 names only the methods of
+    the first route whose path matched (``GET`` for ``/api/memory``, which ``POST`` serves too)."""
+    from starlette.routing import Match
+
+    allowed = []
+    for method in _METHODS:
+        probe = {**request.scope, "method": method}
+        if any(route.matches(probe)[0] == Match.FULL for route in request.app.router.routes):
+            allowed.append(method)
+    return allowed
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

@@ -131,7 +131,7 @@ def storage_search(
     strategy: Annotated[str, Query(pattern="^(exact|semantic|hybrid)$")] = "hybrid",
     limit: Annotated[int, Query(ge=1, le=1000)] = 20,
     session_id: Annotated[str | None, Query(max_length=256)] = None,
-    retention_days: Annotated[int | None, Query(ge=1, le=36_500)] = None,
+    retention_days: Annotated[int | None, Query(ge=1, le=3650)] = None,
     now: datetime | None = None,
 ) -> list[BackendHit]:
     search = SearchQuery(api_key_id=api_key_id, text=query, strategy=strategy, limit=limit,
