@@ -67,7 +67,8 @@ _ANTHROPIC_TYPES: Final = {400: "invalid_request_error", 401: "authentication_er
                            529: "overloaded_error"}
 # OpenAI's: the type is invalid_request_error for every 4xx; the code says which (401: invalid_api_key).
 _OPENAI_CODES: Final = {401: "invalid_api_key", 403: "insufficient_permissions", 404: "not_found",
-                        405: "method_not_allowed", 413: "request_too_large", 422: "invalid_value"}
+                        405: "method_not_allowed", 413: "request_too_large", 422: "invalid_value",
+                        429: "rate_limit_exceeded"}
 
 
 def api_style(path: str, headers: Any = None) -> ApiStyle | None:
