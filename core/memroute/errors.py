@@ -21,6 +21,7 @@ __all__ = [
     "NotFoundError",
     "PermissionDeniedError",
     "PluginError",
+    "QuotaExceededError",
     "PluginLoadError",
     "RerankError",
     "UnknownComponentError",
@@ -132,3 +133,12 @@ class AuthenticationError(MemrouteError):
 
 class PermissionDeniedError(MemrouteError):
     """The caller is authenticated but may not do this: a missing scope, or another tenant named (HTTP 403)."""
+
+
+class QuotaExceededError(PermissionDeniedError):
+    """A write would take a tenant past its storage quota (``[limits] max_memories_per_tenant`` /
+    ``max_bytes_per_tenant``); nothing was written (HTTP 403). ``problems`` names the quota."""
+
+    def __init__(self, message: str, problems: Sequence[FieldProblem] = ()) -> None:
+        self.problems: tuple[FieldProblem, ...] = tuple(problems)
+        super().__init__(message)

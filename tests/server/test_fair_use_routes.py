@@ -122,3 +122,16 @@ def test_a_flood_of_one_key_is_refused_while_another_key_is_served(tmp_path):
                 thread.join()
     assert served == [200] * 20
     assert set(statuses) <= {200, 429} and 429 in statuses
+
+
+def test_a_write_past_the_tenants_quota_is_a_403_naming_it(tmp_path):
+    with MemrouteServer(tmp_path, config={"limits": {"max_memories_per_tenant": 2}}) as server, \
+            server.client(server.tenant_a) as a, server.client(server.tenant_b) as b:
+        for n in range(2):
+            assert a.post("/api/memory", json={"content": f"I like tea {n}", "key": f"tea:{n}"}).status_code == 201
+        refused = a.post("/api/memory", json={"content": "one too many", "key": "tea:2"})
+        assert refused.status_code == 403
+        assert refused.json()["error"]["details"] == [{"field": "quota", "message": "memories"}]
+        assert refused.json()["error"]["message"].startswith("quota exceeded")
+        assert b.post("/api/memory", json={"content": "I like coffee", "key": "coffee"}).status_code == 201
+        assert a.get("/api/memory").json()["total"] == 2

@@ -347,6 +347,11 @@ class LimitsSettings:
     """Bytes of ``metadata`` serialised as UTF-8 JSON (the model's ceiling is 1 MiB)."""
     max_metadata_depth: int = attrs.field(default=16, validator=_range(1, MAX_METADATA_DEPTH))
     """Nesting levels of ``metadata`` (a flat object is 1; the model's ceiling is 32)."""
+    max_memories_per_tenant: int = attrs.field(default=1_000_000, validator=_range(0, 2**62))
+    """Memories one tenant may hold (403 for a write past it); 0: unlimited."""
+    max_bytes_per_tenant: int = attrs.field(default=0, validator=_range(0, 2**62))
+    """Bytes of content and metadata one tenant may hold (403 past it); 0 (the default): unlimited. Checking it
+    reads a tenant's memories about once a minute per process while it writes."""
 
 
 @attrs.frozen(kw_only=True)

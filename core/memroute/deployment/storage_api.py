@@ -64,6 +64,7 @@ class StorageAPI:
         self._check(tenant, new.api_key_id)
         self._refuse_foreign(new.id, new.api_key_id)
         self._service._limits.check(content=new.content, metadata=new.metadata)
+        self._service._quotas.check(new.api_key_id, [(new.content, new.metadata)])
         memory = self._manager.create(new)
         self._retrieval.on_written([memory])
         return memory
@@ -72,6 +73,7 @@ class StorageAPI:
         self._check(tenant, memory.api_key_id)
         self._refuse_foreign(memory.id, memory.api_key_id)
         self._service._limits.check(content=memory.content, metadata=memory.metadata)
+        self._service._quotas.check(memory.api_key_id, [(memory.content, memory.metadata)])
         self._manager.put(memory)
         self._retrieval.on_written([memory])
 

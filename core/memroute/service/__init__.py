@@ -57,6 +57,7 @@ from memroute.retrieval.build import build_retrieval
 from memroute.routing.manager import MemoryManager
 from memroute.service.conversation import ConversationMethods
 from memroute.service.deployment import DeploymentMethods
+from memroute.service.quota import TenantQuotas
 
 if TYPE_CHECKING:
     from memroute.deployment.state import RuntimeMemorySettings, StateStore
@@ -98,6 +99,10 @@ class Memroute(DeploymentMethods, ConversationMethods):
         self.plugins = plugins or get_plugin_manager()
         self.data_dir = settings.data_path
         self._limits = InputLimits(settings.limits)
+        self._quotas = TenantQuotas(
+            max_memories=settings.limits.max_memories_per_tenant, max_bytes=settings.limits.max_bytes_per_tenant,
+            count=lambda tenant: self._manager.list(ListFilter(api_key_id=tenant, limit=1)).total,
+            scan=self._iter_tenant)
         self._closed = False
         self._lock = threading.RLock()
         self._adds: GroupCommit[NewMemory, Memory] = GroupCommit(self._write_adds)
@@ -247,6 +252,7 @@ class Memroute(DeploymentMethods, ConversationMethods):
             type=type, session_id=session_id, metadata=metadata, expires_at=expires_at,
         )
         self._limits.check(content=new.content, metadata=new.metadata)
+        self._quotas.check(new.api_key_id, [(new.content, new.metadata)])
         return new
 
     def _write_adds(self, news: Sequence[NewMemory]) -> builtins.list[Memory | Exception]:

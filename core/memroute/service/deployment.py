@@ -174,7 +174,16 @@ class DeploymentMethods(ServiceBase):
                                       [(f"item {number}", "id")])
             self._limits.check(content=memory.content, metadata=memory.metadata, where=f"item {number}: ")
             checked.append((number, memory))
+        self._check_quotas(memory for _, memory in checked)
         return import_memories(self._manager, checked, on_written=self._retrieval.on_written)
+
+    def _check_quotas(self, memories: Iterable[Memory]) -> None:
+        """An import past a tenant's storage quota is refused whole, before anything is written."""
+        by_tenant: dict[str, builtins.list[tuple[str, Any]]] = {}
+        for memory in memories:
+            by_tenant.setdefault(memory.api_key_id, []).append((memory.content, memory.metadata))
+        for tenant, writes in by_tenant.items():
+            self._quotas.check(tenant, writes)
 
     def import_jsonl(self, lines: Iterable[str], *, api_key_id: str | None = None,
                      progress: Callable[[int], None] | None = None) -> ImportReport:
@@ -184,5 +193,6 @@ class DeploymentMethods(ServiceBase):
         PostgreSQL). With ``api_key_id``, every line must belong to that tenant or name none. See
         :mod:`memroute.service.transfer` for what is guaranteed on backends without transactions."""
         parsed = parse_jsonl(lines, api_key_id=api_key_id, limits=self._limits)
+        self._check_quotas(memory for _, memory in parsed)
         return import_memories(self._manager, parsed, api_key_id=api_key_id, on_written=self._retrieval.on_written,
                                progress=progress)
