@@ -9,6 +9,7 @@ gate for at most that long, and is refused by the route), and a request without 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -23,7 +24,7 @@ from memroute.errors import AuthenticationError
 from memroute.server.auth import token_from_headers
 from memroute.server.errors import api_error_body, api_style
 
-__all__ = ["KEY_TTL_S", "FairUseMiddleware"]
+__all__ = ["KEY_TTL_S", "MAX_HELD_REFUSALS", "REFUSAL_DELAY_S", "FairUseMiddleware"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -32,6 +33,9 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 KEY_TTL_S: Final = 5.0
+REFUSAL_DELAY_S: Final = 0.25
+"""How long a 429 is held before it is sent (see :meth:`FairUseMiddleware._slow_down`)."""
+MAX_HELD_REFUSALS: Final = 256
 _MAX_REMEMBERED: Final = 10_000
 
 
@@ -42,6 +46,7 @@ class FairUseMiddleware:
         self.app = app
         self.mem = mem
         self._key_ids: dict[str, tuple[float, str | None]] = {}
+        self._held: dict[str, int] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -62,12 +67,31 @@ class FairUseMiddleware:
             else:  # the shared count is behind a server (PostgreSQL): never wait on it on the event loop
                 await anyio.to_thread.run_sync(fair_use.admit, key_id)
         except RateLimited as refused:
+            await self._slow_down(key_id)
             await self._refuse(scope, send, refused)
             return
         try:
             await self.app(scope, receive, send)
         finally:
             fair_use.release(key_id)
+
+    async def _slow_down(self, key_id: str) -> None:
+        """Hold a refusal for :data:`REFUSAL_DELAY_S` before answering it. A client that retries at once (a
+        flood does) otherwise turns the cheap 429 into thousands of requests a second that the event loop serves
+        ahead of everyone else's: measured with 50 flooding connections, another tenant's search p50 went from
+        2 to ~10 ms with immediate 429s. Held, each connection sends a few requests a second. At most
+        :data:`MAX_HELD_REFUSALS` are held per key (the rest are answered at once), so holding costs little."""
+        if self._held.get(key_id, 0) >= MAX_HELD_REFUSALS:
+            return
+        self._held[key_id] = self._held.get(key_id, 0) + 1
+        try:
+            await asyncio.sleep(REFUSAL_DELAY_S)
+        finally:
+            left = self._held[key_id] - 1
+            if left:
+                self._held[key_id] = left
+            else:
+                del self._held[key_id]
 
     def _in_process(self) -> bool:
         return getattr(self.mem.keys, "in_process", False) is True
