@@ -82,3 +82,27 @@ def test_bad_limits_are_a_validation_error(bad):
     with pytest.raises(ValidationError) as caught:
         KeyLimits(requests_per_minute=bad)
     assert caught.value.problems[0][0] == "requests_per_minute"
+
+
+@pytest.mark.parametrize(("headers", "token"), [
+    ([(b"authorization", b"Bearer mr_abc")], "mr_abc"),
+    ([(b"authorization", b"bearer  mr_abc ")], "mr_abc"),
+    ([(b"x-api-key", b"mr_xyz")], "mr_xyz"),
+    ([(b"x-api-key", b"mr_xyz"), (b"authorization", b"Bearer mr_abc")], "mr_abc"),  # Authorization first
+    ([(b"authorization", b"Basic dXNlcg==")], None),
+    ([(b"authorization", b"Bearer ")], None),
+    ([], None),
+])
+def test_the_gate_reads_the_key_the_routes_read(headers, token):
+    from starlette.datastructures import Headers
+
+    from memroute.errors import AuthenticationError
+    from memroute.server.auth import token_from_headers
+    from memroute.server.fair_use import _presented_token
+
+    assert _presented_token({"headers": headers}) == token
+    try:
+        expected = token_from_headers(Headers(raw=headers))
+    except AuthenticationError:
+        expected = None
+    assert expected == token

@@ -16,12 +16,10 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, Final
 
 import anyio.to_thread
-from starlette.datastructures import Headers
 
 from memroute.deployment.fair_use import RateLimited
 from memroute.deployment.keys import hash_secret
 from memroute.errors import AuthenticationError
-from memroute.server.auth import token_from_headers
 from memroute.server.errors import api_error_body, api_style
 
 __all__ = ["KEY_TTL_S", "MAX_HELD_REFUSALS", "REFUSAL_DELAY_S", "FairUseMiddleware"]
@@ -39,6 +37,22 @@ MAX_HELD_REFUSALS: Final = 256
 _MAX_REMEMBERED: Final = 10_000
 
 
+def _presented_token(scope: Scope) -> str | None:
+    """The secret the request presents, read as :func:`~memroute.server.auth.token_from_headers` reads it
+    (``Authorization: Bearer``, else ``x-api-key``) straight from the ASGI headers; ``None`` for none or a
+    malformed one (the route answers that 401)."""
+    authorization = api_key = None
+    for name, value in scope.get("headers", ()):
+        if name == b"authorization":
+            authorization = value
+        elif name == b"x-api-key":
+            api_key = value
+    if authorization is not None:
+        scheme, _, token = authorization.decode("latin-1").strip().partition(" ")
+        return token.strip() or None if scheme.lower() == "bearer" else None
+    return api_key.decode("latin-1").strip() or None if api_key is not None else None
+
+
 class FairUseMiddleware:
     """Wraps the app (inside the guard); ``mem`` is the served :class:`~memroute.service.Memroute`."""
 
@@ -52,10 +66,7 @@ class FairUseMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        try:
-            token = token_from_headers(Headers(scope=scope))
-        except AuthenticationError:
-            token = None  # a malformed header: the route says so (401)
+        token = _presented_token(scope)
         key_id = await self._key_id(token) if token else None
         if key_id is None:
             await self.app(scope, receive, send)
