@@ -106,3 +106,16 @@ def test_the_gate_reads_the_key_the_routes_read(headers, token):
     except AuthenticationError:
         expected = None
     assert expected == token
+
+
+def test_admitting_without_the_store_defers_only_when_the_store_is_needed(stores):
+    clock = Clock()
+    fair_use = FairUse(stores[0], requests_per_minute=40, concurrent_requests=0, clock=clock)
+    assert fair_use.admit("key_a", store=False) is False  # limits not read yet: nothing counted
+    assert fair_use.in_flight("key_a") == 0
+    assert fair_use.admit("key_a") is True  # reads the limits, claims 2 of the minute's 40 (5 %)
+    fair_use.release("key_a")
+    assert fair_use.admit("key_a", store=False) is True  # the second of the slice, from memory
+    fair_use.release("key_a")
+    assert fair_use.admit("key_a", store=False) is False  # the slice is spent: the store must be asked
+    assert fair_use.in_flight("key_a") == 0

@@ -121,10 +121,17 @@ class FairUse:
         return limits
 
     # --- admission ---------------------------------------------------------------------------------------
-    def admit(self, key_id: str) -> None:
-        """Count one request of ``key_id`` and hold one of its concurrency slots until :meth:`release`.
-        :class:`RateLimited` (nothing held) when either limit is reached."""
-        limits = self.effective(key_id)
+    def admit(self, key_id: str, *, store: bool = True) -> bool:
+        """Count one request of ``key_id`` and hold one of its concurrency slots until :meth:`release`; True.
+        :class:`RateLimited` (nothing held) when either limit is reached. With ``store=False`` nothing waits on
+        the state store: when admitting needs it (the key's limits are due to be read again, or this process's
+        slice of its minute is spent), nothing is counted and the answer is False — call again with the store
+        (from a thread, where the store is a server)."""
+        limits = self._cached(key_id)
+        if limits is None:
+            if not store:
+                return False
+            limits = self.effective(key_id)
         cap = limits.concurrent_requests or 0
         with self._lock:
             in_flight = self._in_flight.get(key_id, 0)
@@ -132,10 +139,18 @@ class FairUse:
                 raise RateLimited(f"too many requests in flight for this API key (at most {cap} at once)", 1)
             self._in_flight[key_id] = in_flight + 1
         try:
-            self._count(key_id, limits.requests_per_minute or 0)
+            counted = self._count(key_id, limits.requests_per_minute or 0, store=store)
         except BaseException:
             self.release(key_id)
             raise
+        if not counted:
+            self.release(key_id)
+        return counted
+
+    def _cached(self, key_id: str) -> KeyLimits | None:
+        with self._lock:
+            cached = self._limits.get(key_id)
+        return cached[1] if cached is not None and time.monotonic() - cached[0] < LIMITS_TTL_S else None
 
     def release(self, key_id: str) -> None:
         with self._lock:
@@ -149,9 +164,9 @@ class FairUse:
         with self._lock:
             return self._in_flight.get(key_id, 0)
 
-    def _count(self, key_id: str, per_minute: int) -> None:
+    def _count(self, key_id: str, per_minute: int, *, store: bool = True) -> bool:
         if not per_minute:
-            return
+            return True
         now = self._clock()
         minute = int(now // 60)
         retry = max(1, math.ceil((minute + 1) * 60 - now))
@@ -162,9 +177,11 @@ class FairUse:
                 budget.minute, budget.left, budget.exhausted = minute, 0, False
             if budget.left > 0:
                 budget.left -= 1
-                return
+                return True
             if budget.exhausted:
                 raise refused
+        if not store:
+            return False
         granted = self._claim(key_id, minute, per_minute)
         with self._lock:
             budget = self._budgets.setdefault(key_id, _Budget())
@@ -175,6 +192,7 @@ class FairUse:
                 budget.exhausted = True
                 raise refused
             budget.left -= 1
+        return True
 
     def _claim(self, key_id: str, minute: int, per_minute: int) -> int:
         """Take a slice of the minute's budget from the shared count; how many requests it allows (0: none)."""
