@@ -65,3 +65,15 @@ def test_the_schema_agrees_with_the_validation(memroute_server):
         for method, operation in item.items():
             if "security" in operation:
                 assert {"400", "408", "413", "422", "429", "503"} <= set(operation["responses"]), (method, path)
+
+
+def test_a_storage_patch_takes_null_where_the_schema_allows_it(memroute_server):
+    memory = {"id": "22222222-2222-4222-8222-222222222222", "api_key_id": "tenant-a", "type": "factual",
+              "key": "k", "content": "I like tea", "metadata": {}, "session_id": "s1"}
+    with memroute_server.client(memroute_server.tenant_a) as a:
+        assert a.post("/api/storage/memories", json=memory).status_code == 200
+        patched = a.patch(f"/api/storage/memories/{memory['id']}",
+                          json={"content": None, "key": None, "type": None, "session_id": None})
+    assert patched.status_code == 200, patched.text
+    body = patched.json()
+    assert (body["content"], body["key"], body["type"], body["sessionId"]) == ("I like tea", "k", "factual", None)

@@ -181,8 +181,11 @@ def storage_put(request: Request, principal: CurrentPrincipal, memory_id: str, b
 def storage_update(request: Request, principal: CurrentPrincipal, memory_id: str,
                    body: PatchBody) -> Memory:  # type: ignore[valid-type]
     changes = body.model_dump(exclude_unset=True)  # type: ignore[attr-defined]
-    if changes.get("now") is None:
-        changes.pop("now", None)
+    # null where a memory cannot hold one (the schema allows it, as "not given") leaves the field unchanged;
+    # null for session_id / expires_at clears it.
+    for unchangeable in ("now", "content", "key", "type"):
+        if unchangeable in changes and changes[unchangeable] is None:
+            del changes[unchangeable]
     updated: Memory | None = _storage(request).update(memory_id, MemoryPatch(**changes), _tenant(principal))
     if updated is None:
         raise NotFoundError("Memory not found")
