@@ -23,6 +23,7 @@ __all__ = [
     "NotFoundError",
     "PermissionDeniedError",
     "PluginError",
+    "QuotaExceededError",
     "PluginLoadError",
     "RerankError",
     "UnknownComponentError",
@@ -151,3 +152,12 @@ class PermissionDeniedError(MemrouteError):
 class MissingDependencyError(ConfigError, ImportError):
     """An optional part of memroute was used without the package it needs; the message names the ``pip install``
     that fixes it (an ``ImportError`` too, since it is raised where that import failed)."""
+
+
+class QuotaExceededError(PermissionDeniedError):
+    """A write would take a tenant past its storage quota (``[limits] max_memories_per_tenant`` /
+    ``max_bytes_per_tenant``); nothing was written (HTTP 403). ``problems`` names the quota."""
+
+    def __init__(self, message: str, problems: Sequence[FieldProblem] = ()) -> None:
+        self.problems: tuple[FieldProblem, ...] = tuple(problems)
+        super().__init__(message)

@@ -121,10 +121,19 @@ def estimate_tokens(text: str) -> int:
 
 # --- coercion and validation helpers -------------------------------------------------------------------
 
+EARLIEST: Final = datetime(1000, 1, 1, tzinfo=timezone.utc)
+LATEST: Final = datetime(8999, 12, 31, 23, 59, 59, 999999, tzinfo=timezone.utc)
+"""The datetimes memroute accepts. Retention windows, expiry checks and decay subtract and add days (a retention
+of 36,500 at most) and compare; near ``datetime.min`` / ``datetime.max`` that arithmetic overflows (a 500 once)."""
+
+
 def as_utc(value: datetime | str, field: str = "datetime") -> datetime:
-    """An aware UTC datetime from a datetime or ISO-8601 string; naive values are taken as UTC."""
+    """An aware UTC datetime from a datetime or ISO-8601 string; naive values are taken as UTC. Outside
+    :data:`EARLIEST`-:data:`LATEST` it is a :class:`ValidationError`."""
     if isinstance(value, datetime) and value.tzinfo is timezone.utc:
-        return value
+        if EARLIEST <= value <= LATEST:
+            return value
+        raise _out_of_range(field)
     if isinstance(value, str):
         text = value.strip()
         if text.endswith(("Z", "z")):
@@ -135,9 +144,18 @@ def as_utc(value: datetime | str, field: str = "datetime") -> datetime:
             raise ValidationError(f"{field}: not an ISO-8601 datetime: {value!r}", [(field, "invalid")]) from exc
     if not isinstance(value, datetime):
         raise ValidationError(f"{field}: expected a datetime, got {type(value).__name__}", [(field, "type")])
-    if value.tzinfo is None:
-        return value.replace(tzinfo=timezone.utc)
-    return value.astimezone(timezone.utc)
+    try:
+        value = value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+    except OverflowError:  # 9999-12-31T23:59:59-14:00 is past datetime.max in UTC
+        raise _out_of_range(field) from None
+    if not EARLIEST <= value <= LATEST:
+        raise _out_of_range(field)
+    return value
+
+
+def _out_of_range(field: str) -> ValidationError:
+    return ValidationError(f"{field}: out of range ({EARLIEST.year:04d}-01-01 to {LATEST.year}-12-31 UTC)",
+                           [(field, "range")])
 
 
 def _opt_utc(value: datetime | str | None, field: str = "expires_at") -> datetime | None:
@@ -148,9 +166,13 @@ def _last_accessed_at(value: datetime | str | None) -> datetime | None:
     return None if value is None else as_utc(value, "last_accessed_at")
 
 
+MAX_COUNT: Final = 2**63 - 1
+"""The largest count a backend stores (SQLite's and PostgreSQL's 64-bit integers)."""
+
+
 def _check_count(_inst: object, _attr: attrs.Attribute[Any], value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValidationError(f"access_count: must be a non-negative integer, got {value!r:.40}",
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_COUNT:
+        raise ValidationError(f"access_count: must be an integer from 0 to {MAX_COUNT}, got {value!r:.40}",
                               [("access_count", "range")])
 
 
@@ -539,7 +561,7 @@ class MemoryPatch:
     session_id: str | _Unset | None = attrs.field(default=UNSET, converter=_patch_session)
     metadata: dict[str, Any] | _Unset = attrs.field(default=UNSET, converter=_patch_metadata, eq=False)
     expires_at: datetime | _Unset | None = attrs.field(default=UNSET, converter=_patch_datetime)
-    now: datetime = attrs.field(factory=utcnow, converter=as_utc)
+    now: datetime = attrs.field(factory=utcnow, converter=_now)
 
     def changes(self) -> dict[str, Any]:
         """The given fields, by name (``now`` excluded)."""
@@ -640,7 +662,7 @@ class SearchQuery:
     retention_days: int | None = attrs.field(
         default=None, validator=attrs.validators.optional(_in_range("retention_days", 1, 36_500))
     )
-    now: datetime = attrs.field(factory=utcnow, converter=as_utc)
+    now: datetime = attrs.field(factory=utcnow, converter=_now)
     type: MemoryType | None = attrs.field(default=None, converter=_opt_type)
     """Only memories of this type. Applied with the other filters, before the token budget is filled (the
     reference filtered after the budget walk, so a type-filtered search could come back short or empty)."""

@@ -60,7 +60,8 @@ def test_scheduled_prune_runs_and_engine_status_shows_it(tmp_path):
                 break
             time.sleep(0.1)
         assert ids == [kept]
-        prune = a.get("/api/memory/engine-status").json()["maintenance"]["prune"]
+        with server.client(server.admin) as admin:  # deployment-wide: an admin's view
+            prune = admin.get("/api/memory/engine-status").json()["maintenance"]["prune"]
         assert prune["ok"] is True and prune["ran_at"] and prune["interval_s"] == 0.2
 
 

@@ -39,6 +39,8 @@ def serve(ctx: click.Context, host: str | None, port: int | None, workers: int |
     try:
         import fastapi  # noqa: F401 - only checks that the server extra is installed
         import uvicorn
+
+        from memroute.cli.tcp import http_protocol
     except ImportError as exc:
         raise click.ClickException(
             f"memroute serve needs the server extra: pip install 'memroute[server]' ({exc})") from None
@@ -61,11 +63,20 @@ def serve(ctx: click.Context, host: str | None, port: int | None, workers: int |
         "host": server.host, "port": server.port, "log_level": log_level, "proxy_headers": True,
         "forwarded_allow_ips": "127.0.0.1", "timeout_graceful_shutdown": server.graceful_timeout_s,
         "ssl_certfile": server.ssl_certfile, "ssl_keyfile": server.ssl_keyfile, "server_header": False,
+        # memroute's own logging (memroute.config.logs), in this process and, through the factory, in each
+        # worker: records are formatted and written off the event loop, and no dependency configures it.
+        "log_config": None,
+        "timeout_keep_alive": server.idle_timeout_s,
+        "http": http_protocol(server.header_timeout_s),
     }
     # Every worker process (one by default) builds its own service and app from the same configuration, through
     # the factory uvicorn imports; the CLI itself never imports the server package (a sibling surface).
     mem.close()
     state.service = None
+    from memroute.config.logs import LOG_LEVEL_ENV, install_logging
+
+    os.environ[LOG_LEVEL_ENV] = log_level
+    install_logging(log_level)
     if state.config_path:
         os.environ["MEMROUTE_CONFIG"] = os.path.abspath(state.config_path)
     if server.workers > 1:
@@ -159,6 +170,47 @@ def keys_rotate(ctx: click.Context, key_id: str, as_json: bool) -> None:
         return
     _print_key(key.to_dict())
     click.echo(f"secret: {secret}")
+
+
+@keys_group.command("limits")
+@click.argument("key_id")
+@click.option("--requests-per-minute", type=click.IntRange(0, 10**9), default=None,
+              help="Requests a minute across every server process (0: unlimited).")
+@click.option("--concurrent-requests", type=click.IntRange(0, 10**9), default=None,
+              help="Requests in flight at once in one server process (0: unlimited).")
+@click.option("--default", "use_default", is_flag=True,
+              help="Forget the key's own limits: the [server] defaults apply.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def keys_limits(ctx: click.Context, key_id: str, requests_per_minute: int | None, concurrent_requests: int | None,
+                use_default: bool, as_json: bool) -> None:
+    """Show or set KEY_ID's fair-use limits (429 beyond them). Without options, shows them; an unset limit
+    takes the [server] default. Every server process applies a change within 5 seconds."""
+    from memroute.deployment.fair_use import KeyLimits
+
+    service = open_service(ctx)
+    if service.keys.get(key_id) is None:
+        raise click.ClickException(f"no API key with id {key_id!r}")
+    limits = service.fair_use.own_limits(key_id)
+    if use_default:
+        limits = service.fair_use.set_limits(key_id, KeyLimits())
+    elif requests_per_minute is not None or concurrent_requests is not None:
+        limits = service.fair_use.set_limits(key_id, attrs.evolve(
+            limits, **{name: value for name, value in (("requests_per_minute", requests_per_minute),
+                                                       ("concurrent_requests", concurrent_requests))
+                       if value is not None}))
+    effective = service.fair_use.effective(key_id)
+    if as_json:
+        echo_json({"key": key_id, "own": limits.to_dict(), "effective": effective.to_dict()})
+        return
+
+    def shown(value: int | None) -> str:
+        return "unlimited" if value == 0 else str(value)
+
+    click.echo(f"{key_id}  requests per minute: {shown(effective.requests_per_minute)}"
+               f"{'' if limits.requests_per_minute is not None else ' (default)'}  "
+               f"concurrent requests: {shown(effective.concurrent_requests)}"
+               f"{'' if limits.concurrent_requests is not None else ' (default)'}")
 
 
 COMMANDS: list[click.Command] = [serve, keys_group]

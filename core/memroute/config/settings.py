@@ -336,6 +336,20 @@ class ServerSettings:
     """Largest request body accepted (413 beyond it), except on the import route."""
     max_import_bytes: int = attrs.field(default=67_108_864, validator=_range(1024, 2**40))
     """Largest body ``POST /api/memory/import`` accepts."""
+    max_json_depth: int = attrs.field(default=64, validator=_range(2, 500))
+    """Deepest nesting of arrays and objects a JSON body may have (400 beyond it), checked before any parser
+    recurses into it. memroute's own bodies nest a handful of levels; memory metadata at most 32."""
+    body_timeout_s: float = attrs.field(default=30.0, validator=_range(0.1, 86_400))
+    """Seconds a client may take to send its whole request body (408 after): a slow sender holds a connection."""
+    header_timeout_s: float = attrs.field(default=10.0, validator=_range(0.1, 3600))
+    """Seconds a client may take to send a request's headers (the connection is closed after)."""
+    idle_timeout_s: float = attrs.field(default=5.0, validator=_range(0.1, 3600))
+    """Seconds an idle keep-alive connection stays open."""
+    requests_per_minute: int = attrs.field(default=60_000, validator=_range(0, 10**9))
+    """Requests one API key may make a minute, across every process of the deployment (429 after); 0:
+    unlimited. A key can have its own (``memroute keys limits``)."""
+    concurrent_requests: int = attrs.field(default=64, validator=_range(0, 10**9))
+    """Requests one API key may have in flight at once in one server process (429 beyond); 0: unlimited."""
     request_timeout_s: float = attrs.field(default=60.0, validator=_range(0.1, 86_400))
     """Seconds a request may take before its response starts (504 after); streams then run to the end."""
     maintenance_interval_s: float = attrs.field(default=3600.0, validator=_range(0, 365 * 86_400))
@@ -425,6 +439,11 @@ class LimitsSettings:
     """Bytes of ``metadata`` serialised as UTF-8 JSON (the model's ceiling is 1 MiB)."""
     max_metadata_depth: int = attrs.field(default=16, validator=_range(1, MAX_METADATA_DEPTH))
     """Nesting levels of ``metadata`` (a flat object is 1; the model's ceiling is 32)."""
+    max_memories_per_tenant: int = attrs.field(default=1_000_000, validator=_range(0, 2**62))
+    """Memories one tenant may hold (403 for a write past it); 0: unlimited."""
+    max_bytes_per_tenant: int = attrs.field(default=0, validator=_range(0, 2**62))
+    """Bytes of content and metadata one tenant may hold (403 past it); 0 (the default): unlimited. Checking it
+    reads a tenant's memories about once a minute per process while it writes."""
 
 
 @attrs.frozen(kw_only=True)

@@ -16,7 +16,7 @@ import builtins
 from collections.abc import Mapping
 from typing import Any
 
-from memroute.errors import PermissionDeniedError, ValidationError
+from memroute.errors import NotFoundError, PermissionDeniedError, ValidationError
 from memroute.interfaces import MemoryAccess
 from memroute.models import (
     BackendHit,
@@ -53,19 +53,27 @@ class StorageAPI:
             return None  # another tenant's id is a missing one
         return memory
 
+    def _refuse_foreign(self, memory_id: str, owner: str) -> None:
+        """Another tenant's id is a memory this caller cannot see: the 404 of a missing one (never a 403 or a
+        409 that would tell the id exists)."""
+        existing = self._manager.get(memory_id)
+        if existing is not None and existing.api_key_id != owner:
+            raise NotFoundError("Memory not found")
+
     def create(self, new: NewMemory, tenant: str | None) -> Memory:
         self._check(tenant, new.api_key_id)
+        self._refuse_foreign(new.id, new.api_key_id)
         self._service._limits.check(content=new.content, metadata=new.metadata)
+        self._service._quotas.check(new.api_key_id, [(new.content, new.metadata)])
         memory = self._manager.create(new)
         self._retrieval.on_written([memory])
         return memory
 
     def put(self, memory: Memory, tenant: str | None) -> None:
         self._check(tenant, memory.api_key_id)
-        existing = self._manager.get(memory.id)
-        if existing is not None and existing.api_key_id != memory.api_key_id:
-            raise PermissionDeniedError("a memory id cannot move to another tenant")
+        self._refuse_foreign(memory.id, memory.api_key_id)
         self._service._limits.check(content=memory.content, metadata=memory.metadata)
+        self._service._quotas.check(memory.api_key_id, [(memory.content, memory.metadata)])
         self._manager.put(memory)
         self._retrieval.on_written([memory])
 

@@ -70,8 +70,15 @@ BLOCK_PREAMBLE: Final = (
     "where they are relevant. Each memory is a quoted string."
 )
 
-# Characters that could be read as the block's own delimiters (ASCII and look-alikes).
-_BRACKETS = str.maketrans({c: f"\\u{ord(c):04x}" for c in "<>\uff1c\uff1e\u2039\u203a\u3008\u3009\u27e8\u27e9"})
+# Characters that could be read as the block's own delimiters: ASCII < and >, and every angle bracket, arrowhead
+# or small / fullwidth / tag form a model may read as one (small, fullwidth, arrowhead and ornament forms got through).
+_ANGLES: Final = (
+    "<>\u02c2\u02c3\u02f1\u02f2\u2039\u203a\u2329\u232a\u276c\u276d\u276e\u276f\u2770\u2771"
+    "\u27e8\u27e9\u27ea\u27eb\u29fc\u29fd\u3008\u3009\u300a\u300b\ufe3d\ufe3e\ufe3f\ufe40"
+    "\ufe64\ufe65\uff1c\uff1e\U000e003c\U000e003e"
+)
+_BRACKETS = str.maketrans({c: f"\\u{ord(c):04x}" if ord(c) < 0x10000 else json.dumps(c)[1:-1]  # a surrogate pair
+                           for c in _ANGLES})
 _LABEL = re.compile(r"[^\w-]+")
 
 
@@ -118,13 +125,17 @@ def _quote(text: str) -> str:
 
 
 def _label(memory: Any) -> str:
+    """The memory's type (memroute's own word), or its ``metadata.category`` — the tenant's text, so quoted like
+    the content: a category must not read as an instruction or a heading of the block."""
     metadata = getattr(memory, "metadata", None) or {}
-    label = metadata.get("category") if isinstance(metadata, Mapping) else None
-    if not isinstance(label, str) or not label.strip():
-        kind = getattr(memory, "type", None)
-        label = getattr(kind, "value", kind) if kind is not None else "memory"
-    cleaned = _LABEL.sub("-", str(label)).strip("-")[:32]
-    return cleaned or "memory"
+    category = metadata.get("category") if isinstance(metadata, Mapping) else None
+    if isinstance(category, str):
+        cleaned = _LABEL.sub("-", category).strip("-")[:32]
+        if cleaned:
+            return _quote(cleaned)
+    kind = getattr(memory, "type", None)
+    label = getattr(kind, "value", kind) if kind is not None else "memory"
+    return _LABEL.sub("-", str(label)).strip("-")[:32] or "memory"
 
 
 def _date(memory: Any) -> str:

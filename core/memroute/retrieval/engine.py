@@ -506,23 +506,27 @@ class RetrievalEngine:
         return True if self.indexer is None else self.indexer.flush(timeout)
 
     def reindex(self, *, force: bool = False, progress: Callable[[int, int], None] | None = None,
-                batch: int = 256) -> dict[str, Any]:
+                batch: int = 256, api_key_id: str | None = None) -> dict[str, Any]:
         """Rebuild missing vectors now (all of them with ``force``); resumable, since the queue is durable.
-        ``progress(done, remaining)`` is called after each batch."""
+        ``progress(done, remaining)`` is called after each batch. With ``api_key_id``, only that tenant's: its
+        vectors are replaced one by one (never dropped first) and no other tenant's index is touched."""
         if self.indexer is None:
             return {"processed": 0, "errors": 0, "pending": 0, "reason": self.vector_reason}
-        enqueued = self.indexer.reset() if force else self.indexer.heal()
+        if api_key_id is None:
+            enqueued = self.indexer.reset() if force else self.indexer.heal()
+        else:
+            enqueued = self.indexer.enqueue_tenant(api_key_id, self.manager.iter_all(api_key_id), force=force)
         done = errors = 0
         while True:
-            processed, failed = self.indexer.process(batch)
+            processed, failed = self.indexer.process(batch, api_key_id)
             done += processed
             errors += failed
-            remaining = self.indexer.depth()
+            remaining = self.indexer.depth(api_key_id)
             if progress is not None:
                 progress(done, remaining)
             if remaining == 0 or failed or processed == 0:
                 break
-        return {"processed": done, "errors": errors, "pending": self.indexer.depth(), "enqueued": enqueued,
+        return {"processed": done, "errors": errors, "pending": self.indexer.depth(api_key_id), "enqueued": enqueued,
                 "last_error": self.indexer.last_error}
 
     def status(self) -> dict[str, Any]:

@@ -173,6 +173,23 @@ class Indexer:
         self._notify()
         return count
 
+    def enqueue_tenant(self, api_key_id: str, memories: Iterable[Memory], *, force: bool) -> int:
+        """Enqueue one tenant's ``memories`` (every one with ``force``, else those without a vector): a tenant's
+        own reindex. Nothing is deleted first, so the tenant's searches keep their current vectors until each is
+        replaced, and no other tenant's vectors or queue entries are touched. Returns how many were enqueued."""
+        indexed: set[str] = set() if force else self.store.ids(api_key_id)
+        count = 0
+        batch: list[tuple[str, str, str]] = []
+        for memory in memories:
+            if memory.api_key_id == api_key_id and memory.id not in indexed:
+                batch.append((memory.id, api_key_id, "upsert"))
+            if len(batch) >= 1000:
+                count += self.queue.put(batch)
+                batch = []
+        count += self.queue.put(batch)
+        self._notify()
+        return count
+
     def reset(self) -> int:
         """Forget every vector and enqueue every memory (``reindex --force``)."""
         with self._process_lock:

@@ -16,7 +16,9 @@ from fastapi.middleware.cors import CORSMiddleware
 import memroute
 from memroute.aio import DEFAULT_MAX_WORKERS, AsyncMemroute
 from memroute.config.settings import ServerSettings
+from memroute.server.docs_pages import install_docs_pages
 from memroute.server.errors import install_error_handlers
+from memroute.server.fair_use import FairUseMiddleware
 from memroute.server.middleware import GuardMiddleware
 from memroute.server.openapi import install_openapi
 
@@ -59,7 +61,7 @@ def create_app(mem: Any, *, settings: ServerSettings | None = None, close_servic
 
     app = FastAPI(
         title="memroute", version=getattr(memroute, "__version__", "0"), description=_DESCRIPTION,
-        lifespan=lifespan, openapi_url="/openapi.json", docs_url="/docs", redoc_url="/redoc",
+        lifespan=lifespan, openapi_url="/openapi.json", docs_url=None, redoc_url=None,
     )
     app.state.memroute = mem
     # The async API over the same service, for routes that are coroutines: one hop into its bounded pool
@@ -74,12 +76,14 @@ def create_app(mem: Any, *, settings: ServerSettings | None = None, close_servic
     app.state.inline_search = InlineBudget(settings.inline_search_ms, in_process=mem.runs_in_process())
     install_error_handlers(app)
     install_openapi(app)
+    install_docs_pages(app)  # /docs and /redoc, their scripts pinned by hash (memroute.server.docs_pages)
     _include_rest(app)
     _include_surfaces(app)
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
                            allow_methods=["GET", "POST", "PUT", "DELETE"],
                            allow_headers=["authorization", "content-type", "x-api-key", "x-memroute-user"], max_age=600)
+    app.add_middleware(FairUseMiddleware, mem=mem)  # inside the guard: a refusal gets its headers too
     app.add_middleware(GuardMiddleware, settings=settings, proxy_max_body_bytes=mem.settings.proxy.max_body_bytes)
     return app
 

@@ -67,7 +67,8 @@ _ANTHROPIC_TYPES: Final = {400: "invalid_request_error", 401: "authentication_er
                            529: "overloaded_error"}
 # OpenAI's: the type is invalid_request_error for every 4xx; the code says which (401: invalid_api_key).
 _OPENAI_CODES: Final = {401: "invalid_api_key", 403: "insufficient_permissions", 404: "not_found",
-                        405: "method_not_allowed", 413: "request_too_large", 422: "invalid_value"}
+                        405: "method_not_allowed", 413: "request_too_large", 422: "invalid_value",
+                        429: "rate_limit_exceeded"}
 
 
 def api_style(path: str, headers: Any = None) -> ApiStyle | None:
@@ -174,7 +175,26 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     message = exc.detail if isinstance(exc.detail, str) else "request failed"
     if exc.status_code == 404 and message == "Not Found":
         message = f"no route {request.url.path}"
-    return error_response(exc.status_code, message, headers=dict(exc.headers or {}), request=request)
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:
+        headers["Allow"] = ", ".join(allowed_methods(request))
+    return error_response(exc.status_code, message, headers=headers, request=request)
+
+
+_METHODS: Final = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route of the app serves at the request's path. Starlette's 405 names only the methods of
+    the first route whose path matched (``GET`` for ``/api/memory``, which ``POST`` serves too)."""
+    from starlette.routing import Match
+
+    allowed = []
+    for method in _METHODS:
+        probe = {**request.scope, "method": method}
+        if any(route.matches(probe)[0] == Match.FULL for route in request.app.router.routes):
+            allowed.append(method)
+    return allowed
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

@@ -1,5 +1,6 @@
-"""The ASGI guard in front of every route: ``Host`` check, body size limit (413), time-to-first-byte limit
-(504) and security headers. Pure ASGI, so streamed responses (export, MCP, the proxy) pass through untouched."""
+"""The ASGI guard in front of every route: ``Host`` check, body size limit (413), body time limit (408), JSON
+nesting limit (400), time-to-first-byte limit (504) and security headers. Pure ASGI, so streamed responses
+(export, MCP, the proxy) pass through untouched."""
 
 from __future__ import annotations
 
@@ -8,12 +9,11 @@ import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, Final
 
-from starlette.exceptions import HTTPException
-
 from memroute.config.settings import ServerSettings
 from memroute.server.errors import PROXY_PREFIX, api_error_body, api_style
+from memroute.server.jsondepth import json_nesting_exceeds
 
-__all__ = ["GuardMiddleware", "PayloadTooLarge"]
+__all__ = ["GuardMiddleware"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -33,11 +33,6 @@ _SECURITY_HEADERS: Final = (
     (b"cross-origin-resource-policy", b"same-origin"),
 )
 _API_CSP: Final = b"default-src 'none'; frame-ancestors 'none'"
-
-
-class PayloadTooLarge(HTTPException):
-    def __init__(self, limit: int) -> None:
-        super().__init__(413, f"request body larger than {limit} bytes")
 
 
 def _json_error(status: int, message: str, scope: Scope) -> tuple[Message, Message]:
@@ -100,24 +95,28 @@ class GuardMiddleware:
             for message in _json_error(413, f"request body larger than {limit} bytes", scope):
                 await guarded_send(message)
             return
-        received = 0
+        body = await self._read_body(receive, limit, scope)
+        if isinstance(body, tuple):  # refused: too large, too slow or nested too deeply
+            for message in _json_error(*body, scope):
+                await guarded_send(message)
+            return
+        replayed = False
 
-        async def limited_receive() -> Message:
-            nonlocal received
-            message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > limit:
-                    raise PayloadTooLarge(limit)
-            return message
+        async def replay_receive() -> Message:
+            # The body once, as one message; then the client's own messages (a disconnect, for a stream).
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
 
         if proxied:  # no time-to-first-byte limit: nothing to race the app against, so no extra task
-            await self.app(scope, limited_receive, guarded_send)
+            await self.app(scope, replay_receive, guarded_send)
             return
         # The app runs in a task of its own that a timer cancels if no response has started in time. One timer
         # a request, cancelled by the response's first message: cheaper than racing the task against an event
         # (asyncio.wait, a second task and their callbacks cost the loop ~0.1 ms a request).
-        task = asyncio.ensure_future(self.app(scope, limited_receive, guarded_send))
+        task = asyncio.ensure_future(self.app(scope, replay_receive, guarded_send))
         expired = False
 
         def expire() -> None:
@@ -139,6 +138,42 @@ class GuardMiddleware:
         if expired and not started:  # no response started in time: the request was given up
             for message in _json_error(504, f"no response within {self.settings.request_timeout_s:g}s", scope):
                 await guarded_send(message)
+
+    async def _read_body(self, receive: Receive, limit: int, scope: Scope) -> bytes | tuple[int, str]:
+        """The whole request body, read before the app sees any of it, or the refusal ``(status, message)``:
+        413 past ``limit`` bytes, 408 when the client takes longer than ``body_timeout_s`` to send it, 400 when
+        it is JSON nested deeper than ``max_json_depth`` (every parser on the way recurses per level). Every
+        route reads its whole body anyway, so reading it here costs nothing but makes the checks hold for all
+        of them — REST, storage, MCP, the proxy and the lean fast path alike."""
+        chunks: list[bytes] = []
+        received = 0
+        try:
+            async with asyncio.timeout(self.settings.body_timeout_s):
+                while True:
+                    message = await receive()
+                    if message["type"] != "http.request":  # the client left: the app sees an empty body
+                        break
+                    chunk = message.get("body", b"")
+                    received += len(chunk)
+                    if received > limit:
+                        return 413, f"request body larger than {limit} bytes"
+                    chunks.append(chunk)
+                    if not message.get("more_body", False):
+                        break
+        except TimeoutError:
+            return 408, f"request body not received within {self.settings.body_timeout_s:g}s"
+        body = b"".join(chunks)
+        depth = self.settings.max_json_depth
+        if body and not self._form(scope) and json_nesting_exceeds(body, depth):
+            return 400, f"request body nests JSON deeper than {depth} levels"
+        return body
+
+    @staticmethod
+    def _form(scope: Scope) -> bool:
+        for name, value in scope.get("headers", []):
+            if name == b"content-type":
+                return value.lower().startswith((b"multipart/form-data", b"application/x-www-form-urlencoded"))
+        return False
 
     @staticmethod
     def _host(scope: Scope) -> str:

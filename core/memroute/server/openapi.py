@@ -40,9 +40,12 @@ class ErrorBody:
 
 
 _ERROR_STATUSES = {
-    "400": "malformed request (invalid JSON body, Host not allowed)",
+    "400": "malformed request (invalid JSON body, JSON nested deeper than max_json_depth, Host not allowed)",
+    "408": "the request body did not arrive within body_timeout_s",
     "413": "request body too large",
     "422": "a field failed validation (details name each field)",
+    "429": "the key is over its rate or concurrency limit (Retry-After says when to retry)",
+    "503": "a backend or the embedding source is unavailable",
     "504": "no response within request_timeout_s",
 }
 _EXAMPLE_422 = {"error": {"message": "invalid request: limit",

@@ -24,7 +24,7 @@ import textwrap
 import types
 import typing
 from collections.abc import Mapping
-from typing import Any, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
 import attrs
 import pydantic
@@ -33,7 +33,16 @@ from pydantic import ConfigDict, Field
 __all__ = ["camel", "field_docs", "wire_model"]
 
 _CACHE: dict[tuple[type, str], type[pydantic.BaseModel]] = {}
-_STRICT: dict[Any, Any] = {bool: pydantic.StrictBool, int: pydantic.StrictInt, str: pydantic.StrictStr}
+
+
+def _integral(value: Any) -> Any:
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+# JSON bodies: "yes" is not a bool, "3" is not an int; but 289.0 is the integer 289, as JSON Schema's "integer"
+# (what /openapi.json promises) says, and as clients that only have floats (JavaScript) send it.
+_JSON_INT = Annotated[int, pydantic.BeforeValidator(_integral), pydantic.Strict()]
+_STRICT: dict[Any, Any] = {bool: pydantic.StrictBool, int: _JSON_INT, str: pydantic.StrictStr}
 _CONSTRAINTS = ("ge", "gt", "le", "lt", "min_length", "max_length", "pattern", "examples", "description")
 
 

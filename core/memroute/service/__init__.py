@@ -66,6 +66,7 @@ from memroute.service.conversation import ConversationMethods
 from memroute.service.deployment import DeploymentMethods
 from memroute.service.end_users import EndUserMethods
 from memroute.service.history import HistoryMethods
+from memroute.service.quota import TenantQuotas
 from memroute.tenancy import require_agent
 
 if TYPE_CHECKING:
@@ -120,6 +121,10 @@ class Memroute(DeploymentMethods, ConversationMethods, HistoryMethods, EndUserMe
         self.plugins = plugins or get_plugin_manager()
         self.data_dir = settings.data_path
         self._limits = InputLimits(settings.limits)
+        self._quotas = TenantQuotas(
+            max_memories=settings.limits.max_memories_per_tenant, max_bytes=settings.limits.max_bytes_per_tenant,
+            count=lambda tenant: self._manager.list(ListFilter(api_key_id=tenant, limit=1)).total,
+            scan=self._iter_tenant)
         self._closed = False
         self._lock = threading.RLock()
         self._adds: GroupCommit[_PendingAdd, Memory] = GroupCommit(self._write_adds)
@@ -292,6 +297,7 @@ class Memroute(DeploymentMethods, ConversationMethods, HistoryMethods, EndUserMe
             type=type, session_id=session_id, metadata=metadata, expires_at=expires_at,
         )
         self._limits.check(content=new.content, metadata=new.metadata)
+        self._quotas.check(new.api_key_id, [(new.content, new.metadata)])
         return new
 
     def _write_adds(self, pending: Sequence[_PendingAdd]) -> builtins.list[Memory | Exception]:

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from memroute.retrieval.engine import RetrievalEngine
     from memroute.retrieval.runtime_vectors import VectorSwitch
     from memroute.routing.manager import MemoryManager
+    from memroute.service.quota import TenantQuotas
 
 __all__ = ["ServiceBase"]
 
@@ -34,6 +35,7 @@ class ServiceBase:
     data_dir: Path
     state_dir: Path
     _limits: InputLimits
+    _quotas: TenantQuotas
     _closed: bool
     _lock: threading.RLock
     _adds: GroupCommit[Any, Memory]

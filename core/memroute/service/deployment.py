@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from memroute.deployment.fair_use import FairUse
 from memroute.errors import ConfigError, ValidationError
 from memroute.models import HealthResult, Memory, is_memory_id, require_tenant
 from memroute.reports import BackendsStatus, HealthReport, MemoryStatus, ReindexReport, StatusReport
@@ -54,6 +55,20 @@ class DeploymentMethods(ServiceBase):
     def keys(self) -> KeyStore:
         """The deployment's API keys (``memroute keys``, ``/api/keys``)."""
         return self.state.keys
+
+    @property
+    def fair_use(self) -> FairUse:
+        """Per-key request rates and concurrency caps, kept in the shared state store next to the keys
+        (``[server] requests_per_minute`` / ``concurrent_requests``, overridden per key); see
+        :mod:`memroute.deployment.fair_use`."""
+        with self._lock:
+            fair_use: FairUse | None = getattr(self, "_fair_use", None)
+            if fair_use is None:
+                server = self.settings.server
+                fair_use = FairUse(self.state, requests_per_minute=server.requests_per_minute,
+                                   concurrent_requests=server.concurrent_requests)
+                self._fair_use = fair_use
+            return fair_use
 
     def memory_settings(self, *, fresh: bool = False) -> MemorySettings:
         """The ``[memory]`` settings in effect: the configured ones with the runtime overrides stored by
@@ -130,10 +145,13 @@ class DeploymentMethods(ServiceBase):
         the primary's version of every difference through the outbox. See :mod:`memroute.routing.verify`."""
         return verify_replicas(self._manager, repair=repair)
 
-    def reindex(self, *, force: bool = False, progress: Callable[[int, int], None] | None = None) -> ReindexReport:
+    def reindex(self, *, force: bool = False, progress: Callable[[int, int], None] | None = None,
+                api_key_id: str | None = None) -> ReindexReport:
         """Embed every memory that has no current vector now (every memory with ``force``); resumable, the
-        queue is durable. ``progress(done, remaining)`` is called after each batch."""
-        outcome = self._retrieval.reindex(force=force, progress=progress)
+        queue is durable. ``progress(done, remaining)`` is called after each batch. With ``api_key_id``, only
+        that tenant's memories: a tenant's maintenance never rebuilds (or degrades) another tenant's index."""
+        tenant = None if api_key_id is None else require_tenant(api_key_id)
+        outcome = self._retrieval.reindex(force=force, progress=progress, api_key_id=tenant)
         known = {f.name for f in attrs.fields(ReindexReport)}
         return ReindexReport(**{k: v for k, v in outcome.items() if k in known})
 
@@ -164,7 +182,16 @@ class DeploymentMethods(ServiceBase):
                                       [(f"item {number}", "id")])
             self._limits.check(content=memory.content, metadata=memory.metadata, where=f"item {number}: ")
             checked.append((number, memory))
+        self._check_quotas(memory for _, memory in checked)
         return import_memories(self._manager, checked, on_written=self._retrieval.on_written)
+
+    def _check_quotas(self, memories: Iterable[Memory]) -> None:
+        """An import past a tenant's storage quota is refused whole, before anything is written."""
+        by_tenant: dict[str, builtins.list[tuple[str, Any]]] = {}
+        for memory in memories:
+            by_tenant.setdefault(memory.api_key_id, []).append((memory.content, memory.metadata))
+        for tenant, writes in by_tenant.items():
+            self._quotas.check(tenant, writes)
 
     def import_jsonl(self, lines: Iterable[str], *, api_key_id: str | None = None,
                      progress: Callable[[int], None] | None = None) -> ImportReport:
@@ -174,6 +201,7 @@ class DeploymentMethods(ServiceBase):
         PostgreSQL). With ``api_key_id``, every line must belong to that tenant or name none. See
         :mod:`memroute.service.transfer` for what is guaranteed on backends without transactions."""
         parsed = parse_jsonl(lines, api_key_id=api_key_id, limits=self._limits)
+        self._check_quotas(memory for _, memory in parsed)
         return import_memories(self._manager, parsed, api_key_id=api_key_id, on_written=self._retrieval.on_written,
                                progress=progress)
 

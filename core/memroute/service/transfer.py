@@ -30,7 +30,7 @@ import attrs
 
 from memroute.config.limits import InputLimits
 from memroute.config.serialization import memory_from_dict
-from memroute.errors import MemrouteError, ValidationError
+from memroute.errors import MemrouteError, NotFoundError, ValidationError
 from memroute.models import HistoryEntry, Memory, is_memory_id, new_memory_id, require_tenant, utcnow
 
 if TYPE_CHECKING:
@@ -119,9 +119,12 @@ def parse_jsonl(lines: Iterable[str], *, api_key_id: str | None = None,
     return parsed
 
 
-def _refuse_foreign_ids(manager: MemoryManager, parsed: Sequence[tuple[int, Memory]]) -> dict[str, Memory]:
-    """An id that exists under another tenant is refused: an import never moves a memory between tenants.
-    Returns the memories the import will replace, by id (their history entries say what they said before)."""
+def _refuse_foreign_ids(manager: MemoryManager, parsed: Sequence[tuple[int, Memory]], *,
+                        tenant_scoped: bool) -> dict[str, Memory]:
+    """An id that exists under another tenant is refused: an import never moves a memory between tenants. To a
+    tenant's import (``tenant_scoped``) that id is a memory it cannot see, so the refusal is the 404 of a missing
+    memory, which says nothing about whether the id exists; an operator's restore is told why. Returns the
+    memories the import will replace, by id (their history entries say what they said before)."""
     replaced: dict[str, Memory] = {}
     for start in range(0, len(parsed), _LOOKUP_BATCH):
         chunk = parsed[start:start + _LOOKUP_BATCH]
@@ -130,7 +133,8 @@ def _refuse_foreign_ids(manager: MemoryManager, parsed: Sequence[tuple[int, Memo
         for number, memory in chunk:
             stored = existing.get(memory.id)
             if stored is not None and stored.api_key_id != memory.api_key_id:
-                # Do not say whose: to a tenant, another tenant's id is just "taken".
+                if tenant_scoped:
+                    raise NotFoundError(f"line {number}: Memory not found (id {memory.id})")
                 raise _line_error(number, f"id: {memory.id} is already used by another memory (of another "
                                           "tenant); an import never moves a memory between tenants")
     return replaced
@@ -146,7 +150,7 @@ def import_memories(
 ) -> ImportReport:
     """Write already-validated ``(line, memory)`` pairs: refuse foreign ids, then one ``put_many``; then the
     history of each memory the import created or changed (actor ``import``)."""
-    replaced = _refuse_foreign_ids(manager, memories)
+    replaced = _refuse_foreign_ids(manager, memories, tenant_scoped=api_key_id is not None)
     batch = [memory for _, memory in memories]
     count = manager.put_many(batch) if batch else 0
     if manager.keeps_history and batch:

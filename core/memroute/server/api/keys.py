@@ -7,6 +7,7 @@ from typing import Any, Literal
 import attrs
 from fastapi import Request
 
+from memroute.deployment.fair_use import KeyLimits
 from memroute.deployment.keys import ApiKey
 from memroute.errors import NotFoundError
 from memroute.server.auth import ScopedRouter
@@ -107,3 +108,35 @@ def delete_key(request: Request, key_id: str) -> ApiKey:
 def rotate_key(request: Request, key_id: str) -> KeyWithSecret:
     key, secret = request.app.state.memroute.keys.rotate(key_id)
     return KeyWithSecret(key=key, secret=secret)
+
+
+KeyLimitsModel = wire_model(KeyLimits, name="KeyLimits")
+KeyLimitsBody = wire_model(KeyLimits, mode="request", name="KeyLimitsRequest")
+_LIMITS_EXAMPLE = {"requestsPerMinute": 600, "concurrentRequests": None}
+
+
+def _existing(request: Request, key_id: str) -> ApiKey:
+    key: ApiKey | None = request.app.state.memroute.keys.get(key_id)
+    if key is None:
+        raise NotFoundError(f"no API key with id {key_id!r}")
+    return key
+
+
+@router.get("/{key_id}/limits", scope="admin", response_model=KeyLimitsModel, summary="A key's own fair-use limits",
+            responses={**_ok(_LIMITS_EXAMPLE), 404: {"description": "no such key"}})
+def get_key_limits(request: Request, key_id: str) -> KeyLimits:
+    """``null``: the deployment's default (``[server] requests_per_minute`` / ``concurrent_requests``); 0:
+    unlimited."""
+    _existing(request, key_id)
+    limits: KeyLimits = request.app.state.memroute.fair_use.own_limits(key_id)
+    return limits
+
+
+@router.put("/{key_id}/limits", scope="admin", response_model=KeyLimitsModel, summary="Set a key's fair-use limits",
+            responses={**_ok(_LIMITS_EXAMPLE), 404: {"description": "no such key"}})
+def put_key_limits(request: Request, key_id: str, body: KeyLimitsBody) -> KeyLimits:  # type: ignore[valid-type]
+    """Every server process of the deployment applies them within 5 seconds."""
+    _existing(request, key_id)
+    limits: KeyLimits = request.app.state.memroute.fair_use.set_limits(
+        key_id, KeyLimits(**body.model_dump(by_alias=False)))  # type: ignore[attr-defined]
+    return limits

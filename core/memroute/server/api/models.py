@@ -163,12 +163,18 @@ class SummarizeResponse:
 class ReindexRequest:
     force: bool = False
     """Re-embed every memory, not only those without a current vector."""
+    api_key_id: str | None = attrs.field(default=None, metadata=_ID)
+    """The tenant to reindex. A tenant key always reindexes its own tenant only; an admin key reindexes the
+    whole deployment unless it names one."""
 
 
 @attrs.frozen(kw_only=True)
 class ReindexStatus:
-    """The background reindex (one at a time per deployment; readable from every process)."""
+    """A background reindex: of one tenant, or (admin) of the whole deployment; one at a time for each, readable
+    from every process."""
 
+    api_key_id: str | None = None
+    """The tenant reindexed; ``None``: the whole deployment."""
     state: Literal["idle", "running", "done", "failed"]
     started: bool
     force: bool

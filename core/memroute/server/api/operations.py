@@ -107,9 +107,10 @@ def engine_status(request: Request, principal: CurrentPrincipal) -> dict[str, An
     """The service's status report plus the last scheduled maintenance runs (from the shared state store).
     ``group_commit`` shows how this server process batched its adds (batches, items, mean / last / largest
     batch). ``extraction`` shows the extractor chain; a tenant key sees only its own tenant's counters of a
-    background extractor (``llm``: requests, tokens, failures), an admin key every tenant's. ``qdrant`` is the
-    reference's block (``enabled``, ``healthy``, ``latencyMs``, ``error``), probed for real when the vector store
-    is Qdrant."""
+    background extractor (``llm``: requests, tokens, failures), an admin key every tenant's. ``qdrant`` is
+    OmniRoute's block (``enabled``, ``healthy``, ``latencyMs``, ``error``), probed for real when the vector store
+    is Qdrant. An admin key sees all of it; any other key only what configures its own searches (no server paths,
+    deployment-wide counts, or anything about other tenants; :func:`tenant_view`)."""
     mem = request.app.state.memroute
     status = dict(jsonable(mem.status()))
     if not principal.is_admin:
@@ -119,7 +120,36 @@ def engine_status(request: Request, principal: CurrentPrincipal) -> dict[str, An
     maintenance = getattr(request.app.state, "maintenance", None)
     status["maintenance"] = maintenance.last_runs() if maintenance is not None else {}
     status["qdrant"] = qdrant_block(mem, status.get("vector_store") or {})
-    return status
+    return status if principal.is_admin else tenant_view(status, TENANT_VISIBLE_STATUS)
+
+
+TENANT_VISIBLE_STATUS: dict[str, Any] = {
+    "memory": True, "fusion": True,
+    "backends": {"primary": True, "fallbacks": True, "instances": {"name": True, "type": True}},
+    "keyword": {"backend": True, "ranking": True, "available": True, "served_by": True},
+    "embedding": {"source": True, "model": True, "dimensions": True, "requested": True, "available": True},
+    "vector_store": {"backend": True, "available": True, "signature": True},
+    "rerank": {"enabled": True, "available": True, "reranker": True, "model": True},
+    "health": {"backends": {"name": True, "type": True, "role": True, "ok": True, "breaker": True}},
+    "extraction": True,  # already the tenant's own counters (engine_status asks for them)
+    "qdrant": {"enabled": True, "healthy": True, "latencyMs": True},
+}
+"""What a tenant key sees of the engine status: an allow-list, so a field added to the report later stays an
+operator's until it is listed here (the last prune's candidates once showed other tenants' memory ids)."""
+
+
+def tenant_view(value: Any, allowed: Any) -> Any:
+    """``value`` reduced to the fields ``allowed`` lists (``True``: the whole value; a dict: those fields, in a
+    mapping or in each mapping of a list). Field names match in snake_case and camelCase alike."""
+    if allowed is True:
+        return value
+    if isinstance(value, list):
+        return [tenant_view(item, allowed) for item in value if isinstance(item, dict)]
+    if not isinstance(value, dict):
+        return None
+    wanted = {name.replace("_", "").lower(): rule for name, rule in allowed.items()}
+    return {name: tenant_view(item, wanted[name.replace("_", "").lower()]) for name, item in value.items()
+            if name.replace("_", "").lower() in wanted}
 
 
 def qdrant_block(mem: Any, vector_store: dict[str, Any]) -> dict[str, Any]:
@@ -169,44 +199,62 @@ def summarize(request: Request, principal: CurrentPrincipal, body: SummarizeBody
 
 # --- reindex in the background -----------------------------------------------------------------------------
 
-_REINDEX = ("jobs", "reindex")
 _reindex_lock = threading.Lock()
 
 
-def _reindex_status(mem: Any) -> m.ReindexStatus:
-    data = mem.state.get_value(*_REINDEX) or {}
-    return m.ReindexStatus(state=data.get("state", "idle"), started=data.get("state") == "running",
+def _reindex_scope(principal: Any, requested: str | None) -> str | None:
+    """The tenant a reindex request acts on, ``None`` for the whole deployment (an admin key naming none)."""
+    if principal.is_admin and not requested:
+        return None
+    return str(principal.tenant_for(requested))
+
+
+def _reindex_job(tenant: str | None) -> tuple[str, str]:
+    """The lease and state entry of one reindex scope: a tenant's jobs never block another tenant's."""
+    return ("reindex", "reindex") if tenant is None else (f"reindex:{tenant}", f"reindex:{tenant}")
+
+
+def _reindex_status(mem: Any, tenant: str | None) -> m.ReindexStatus:
+    data = mem.state.get_value("jobs", _reindex_job(tenant)[1]) or {}
+    return m.ReindexStatus(api_key_id=tenant, state=data.get("state", "idle"), started=data.get("state") == "running",
                            force=bool(data.get("force", False)), done=int(data.get("done", 0)),
                            pending=int(data.get("pending", 0)), errors=int(data.get("errors", 0)),
                            started_at=data.get("started_at"), finished_at=data.get("finished_at"),
                            error=data.get("error"))
 
 
-_REINDEX_EXAMPLE = {"state": "running", "started": True, "force": False, "done": 256, "pending": 744, "errors": 0,
-                    "startedAt": "2026-01-01T12:00:00Z", "finishedAt": None, "error": None}
+_REINDEX_EXAMPLE = {"apiKeyId": "shop", "state": "running", "started": True, "force": False, "done": 256,
+                    "pending": 744, "errors": 0, "startedAt": "2026-01-01T12:00:00Z", "finishedAt": None,
+                    "error": None}
 
 
 @router.post("/reindex", scope="write", status_code=202, response_model=wire_model(m.ReindexStatus),
              summary="Start rebuilding the vector index in the background",
              responses={**ok(_REINDEX_EXAMPLE, 202), 409: {"description": "a reindex is already running"}})
-def start_reindex(request: Request, body: ReindexBody) -> m.ReindexStatus:  # type: ignore[valid-type]
+def start_reindex(request: Request, principal: CurrentPrincipal,
+                  body: ReindexBody) -> m.ReindexStatus:  # type: ignore[valid-type]
     """Returns at once; ``GET /api/memory/reindex`` shows progress from any server process. The queue is
-    durable, so an interrupted reindex resumes where it stopped."""
+    durable, so an interrupted reindex resumes where it stopped. A tenant key reindexes its own tenant only
+    (other tenants keep their vectors and their searches); an admin key the whole deployment, or the tenant
+    it names."""
     mem = request.app.state.memroute
-    holder = f"reindex:{id(mem)}:{time.time()}"
+    tenant = _reindex_scope(principal, body.api_key_id)  # type: ignore[attr-defined]
+    lease, entry = _reindex_job(tenant)
+    holder = f"{lease}:{id(mem)}:{time.time()}"
     with _reindex_lock:
-        if not mem.state.try_lease("reindex", holder, ttl_s=3600):
+        if not mem.state.try_lease(lease, holder, ttl_s=3600):
             raise ConflictError("a reindex is already running (GET /api/memory/reindex shows its progress)")
         record = {"state": "running", "force": bool(body.force), "done": 0, "pending": 0,  # type: ignore[attr-defined]
                   "errors": 0, "started_at": utcnow().isoformat(), "finished_at": None, "error": None}
-        mem.state.put_value(*_REINDEX, record)
+        mem.state.put_value("jobs", entry, record)
 
     def run() -> None:
         def progress(done: int, remaining: int) -> None:
-            mem.state.put_value(*_REINDEX, {**record, "done": done, "pending": remaining})
+            mem.state.put_value("jobs", entry, {**record, "done": done, "pending": remaining})
 
         try:
-            outcome = jsonable(mem.reindex(force=bool(body.force), progress=progress))  # type: ignore[attr-defined]
+            outcome = jsonable(mem.reindex(force=bool(body.force), progress=progress,  # type: ignore[attr-defined]
+                                           api_key_id=tenant))
             final = {**record, "state": "done", "done": int(outcome.get("processed", 0)),
                      "pending": int(outcome.get("pending", 0)), "errors": int(outcome.get("errors", 0)),
                      "error": outcome.get("reason"), "finished_at": utcnow().isoformat()}
@@ -214,18 +262,20 @@ def start_reindex(request: Request, body: ReindexBody) -> m.ReindexStatus:  # ty
             final = {**record, "state": "failed", "error": f"{type(exc).__name__}: {exc}",
                      "finished_at": utcnow().isoformat()}
         try:
-            mem.state.put_value(*_REINDEX, final)
+            mem.state.put_value("jobs", entry, final)
         finally:
-            mem.state.release_lease("reindex", holder)
+            mem.state.release_lease(lease, holder)
 
     threading.Thread(target=run, name="memroute-reindex", daemon=True).start()
-    return _reindex_status(mem)
+    return _reindex_status(mem, tenant)
 
 
 @router.get("/reindex", scope="read", response_model=wire_model(m.ReindexStatus), summary="Reindex progress",
             responses=ok(_REINDEX_EXAMPLE))
-def reindex_status(request: Request) -> m.ReindexStatus:
-    return _reindex_status(request.app.state.memroute)
+def reindex_status(request: Request, principal: CurrentPrincipal,
+                   api_key_id: TenantQuery = None) -> m.ReindexStatus:
+    """The calling tenant's reindex; for an admin key, the deployment's (or the named tenant's)."""
+    return _reindex_status(request.app.state.memroute, _reindex_scope(principal, api_key_id))
 
 
 # --- bulk ----------------------------------------------------------------------------------------------------

@@ -131,7 +131,7 @@ def storage_search(
     strategy: Annotated[str, Query(pattern="^(exact|semantic|hybrid)$")] = "hybrid",
     limit: Annotated[int, Query(ge=1, le=1000)] = 20,
     session_id: Annotated[str | None, Query(max_length=256)] = None,
-    retention_days: Annotated[int | None, Query(ge=1, le=36_500)] = None,
+    retention_days: Annotated[int | None, Query(ge=1, le=3650)] = None,
     now: datetime | None = None,
 ) -> list[BackendHit]:
     search = SearchQuery(api_key_id=api_key_id, text=query, strategy=strategy, limit=limit,
@@ -150,7 +150,7 @@ def storage_access(request: Request, principal: CurrentPrincipal, body: AccessBo
     for item in body.accesses:  # type: ignore[attr-defined]
         seen = accesses.get(item.id)
         accesses[item.id] = MemoryAccess(count=item.count + (seen.count if seen else 0),
-                                         at=max(as_utc(item.at), seen.at) if seen else as_utc(item.at))
+                                         at=max(as_utc(item.at, "at"), seen.at) if seen else as_utc(item.at, "at"))
     updated = _storage(request).record_access(body.api_key_id, accesses, _tenant(principal))  # type: ignore[attr-defined]
     return StorageAccessResult(updated=updated)
 
@@ -181,8 +181,11 @@ def storage_put(request: Request, principal: CurrentPrincipal, memory_id: str, b
 def storage_update(request: Request, principal: CurrentPrincipal, memory_id: str,
                    body: PatchBody) -> Memory:  # type: ignore[valid-type]
     changes = body.model_dump(exclude_unset=True)  # type: ignore[attr-defined]
-    if changes.get("now") is None:
-        changes.pop("now", None)
+    # null where a memory cannot hold one (the schema allows it, as "not given") leaves the field unchanged;
+    # null for session_id / expires_at clears it.
+    for unchangeable in ("now", "content", "key", "type"):
+        if unchangeable in changes and changes[unchangeable] is None:
+            del changes[unchangeable]
     updated: Memory | None = _storage(request).update(memory_id, MemoryPatch(**changes), _tenant(principal))
     if updated is None:
         raise NotFoundError("Memory not found")

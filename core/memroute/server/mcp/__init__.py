@@ -5,7 +5,9 @@ session bound to the tenant of one API key. See docs/mcp.md."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import logging
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from memroute.server.mcp.omniroute import OmnirouteTools
@@ -29,6 +31,22 @@ INSTRUCTIONS = (
 )
 
 
+@contextlib.contextmanager
+def _root_logging_untouched() -> Iterator[None]:
+    """Undo what ``MCPServer()`` does to the root logger. When the root logger has no handler, the SDK calls
+    ``logging.basicConfig`` with a ``rich`` handler that renders tracebacks in colour (1-3.5 s for a deep one,
+    on the event loop, in ``memroute serve``) and sets the application's log level. Logging belongs to the
+    application (``memroute serve``: :func:`memroute.config.logs.install_logging`), never to a dependency."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        yield
+    finally:
+        for handler in [h for h in root.handlers if h not in handlers]:
+            root.removeHandler(handler)
+        root.setLevel(level)
+
+
 def build_mcp_server(mem: Memroute, resolve: Callable[[], Caller], **server_options: Any) -> MCPServer:
     """An :class:`mcp.server.MCPServer` with memroute's tools, acting for whoever ``resolve()`` returns on
     each call. ``server_options`` go to ``MCPServer`` (``auth=``, ``token_verifier=`` for HTTP)."""
@@ -36,13 +54,12 @@ def build_mcp_server(mem: Memroute, resolve: Callable[[], Caller], **server_opti
 
     from mcp.server import MCPServer
 
-    # WARNING: MCPServer configures the root logger (basicConfig) when nothing else has; at INFO it would log
-    # every request of the embedding application.
-    server: MCPServer = MCPServer(
-        SERVER_NAME, title="memroute memory", version=version("memroute"), instructions=INSTRUCTIONS,
-        log_level="WARNING", **server_options,
-    )
-    # The reference's tool names too, unless the deployment turned them off ([mcp] omniroute_tools).
+    with _root_logging_untouched():
+        server: MCPServer = MCPServer(
+            SERVER_NAME, title="memroute memory", version=version("memroute"), instructions=INSTRUCTIONS,
+            log_level="WARNING", **server_options,
+        )
+    # OmniRoute's tool names too, unless the deployment turned them off ([mcp] omniroute_tools).
     extra = [OmnirouteTools(mem)] if mem.settings.mcp.omniroute_tools else []
     register_tools(server, mem, resolve, extra=extra)
     return server

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any, Final, Literal
+from urllib.parse import quote
 
 import anyio.to_thread
 import attrs
@@ -43,7 +44,7 @@ from memroute.server.auth import Principal, ScopedRouter, end_users, principal_f
 from memroute.server.errors import api_error_response
 from memroute.server.proxy.sse import Api, ReplyCollector, reply_from_events
 from memroute.server.proxy.stream import Outcome, RelayedStream
-from memroute.server.proxy.upstream import Upstream, response_headers
+from memroute.server.proxy.upstream import OutsideUpstreamError, Upstream, response_headers
 
 __all__ = ["MEMORIES_HEADER", "MemoryProxy", "ProxyStats", "create_proxy_router"]
 
@@ -100,6 +101,9 @@ class _Route:
     path: str
     """The path on the upstream, relative to its ``base_url``."""
 
+
+MODEL_QUERY_PARAMETERS: Final = frozenset({"after_id", "before_id", "limit"})
+"""The query parameters ``GET /v1/models`` passes on (Anthropic's pagination; OpenAI's list takes none)."""
 
 _CHAT = _Route("openai-chat", "openai", "openai", "/chat/completions")
 _RESPONSES = _Route("responses", "openai", "openai", "/responses")
@@ -323,7 +327,7 @@ class MemoryProxy:
         timing = self.settings.server_timing
         if timing:
             memory_headers[TIMING_HEADER] = _memory_timing(augmented, memory_ms)
-        content = raw if augmented.body is body else json.dumps(augmented.body, ensure_ascii=False).encode("utf-8")
+        content = raw if augmented.body is body else _json_bytes(augmented.body)
         outgoing = upstream.build("POST", route.path, headers=request.headers.items(), content=content,
                                   json_body=augmented.body is not body)
         streamed = body.get("stream") is True
@@ -390,11 +394,14 @@ class MemoryProxy:
             return error_response(route.style, 504, f"memroute: the upstream did not answer in time ({kind} timeout "
                                   f"of {limit:g} s, [proxy.{upstream.name}])", "timeout_error", memory_headers)
         self.stats.upstream_unreachable += 1
+        # The details (addresses, the guard's reason) go to the operator's log, not to a tenant.
+        log.warning("proxy: [proxy.%s] upstream unreachable: %s: %s", upstream.name, type(exc).__name__, exc)
         if isinstance(exc, BlockedUrlError):
-            return error_response(route.style, 502, f"memroute: [proxy.{upstream.name}] base_url is refused: {exc}",
-                                  "api_error", memory_headers)
+            return error_response(route.style, 502, f"memroute: [proxy.{upstream.name}] base_url is refused by the "
+                                  "address guard (a private or loopback address needs allow_private = true; the "
+                                  "server log says why)", "api_error", memory_headers)
         return error_response(route.style, 502, f"memroute: the upstream could not be reached "
-                              f"({type(exc).__name__}: {exc})", "api_error", memory_headers)
+                              f"({type(exc).__name__}; the server log has the details)", "api_error", memory_headers)
 
     def status(self) -> dict[str, Any]:
         """The counters since the server started, and which upstreams are configured (never their keys)."""
@@ -406,7 +413,11 @@ class MemoryProxy:
 
     async def models(self, request: Request, model_id: str | None = None) -> Response:
         """``GET /v1/models`` (and ``/v1/models/{id}``), passed through: to the Anthropic upstream for Anthropic
-        clients (they send ``anthropic-version``), else to the OpenAI one. No memory is involved."""
+        clients (they send ``anthropic-version``), else to the OpenAI one. No memory is involved.
+
+        The request goes out with memroute's own credential, so nothing of the caller's shapes it but the model
+        id — one path segment, percent-encoded, never ``.`` or ``..`` — and the query parameters the APIs document
+        for listing models (:data:`MODEL_QUERY_PARAMETERS`); the URL built must stay under ``base_url``."""
         anthropic = "anthropic-version" in request.headers and self.upstreams["anthropic"].configured
         route = _MESSAGES if anthropic else _CHAT
         self.stats.requests += 1
@@ -414,8 +425,15 @@ class MemoryProxy:
         if not upstream.configured:
             return error_response(route.style, 503, f"memroute: the proxy has no upstream for this API; set "
                                   f"[proxy.{upstream.name}] base_url", "api_error")
-        path = ("/v1/models" if anthropic else "/models") + (f"/{model_id}" if model_id else "")
-        outgoing = upstream.build("GET", path, headers=request.headers.items(), params=dict(request.query_params))
+        if model_id is not None and model_id.strip(".") == "":
+            return error_response(route.style, 404, f"memroute: no model {model_id!r}", param="model")
+        path = ("/v1/models" if anthropic else "/models") + (f"/{quote(model_id, safe='')}" if model_id else "")
+        params = {name: value[:256] for name, value in request.query_params.items()
+                  if name in MODEL_QUERY_PARAMETERS}
+        try:
+            outgoing = upstream.build("GET", path, headers=request.headers.items(), params=params)
+        except OutsideUpstreamError as exc:
+            return error_response(route.style, 404, str(exc), param="model")
         try:
             answer = await upstream.send(outgoing)
         except (httpx.HTTPError, MemrouteError, OSError) as exc:
@@ -423,6 +441,15 @@ class MemoryProxy:
         if answer.status_code >= 300:
             self.stats.upstream_errors += 1
         return Response(answer.content, status_code=answer.status_code, headers=response_headers(answer.headers))
+
+
+def _json_bytes(body: Any) -> bytes:
+    """``body`` as UTF-8 JSON text; with a lone surrogate in it (``"\\udfff"`` is valid JSON, but no UTF-8), as
+    ASCII JSON, where the surrogate stays the escape the client sent."""
+    try:
+        return json.dumps(body, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(body).encode("ascii")
 
 
 def _json_or_none(data: bytes) -> Any:
@@ -494,7 +521,7 @@ def create_proxy_router(mem: Any, *, settings: ProxySettings | None = None,
                           for path, chat_route in (("/v1/chat/completions", _CHAT), ("/v1/responses", _RESPONSES),
                                                    ("/v1/messages", _MESSAGES))]
     router.add_api_route("/v1/models", proxy.models, methods=["GET"], scope="read", **hidden)
-    router.add_api_route("/v1/models/{model_id:path}", proxy.models, methods=["GET"], scope="read", **hidden)
+    router.add_api_route("/v1/models/{model_id}", proxy.models, methods=["GET"], scope="read", **hidden)
     router.add_api_route("/api/proxy/status", proxy.status, methods=["GET"], scope="admin", tags=["proxy"],
                          summary="The memory proxy's counters and upstreams",
                          responses={200: {"content": {"application/json": {"example": _STATUS_EXAMPLE}}}})

@@ -25,12 +25,18 @@ import httpx
 
 from memroute.config.netguard import ParsedUrl, check_url, parse_ip_host
 from memroute.config.settings import UpstreamSettings
+from memroute.errors import ValidationError
 from memroute.server.proxy.wire import LeanTransport
 
-__all__ = ["CHECK_TTL_S", "GuardedTransport", "Upstream", "forward_headers", "response_headers"]
+__all__ = ["CHECK_TTL_S", "GuardedTransport", "OutsideUpstreamError", "Upstream", "forward_headers",
+           "response_headers"]
 
 CHECK_TTL_S: Final = 30.0
 """How long a hostname's approved addresses are reused before the guard resolves and checks it again."""
+
+class OutsideUpstreamError(ValidationError):
+    """A path that would take a request out of its upstream's ``base_url`` (a bug or an attack: never sent)."""
+
 
 # Hop-by-hop headers (RFC 9110 §7.6.1) and those the transport recomputes never cross the proxy.
 _HOP_BY_HOP: Final = frozenset({
@@ -254,6 +260,16 @@ class Upstream:
         base = (self.settings.base_url or "").rstrip("/")
         return base + path
 
+    def _check_under_base(self, url: httpx.URL, path: str) -> None:
+        """Refuse a URL that left ``base_url``: another origin, or a path outside the base's whose dot segments
+        httpx removed (``/v1/models/../files`` is ``/v1/files``). The request carries memroute's credential, so
+        it may only ever reach the path it was built for."""
+        base = httpx.URL((self.settings.base_url or "").rstrip("/") + "/")
+        wanted = base.raw_path.rstrip(b"/") + path.encode("ascii", "strict")
+        if (not path.startswith("/") or (url.scheme, url.host, url.port) != (base.scheme, base.host, base.port)
+                or url.raw_path != wanted):
+            raise OutsideUpstreamError(f"memroute: refused to send {path!r} outside [proxy.{self.name}] base_url")
+
     def credential_headers(self) -> dict[str, str]:
         """memroute's own credential for this upstream, in the upstream's style."""
         key = self.settings.api_key
@@ -271,6 +287,7 @@ class Upstream:
         url = self._urls.get(path)
         if url is None:
             url = httpx.URL(self.url(path))
+            self._check_under_base(url, path)
             if method == "POST":  # the three fixed chat paths, parsed once (never a caller-chosen model id path)
                 self._urls[path] = url
         return self.client.build_request(method, url, headers=merged, content=content,
