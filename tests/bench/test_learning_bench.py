@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 import memroute
-from memroute.bench.learning_data import PEOPLE
 from memroute.bench.learning import extraction_table, learning_table, run_learning
+from memroute.bench.learning_data import PEOPLE
 from memroute.bench.quality import chat_distractors
 
 pytestmark = pytest.mark.bench

@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections import Counter
 
 import memroute
-from memroute.bench.learning_data import CHATTER, PEOPLE
 from memroute.bench.learning import conversation_turns, extraction_table, learning_table, run_learning
+from memroute.bench.learning_data import CHATTER, PEOPLE
 from memroute.bench.statements import STATEMENTS
 
 

@@ -297,8 +297,8 @@ def _bench_quality(ctx: click.Context, models: list[str], distractors: int, outp
 def _bench_learning(ctx: click.Context, filler: int, output: str | None) -> None:
     import tempfile
 
-    from memroute.bench.learning_data import PEOPLE
     from memroute.bench.learning import extraction_table, learning_table, run_learning
+    from memroute.bench.learning_data import PEOPLE
     from memroute.bench.quality import chat_distractors
     from memroute.config.settings import load_settings
     from memroute.service import Memroute
