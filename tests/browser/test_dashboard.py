@@ -374,7 +374,7 @@ def test_engine_reindex_progress_and_settings_save(ui: Any, server: MemrouteServ
     ui.get_by_role("tab", name="Engine").click()
     ui.locator("#backends tbody tr").filter(has_text="primary").wait_for()
     assert "sqlite-vec" in ui.locator("#engine-status").inner_text()
-    assert "regex" in ui.locator("#engine-status").inner_text()  # the extractor chain
+    assert "everyday" in ui.locator("#engine-status").inner_text()  # the extractor chain
     ui.get_by_label("Force rebuild").check()
     ui.get_by_role("button", name="Reindex").click()
     expect(ui.locator("#reindex-state")).to_have_text(re.compile(r"^done: \d+ indexed, 0 pending"))

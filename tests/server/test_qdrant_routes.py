@@ -45,7 +45,9 @@ def test_health_and_engine_status_carry_a_real_probe_with_its_latency(qdrant_ser
         assert health["ok"] is True and health["error"] is None
         assert isinstance(health["latencyMs"], float) and health["latencyMs"] >= 0
         block = a.get("/api/memory/engine-status").json()["qdrant"]
-        assert block["enabled"] and block["healthy"] and block["latencyMs"] >= 0 and block["error"] is None
+        assert block["enabled"] and block["healthy"] and block["latencyMs"] >= 0
+        assert "error" not in block  # a probe's error can name the Qdrant server's address: operators only
+        assert admin.get("/api/memory/engine-status").json()["qdrant"]["error"] is None
         embedding = a.get("/api/memory/engine-status").json()["embedding"]
         models = a.get("/api/settings/qdrant/embedding-models").json()["models"]
         assert models == [{"id": f"{embedding['source']}/{embedding['model']}", "name": embedding["model"],

@@ -45,10 +45,12 @@ def test_building_the_mcp_server_leaves_the_root_logger_alone(monkeypatch):
     monkeypatch.setattr(root, "handlers", [])
     monkeypatch.setattr(root, "level", logging.CRITICAL)
 
-    class NoService:
-        settings = None
+    from memroute.config.settings import MemrouteSettings
 
-    build_mcp_server(NoService(), lambda: None)  # type: ignore[arg-type]  # tools only bind it
+    class NoService:  # the tools only bind it; the aliases' switch is read from its settings
+        settings = MemrouteSettings()
+
+    build_mcp_server(NoService(), lambda: None)  # type: ignore[arg-type]
     assert root.handlers == [] and root.level == logging.CRITICAL
 
 

@@ -23,6 +23,8 @@ export type KeyCreate = Schemas["KeyCreateRequest"];
 export type KeyWithSecret = Schemas["KeyWithSecret"];
 export type EndUserList = Schemas["EndUserList"];
 export type EndUserErasure = Schemas["EndUserErasure"];
+export type HistoryReport = Schemas["HistoryReport"];
+export type HistoryEntry = Schemas["HistoryEntry"];
 export type ListQuery = NonNullable<paths["/api/memory"]["get"]["parameters"]["query"]>;
 
 /** The header naming the end user an app key acts for. */
@@ -115,6 +117,14 @@ export class MemrouteClient {
       body: changes,
     });
     return unwrap(answer).memory;
+  }
+
+  /**
+   * What a memory said before and who changed it: every change (created, updated, superseded, deleted), oldest
+   * first, also after the memory was deleted; a `MemrouteError` with status 404 for a memory the tenant never had.
+   */
+  async history(id: string): Promise<HistoryReport> {
+    return unwrap(await this.raw.GET("/api/memory/{memory_id}/history", { params: { path: { memory_id: id } } }));
   }
 
   /** Delete a memory (404 when there is none). */

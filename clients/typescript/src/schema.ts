@@ -40,6 +40,31 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/keys/{key_id}/limits": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A key's own fair-use limits
+         * @description ``null``: the deployment's default (``[server] requests_per_minute`` / ``concurrent_requests``); 0:
+         *     unlimited.
+         */
+        get: operations["get_key_limits_api_keys__key_id__limits_get"];
+        /**
+         * Set a key's fair-use limits
+         * @description Every server process of the deployment applies them within 5 seconds.
+         */
+        put: operations["put_key_limits_api_keys__key_id__limits_put"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/keys/{key_id}/revoke": {
         parameters: {
             query?: never;
@@ -144,7 +169,11 @@ export interface paths {
          * Keyword tier, embedding, vector store, maintenance
          * @description The service's status report plus the last scheduled maintenance runs (from the shared state store).
          *     ``group_commit`` shows how this server process batched its adds (batches, items, mean / last / largest
-         *     batch).
+         *     batch). ``extraction`` shows the extractor chain; a tenant key sees only its own tenant's counters of a
+         *     background extractor (``llm``: requests, tokens, failures), an admin key every tenant's. ``qdrant`` is
+         *     OmniRoute's block (``enabled``, ``healthy``, ``latencyMs``, ``error``), probed for real when the vector store
+         *     is Qdrant. An admin key sees all of it; any other key only what configures its own searches (no server paths,
+         *     deployment-wide counts, or anything about other tenants; :func:`tenant_view`).
          */
         get: operations["engine_status_api_memory_engine_status_get"];
         put?: never;
@@ -214,6 +243,29 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/memory/import/omniroute": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Import an OmniRoute SQLite database (every tenant; all or nothing)
+         * @description The body is the reference's database file (``storage.sqlite``). Each ``api_key_id`` becomes a tenant, so
+         *     only an admin key may import. Every row is checked before the first write; a row that cannot be carried
+         *     is a 422 naming it (nothing written) unless ``skipUncarried=true``. ``dryRun=true`` reports the counts and
+         *     writes nothing. The body may be as large as ``[server] max_import_bytes``.
+         */
+        post: operations["import_omniroute_api_memory_import_omniroute_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/memory/injection-preview": {
         parameters: {
             query?: never;
@@ -238,13 +290,18 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Reindex progress */
+        /**
+         * Reindex progress
+         * @description The calling tenant's reindex; for an admin key, the deployment's (or the named tenant's).
+         */
         get: operations["reindex_status_api_memory_reindex_get"];
         put?: never;
         /**
          * Start rebuilding the vector index in the background
          * @description Returns at once; ``GET /api/memory/reindex`` shows progress from any server process. The queue is
-         *     durable, so an interrupted reindex resumes where it stopped.
+         *     durable, so an interrupted reindex resumes where it stopped. A tenant key reindexes its own tenant only
+         *     (other tenants keep their vectors and their searches); an admin key the whole deployment, or the tenant
+         *     it names.
          */
         post: operations["start_reindex_api_memory_reindex_post"];
         delete?: never;
@@ -338,6 +395,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/memory/{memory_id}/history": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The history of a memory (also after it was deleted)
+         * @description Every recorded change of the memory, oldest first (event, actor, old and new content, key and type,
+         *     time), and the memory as it is now (``null`` once deleted). Another tenant's id is 404 like a missing one.
+         */
+        get: operations["memory_history_api_memory__memory_id__history_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/proxy/status": {
         parameters: {
             query?: never;
@@ -424,13 +502,36 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Delete the tenant's memories past retention or expired, with their Qdrant points
-         * @description The tenant's retention prune (``mem.prune``): memories older than the ``retentionDays`` in effect and
-         *     expired ones are deleted through the manager, so each memory and its point go together and the count is
-         *     the real one. The reference deleted only Qdrant points of every key, leaving their memories behind, and
-         *     reported the number counted before the delete.
+         * Delete the tenant's memories past deleteAfterDays or expired, with their Qdrant points
+         * @description The tenant's prune (``mem.prune``): expired memories, and memories older than the ``deleteAfterDays`` in
+         *     effect (when an operator set it; the ``retentionDays`` window only hides memories) are deleted through the
+         *     manager, so each memory and its point go together and the count is the real one. The reference deleted
+         *     only Qdrant points of every key, leaving their memories behind, and reported the number counted before the
+         *     delete.
          */
         post: operations["qdrant_cleanup_api_settings_qdrant_cleanup_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/settings/qdrant/embedding-models": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The embedding model whose vectors Qdrant holds
+         * @description The reference listed every embedding model of its provider catalogue here, for a Qdrant-only embedding
+         *     setting. memroute's Qdrant holds the vectors of the one ``[embedding]`` source in use, so this lists that
+         *     model (none when no source is available); ``GET /api/memory/embedding-providers`` lists the sources.
+         */
+        get: operations["qdrant_embedding_models_api_settings_qdrant_embedding_models_get"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -444,7 +545,11 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Whether Qdrant answers */
+        /**
+         * Whether Qdrant answers, and how fast
+         * @description A real round trip to Qdrant (the reference's ``{ok, latencyMs, error}``); ``ok`` is false, with the
+         *     reason, when Qdrant does not answer or the vector store is not serving from it.
+         */
         get: operations["qdrant_health_api_settings_qdrant_health_get"];
         put?: never;
         post?: never;
@@ -776,6 +881,11 @@ export interface components {
             /** Name */
             name: string;
         };
+        /** EmbeddingModels */
+        EmbeddingModels: {
+            /** Models */
+            models: components["schemas"]["EmbeddingModelInfo"][];
+        };
         /** EmbeddingProvider */
         EmbeddingProvider: {
             /** Active */
@@ -806,6 +916,11 @@ export interface components {
              * @description The end user's composite tenant (``shop/u1``).
              */
             apiKeyId: string;
+            /**
+             * Changehistorydeleted
+             * @description Entries of the erased memories' change history (what they said before, :meth:`history`) removed from the backends that keep one; ``None`` when a backend keeping history did not answer.
+             */
+            changeHistoryDeleted: number | null;
             /**
              * Complete
              * @description Whether nothing of the end user is left anywhere (always False for a dry run that matched some).
@@ -838,7 +953,7 @@ export interface components {
             };
             /**
              * Replicationpending
-             * @description Outbox entries not yet applied to a fallback when the report was made (never dropped: retried).
+             * @description Outbox entries for the erased memories not yet applied to a backend when the report was made (never dropped: retried until they are).
              */
             replicationPending: number;
             /**
@@ -888,6 +1003,65 @@ export interface components {
             details: components["schemas"]["ErrorDetail"][];
             /** Message */
             message: string;
+        };
+        /**
+         * HistoryEntry
+         * @description One change of one memory: what happened, by which actor, when, and the content (key, type) before and
+         *     after. ``old_*`` are ``None`` for a creation, ``new_*`` for a deletion; ``old_key`` / ``new_key`` and
+         *     ``old_type`` / ``new_type`` are set only where they change (and on creation / deletion).
+         */
+        HistoryEntry: {
+            /** Actor */
+            actor: string;
+            /** Apikeyid */
+            apiKeyId: string;
+            /**
+             * At
+             * Format: date-time
+             */
+            at: string;
+            event: components["schemas"]["HistoryEvent"];
+            /** Id */
+            id: string;
+            /** Memoryid */
+            memoryId: string;
+            /** Newcontent */
+            newContent: string | null;
+            /** Newkey */
+            newKey: string | null;
+            /** Newtype */
+            newType: string | null;
+            /** Oldcontent */
+            oldContent: string | null;
+            /** Oldkey */
+            oldKey: string | null;
+            /** Oldtype */
+            oldType: string | null;
+        };
+        /**
+         * HistoryEvent
+         * @description What happened to a memory.
+         * @enum {string}
+         */
+        HistoryEvent: "created" | "updated" | "superseded" | "deleted";
+        /**
+         * HistoryReport
+         * @description The history of one memory of one tenant (``mem.history``): every recorded change, oldest first, and the
+         *     memory as it is now (``None`` once deleted: its history stays readable, see docs/pipeline.md, "History").
+         */
+        HistoryReport: {
+            /** Apikeyid */
+            apiKeyId: string;
+            current: components["schemas"]["Memory"] | null;
+            /** Entries */
+            entries: components["schemas"]["HistoryEntry"][];
+            /** Memoryid */
+            memoryId: string;
+            /**
+             * Recorded
+             * @description Whether this deployment keeps history (some backend declares ``capabilities.history``); without it ``entries`` is always empty.
+             */
+            recorded: boolean;
         };
         /** ImportResponse */
         ImportResponse: {
@@ -964,6 +1138,38 @@ export interface components {
              * @example null
              */
             tenant?: string | null;
+        };
+        /**
+         * KeyLimits
+         * @description One key's own limits; ``None`` takes the deployment's default, 0 is unlimited.
+         */
+        KeyLimits: {
+            /**
+             * Concurrentrequests
+             * @description Requests in flight at once in one process (``[server] concurrent_requests`` when ``None``).
+             */
+            concurrentRequests: number | null;
+            /**
+             * Requestsperminute
+             * @description Requests a minute across the deployment's processes (``[server] requests_per_minute`` when ``None``).
+             */
+            requestsPerMinute: number | null;
+        };
+        /**
+         * KeyLimitsRequest
+         * @description One key's own limits; ``None`` takes the deployment's default, 0 is unlimited.
+         */
+        KeyLimitsRequest: {
+            /**
+             * Concurrentrequests
+             * @description Requests in flight at once in one process (``[server] concurrent_requests`` when ``None``).
+             */
+            concurrentRequests?: number | null;
+            /**
+             * Requestsperminute
+             * @description Requests a minute across the deployment's processes (``[server] requests_per_minute`` when ``None``).
+             */
+            requestsPerMinute?: number | null;
         };
         /** KeyList */
         KeyList: {
@@ -1065,6 +1271,12 @@ export interface components {
              */
             apiKeyId?: string | null;
             /**
+             * Consolidate
+             * @description Update a memory this one restates, or supersede the memory with the same key, instead of adding a second one (docs/pipeline.md, "Consolidation").
+             * @default false
+             */
+            consolidate?: boolean;
+            /**
              * Content
              * @example I prefer TypeScript over JavaScript
              */
@@ -1132,6 +1344,8 @@ export interface components {
          *     store stay in the file.
          */
         MemorySettingsUpdateRequest: {
+            /** Deleteafterdays */
+            deleteAfterDays?: number | null;
             /** Enabled */
             enabled?: boolean | null;
             /** Maxtokens */
@@ -1152,6 +1366,11 @@ export interface components {
          * @description The ``[memory]`` settings in effect (file configuration + runtime overrides), reference names.
          */
         MemorySettingsView: {
+            /**
+             * Deleteafterdays
+             * @description Memories older than this many days are deleted by prune (0: never).
+             */
+            deleteAfterDays: number;
             /** Enabled */
             enabled: boolean;
             /** Maxtokens */
@@ -1161,7 +1380,10 @@ export interface components {
              * @description The fields set at run time (``PUT``), which win over ``memroute.toml`` in every process.
              */
             overrides: string[];
-            /** Retentiondays */
+            /**
+             * Retentiondays
+             * @description The retrieval window in days (0: none); it hides older memories, never deletes them.
+             */
             retentionDays: number;
             /** Strategy */
             strategy: string;
@@ -1203,6 +1425,91 @@ export interface components {
             /** Success */
             success: boolean;
         };
+        /**
+         * OmnirouteImportReport
+         * @description What an import from the reference's database did (or, with ``dry_run``, would do).
+         */
+        OmnirouteImportReport: {
+            /** Bytype */
+            byType: {
+                [key: string]: number;
+            };
+            /**
+             * Carried
+             * @description Rows that are (or would be) stored in memroute.
+             */
+            carried: number;
+            /** Dryrun */
+            dryRun: boolean;
+            /**
+             * Expired
+             * @description Carried rows already past their expiry (kept, hidden from retrieval as in the reference).
+             */
+            expired: number;
+            /**
+             * Idsderived
+             * @description Rows whose id was not a UUID, given one derived from it (the same on every run).
+             */
+            idsDerived: number;
+            /**
+             * Imported
+             * @description Memories written: ``carried`` after a real import, 0 after a dry run.
+             */
+            imported: number;
+            /**
+             * Keysgenerated
+             * @description Rows without a key, given ``omniroute:<id>``.
+             */
+            keysGenerated: number;
+            /**
+             * Keysrenamed
+             * @description Older duplicates carried under ``<key>#<id prefix>`` (``duplicates="keep"``).
+             */
+            keysRenamed: number;
+            /**
+             * Metadataunreadable
+             * @description Rows whose metadata was not a JSON object, carried with ``{}`` (the reference read them as ``{}``).
+             */
+            metadataUnreadable: number;
+            /**
+             * Replaces
+             * @description Memories already in memroute that carried rows replace (same id, or same tenant and key).
+             */
+            replaces: number;
+            /**
+             * Rows
+             * @description Rows in the reference's table.
+             */
+            rows: number;
+            /**
+             * Skipped
+             * @description Rows not carried; ``skipped_by_reason`` says why, ``skipped_rows`` lists the first 100.
+             */
+            skipped: number;
+            /** Skippedbyreason */
+            skippedByReason: {
+                [key: string]: number;
+            };
+            /** Skippedrows */
+            skippedRows: components["schemas"]["SkippedRow"][];
+            /**
+             * Source
+             * @description The database file read.
+             */
+            source: string;
+            /**
+             * Table
+             * @description ``memories`` (the reference since migration 015), or the legacy ``memory`` table.
+             */
+            table: string;
+            /**
+             * Tenants
+             * @description Carried memories per tenant (the reference's ``api_key_id``, or ``unowned_tenant``).
+             */
+            tenants: {
+                [key: string]: number;
+            };
+        };
         /** PipelineHealth */
         PipelineHealth: {
             /** Backends */
@@ -1237,7 +1544,7 @@ export interface components {
             key: string;
             /**
              * Legscores
-             * @description Each leg's raw score (keyword: bm25-like, higher is better; vector: cosine).
+             * @description For debugging: each leg's raw score (``keyword``: bm25-like, higher is better; ``vector``: the vector store's ranking score), and what the relevance was computed from (``cosine``: the plain cosine, ``coverage``: the share of the query's content words present, ``fused``: hybrid fusion's score).
              */
             legScores: {
                 [key: string]: number;
@@ -1256,7 +1563,10 @@ export interface components {
             ranks: {
                 [key: string]: number;
             };
-            /** Score */
+            /**
+             * Score
+             * @description Its relevance to the query, in [0, 1], calibrated (docs/retrieval.md, "Score and floor").
+             */
             score: number;
             /**
              * Tier
@@ -1416,7 +1726,7 @@ export interface components {
         QdrantCleanupResponse: {
             /**
              * Candidates
-             * @description Ids past retention or expired.
+             * @description Ids past ``deleteAfterDays`` or expired.
              */
             candidates: string[];
             /**
@@ -1434,7 +1744,7 @@ export interface components {
             };
             /**
              * Retentiondays
-             * @description The retention in effect (runtime settings included).
+             * @description The retrieval window in effect (runtime settings included; 0: none). It deletes nothing.
              */
             retentionDays: number;
         };
@@ -1579,6 +1889,11 @@ export interface components {
         /** ReindexRequest */
         ReindexRequest: {
             /**
+             * Apikeyid
+             * @description The tenant to reindex. A tenant key always reindexes its own tenant only; an admin key reindexes the whole deployment unless it names one.
+             */
+            apiKeyId?: string | null;
+            /**
              * Force
              * @description Re-embed every memory, not only those without a current vector.
              * @default false
@@ -1587,9 +1902,15 @@ export interface components {
         };
         /**
          * ReindexStatus
-         * @description The background reindex (one at a time per deployment; readable from every process).
+         * @description A background reindex: of one tenant, or (admin) of the whole deployment; one at a time for each, readable
+         *     from every process.
          */
         ReindexStatus: {
+            /**
+             * Apikeyid
+             * @description The tenant reindexed; ``None``: the whole deployment.
+             */
+            apiKeyId: string | null;
             /** Done */
             done: number;
             /** Error */
@@ -1640,8 +1961,11 @@ export interface components {
         };
         /**
          * SearchHit
-         * @description One ranked result. ``tier`` is what produced it (``keyword``, ``vector``, ``hybrid`` or ``recency``);
-         *     ``ranks`` and ``leg_scores`` give each leg's 1-based rank and raw score where the memory appeared.
+         * @description One ranked result. ``score`` is its relevance to the query in [0, 1], calibrated so that it means the
+         *     same across queries and embedding sources (:mod:`memroute.retrieval.relevance`; on the recency paths,
+         *     which have no query to be relevant to, ``1 / rank``). ``tier`` is what produced it (``keyword``,
+         *     ``vector``, ``hybrid`` or ``recency``); ``ranks`` and ``leg_scores`` give each leg's 1-based rank and raw
+         *     score where the memory appeared, and the measurements the relevance came from.
          */
         SearchHit: {
             /** Legscores */
@@ -1722,6 +2046,20 @@ export interface components {
         SignedOut: {
             /** Success */
             success: boolean;
+        };
+        /**
+         * SkippedRow
+         * @description One row of the reference's table that is not carried, and why.
+         */
+        SkippedRow: {
+            /** Apikeyid */
+            apiKeyId: string;
+            /** Id */
+            id: string;
+            /** Key */
+            key: string;
+            /** Reason */
+            reason: string;
         };
         /**
          * StorageAccessBatchRequest
@@ -1967,7 +2305,7 @@ export interface operations {
                     "application/json": components["schemas"]["KeyList"];
                 };
             };
-            /** @description malformed request (invalid JSON body, Host not allowed) */
+            /** @description malformed request (invalid JSON body, JSON nested deeper than max_json_depth, Host not allowed) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -1987,6 +2325,15 @@ export interface operations {
             };
             /** @description the key lacks the 'admin' scope or names another tenant */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the request body did not arrive within body_timeout_s */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2022,6 +2369,24 @@ export interface operations {
                      *       }
                      *     }
                      */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the key is over its rate or concurrency limit (Retry-After says when to retry) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a backend or the embedding source is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2076,7 +2441,7 @@ export interface operations {
                     "application/json": components["schemas"]["KeyWithSecret"];
                 };
             };
-            /** @description malformed request (invalid JSON body, Host not allowed) */
+            /** @description malformed request (invalid JSON body, JSON nested deeper than max_json_depth, Host not allowed) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2096,6 +2461,15 @@ export interface operations {
             };
             /** @description the key lacks the 'admin' scope or names another tenant */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the request body did not arrive within body_timeout_s */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2131,6 +2505,24 @@ export interface operations {
                      *       }
                      *     }
                      */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the key is over its rate or concurrency limit (Retry-After says when to retry) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a backend or the embedding source is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2180,7 +2572,7 @@ export interface operations {
                     "application/json": components["schemas"]["ApiKey"];
                 };
             };
-            /** @description malformed request (invalid JSON body, Host not allowed) */
+            /** @description malformed request (invalid JSON body, JSON nested deeper than max_json_depth, Host not allowed) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2216,6 +2608,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description the request body did not arrive within body_timeout_s */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description request body too large */
             413: {
                 headers: {
@@ -2244,6 +2645,24 @@ export interface operations {
                      *       }
                      *     }
                      */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the key is over its rate or concurrency limit (Retry-After says when to retry) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a backend or the embedding source is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2293,7 +2712,7 @@ export interface operations {
                     "application/json": components["schemas"]["ApiKey"];
                 };
             };
-            /** @description malformed request (invalid JSON body, Host not allowed) */
+            /** @description malformed request (invalid JSON body, JSON nested deeper than max_json_depth, Host not allowed) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2329,6 +2748,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description the request body did not arrive within body_timeout_s */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description request body too large */
             413: {
                 headers: {
@@ -2357,6 +2785,290 @@ export interface operations {
                      *       }
                      *     }
                      */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the key is over its rate or concurrency limit (Retry-After says when to retry) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a backend or the embedding source is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no response within request_timeout_s */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_key_limits_api_keys__key_id__limits_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                key_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "concurrentRequests": null,
+                     *       "requestsPerMinute": 600
+                     *     }
+                     */
+                    "application/json": components["schemas"]["KeyLimits"];
+                };
+            };
+            /** @description malformed request (invalid JSON body, JSON nested deeper than max_json_depth, Host not allowed) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description missing, invalid or revoked API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the key lacks the 'admin' scope or names another tenant */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no such key */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the request body did not arrive within body_timeout_s */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a field failed validation (details name each field) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "details": [
+                     *           {
+                     *             "field": "limit",
+                     *             "message": "Input should be less than or equal to 200"
+                     *           }
+                     *         ],
+                     *         "message": "invalid request: limit"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the key is over its rate or concurrency limit (Retry-After says when to retry) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a backend or the embedding source is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no response within request_timeout_s */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    put_key_limits_api_keys__key_id__limits_put: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                key_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["KeyLimitsRequest"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "concurrentRequests": null,
+                     *       "requestsPerMinute": 600
+                     *     }
+                     */
+                    "application/json": components["schemas"]["KeyLimits"];
+                };
+            };
+            /** @description malformed request (invalid JSON body, JSON nested deeper than max_json_depth, Host not allowed) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description missing, invalid or revoked API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the key lacks the 'admin' scope or names another tenant */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no such key */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the request body did not arrive within body_timeout_s */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a field failed validation (details name each field) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "details": [
+                     *           {
+                     *             "field": "limit",
+                     *             "message": "Input should be less than or equal to 200"
+                     *           }
+                     *         ],
+                     *         "message": "invalid request: limit"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the key is over its rate or concurrency limit (Retry-After says when to retry) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a backend or the embedding source is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2406,7 +3118,7 @@ export interface operations {
                     "application/json": components["schemas"]["ApiKey"];
                 };
             };
-            /** @description malformed request (invalid JSON body, Host not allowed) */
+            /** @description malformed request (invalid JSON body, JSON nested deeper than max_json_depth, Host not allowed) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2442,6 +3154,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description the request body did not arrive within body_timeout_s */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description request body too large */
             413: {
                 headers: {
@@ -2470,6 +3191,24 @@ export interface operations {
                      *       }
                      *     }
                      */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the key is over its rate or concurrency limit (Retry-After says when to retry) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a backend or the embedding source is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2522,7 +3261,7 @@ export interface operations {
                     "application/json": components["schemas"]["KeyWithSecret"];
                 };
             };
-            /** @description malformed request (invalid JSON body, Host not allowed) */
+            /** @description malformed request (invalid JSON body, JSON nested deeper than max_json_depth, Host not allowed) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2551,6 +3290,15 @@ export interface operations {
             };
             /** @description no such key */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the request body did not arrive within body_timeout_s */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2595,6 +3343,24 @@ export interface operations {
                      *       }
                      *     }
                      */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the key is over its rate or concurrency limit (Retry-After says when to retry) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a backend or the embedding source is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2682,7 +3448,7 @@ export interface operations {
                     "application/json": components["schemas"]["MemoryPage"];
                 };
             };
-            /** @description malformed request (invalid JSON body, Host not allowed) */
+            /** @description malformed request (invalid JSON body, JSON nested deeper than max_json_depth, Host not allowed) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2702,6 +3468,15 @@ export interface operations {
             };
             /** @description the key lacks the 'read' scope or names another tenant */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the request body did not arrive within body_timeout_s */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2737,6 +3512,24 @@ export interface operations {
                      *       }
                      *     }
                      */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the key is over its rate or concurrency limit (Retry-After says when to retry) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a backend or the embedding source is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2793,7 +3586,7 @@ export interface operations {
                     "application/json": components["schemas"]["MemoryCreated"];
                 };
             };
-            /** @description malformed request (invalid JSON body, Host not allowed) */
+            /** @description malformed request (invalid JSON body, JSON nested deeper than max_json_depth, Host not allowed) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2813,6 +3606,15 @@ export interface operations {
             };
             /** @description the key lacks the 'write' scope or names another tenant */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the request body did not arrive within body_timeout_s */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2848,6 +3650,24 @@ export interface operations {
                      *       }
                      *     }
                      */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the key is over its rate or concurrency limit (Retry-After says when to retry) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a backend or the embedding source is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -2896,7 +3716,7 @@ export interface operations {
                     "application/json": components["schemas"]["ClearResponse"];
                 };
             };
-            /** @description malformed request (invalid JSON body, Host not allowed) */
+            /** @description malformed request (invalid JSON body, JSON nested deeper than max_json_depth, Host not allowed) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2916,6 +3736,15 @@ export interface operations {
             };
             /** @description the key lacks the 'write' scope or names another tenant */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the request body did not arrive within body_timeout_s */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2951,6 +3780,24 @@ export interface operations {
                      *       }
                      *     }
                      */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the key is over its rate or concurrency limit (Retry-After says when to retry) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a backend or the embedding source is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3001,7 +3848,7 @@ export interface operations {
                     "application/json": components["schemas"]["EmbeddingProviders"];
                 };
             };
-            /** @description malformed request (invalid JSON body, Host not allowed) */
+            /** @description malformed request (invalid JSON body, JSON nested deeper than max_json_depth, Host not allowed) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3021,6 +3868,15 @@ export interface operations {
             };
             /** @description the key lacks the 'read' scope or names another tenant */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the request body did not arrive within body_timeout_s */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3056,6 +3912,24 @@ export interface operations {
                      *       }
                      *     }
                      */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the key is over its rate or concurrency limit (Retry-After says when to retry) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a backend or the embedding source is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3093,6 +3967,28 @@ export interface operations {
                      *         "model": "minishlab/potion-base-8M",
                      *         "source": "static"
                      *       },
+                     *       "extraction": {
+                     *         "extractors": [
+                     *           "regex",
+                     *           "llm"
+                     *         ],
+                     *         "llm": {
+                     *           "completion_tokens": 2100,
+                     *           "dropped": {},
+                     *           "failures": {
+                     *             "timeout": 1
+                     *           },
+                     *           "model": "gpt-4o-mini",
+                     *           "operations": {
+                     *             "add": 30,
+                     *             "none": 9,
+                     *             "update": 4
+                     *           },
+                     *           "prompt_tokens": 16800,
+                     *           "requests": 42,
+                     *           "tenant": "shop"
+                     *         }
+                     *       },
                      *       "group_commit": {
                      *         "batches": 891,
                      *         "items": 3079,
@@ -3112,6 +4008,12 @@ export interface operations {
                      *           "ran_at": "2026-01-01T12:00:00Z"
                      *         }
                      *       },
+                     *       "qdrant": {
+                     *         "enabled": false,
+                     *         "error": null,
+                     *         "healthy": false,
+                     *         "latencyMs": null
+                     *       },
                      *       "vector_store": {
                      *         "available": true,
                      *         "backend": "sqlite-vec",
@@ -3124,7 +4026,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description malformed request (invalid JSON body, Host not allowed) */
+            /** @description malformed request (invalid JSON body, JSON nested deeper than max_json_depth, Host not allowed) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3144,6 +4046,15 @@ export interface operations {
             };
             /** @description the key lacks the 'read' scope or names another tenant */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the request body did not arrive within body_timeout_s */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3179,6 +4090,24 @@ export interface operations {
                      *       }
                      *     }
                      */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the key is over its rate or concurrency limit (Retry-After says when to retry) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a backend or the embedding source is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3215,7 +4144,7 @@ export interface operations {
                     "application/x-ndjson": string;
                 };
             };
-            /** @description malformed request (invalid JSON body, Host not allowed) */
+            /** @description malformed request (invalid JSON body, JSON nested deeper than max_json_depth, Host not allowed) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3235,6 +4164,15 @@ export interface operations {
             };
             /** @description the key lacks the 'read' scope or names another tenant */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the request body did not arrive within body_timeout_s */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3270,6 +4208,24 @@ export interface operations {
                      *       }
                      *     }
                      */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the key is over its rate or concurrency limit (Retry-After says when to retry) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a backend or the embedding source is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3316,7 +4272,7 @@ export interface operations {
                     "application/json": components["schemas"]["PipelineHealth"];
                 };
             };
-            /** @description malformed request (invalid JSON body, Host not allowed) */
+            /** @description malformed request (invalid JSON body, JSON nested deeper than max_json_depth, Host not allowed) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3336,6 +4292,15 @@ export interface operations {
             };
             /** @description the key lacks the 'read' scope or names another tenant */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the request body did not arrive within body_timeout_s */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3371,6 +4336,24 @@ export interface operations {
                      *       }
                      *     }
                      */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the key is over its rate or concurrency limit (Retry-After says when to retry) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a backend or the embedding source is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3416,7 +4399,7 @@ export interface operations {
                     "application/json": components["schemas"]["ImportResponse"];
                 };
             };
-            /** @description malformed request (invalid JSON body, Host not allowed) */
+            /** @description malformed request (invalid JSON body, JSON nested deeper than max_json_depth, Host not allowed) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3436,6 +4419,15 @@ export interface operations {
             };
             /** @description the key lacks the 'write' scope or names another tenant */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the request body did not arrive within body_timeout_s */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3471,6 +4463,182 @@ export interface operations {
                      *       }
                      *     }
                      */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the key is over its rate or concurrency limit (Retry-After says when to retry) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a backend or the embedding source is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no response within request_timeout_s */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    import_omniroute_api_memory_import_omniroute_post: {
+        parameters: {
+            query?: {
+                dryRun?: boolean;
+                skipUncarried?: boolean;
+                unownedTenant?: string | null;
+                duplicates?: "newest" | "keep";
+                skipExpired?: boolean;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/vnd.sqlite3": string;
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "byType": {
+                     *         "factual": 2
+                     *       },
+                     *       "carried": 2,
+                     *       "dryRun": true,
+                     *       "expired": 0,
+                     *       "idsDerived": 0,
+                     *       "imported": 0,
+                     *       "keysGenerated": 0,
+                     *       "keysRenamed": 0,
+                     *       "metadataUnreadable": 0,
+                     *       "replaces": 0,
+                     *       "rows": 3,
+                     *       "skipped": 1,
+                     *       "skippedByReason": {
+                     *         "no owner": 1
+                     *       },
+                     *       "skippedRows": [
+                     *         {
+                     *           "apiKeyId": "",
+                     *           "id": "5d0c8a4e-0d7f-4e8e-8f0a-1b2c3d4e5f60",
+                     *           "key": "pref:tea",
+                     *           "reason": "no owner: api_key_id is empty"
+                     *         }
+                     *       ],
+                     *       "source": "upload",
+                     *       "table": "memories",
+                     *       "tenants": {
+                     *         "shop": 2
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["OmnirouteImportReport"];
+                };
+            };
+            /** @description malformed request (invalid JSON body, JSON nested deeper than max_json_depth, Host not allowed) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description missing, invalid or revoked API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the key lacks the 'admin' scope or names another tenant */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the request body did not arrive within body_timeout_s */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a field failed validation (details name each field) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "details": [
+                     *           {
+                     *             "field": "limit",
+                     *             "message": "Input should be less than or equal to 200"
+                     *           }
+                     *         ],
+                     *         "message": "invalid request: limit"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the key is over its rate or concurrency limit (Retry-After says when to retry) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a backend or the embedding source is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3515,7 +4683,7 @@ export interface operations {
                     "application/json": components["schemas"]["InjectionPreview"];
                 };
             };
-            /** @description malformed request (invalid JSON body, Host not allowed) */
+            /** @description malformed request (invalid JSON body, JSON nested deeper than max_json_depth, Host not allowed) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3535,6 +4703,15 @@ export interface operations {
             };
             /** @description the key lacks the 'read' scope or names another tenant */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the request body did not arrive within body_timeout_s */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3570,6 +4747,24 @@ export interface operations {
                      *       }
                      *     }
                      */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the key is over its rate or concurrency limit (Retry-After says when to retry) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a backend or the embedding source is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3586,7 +4781,10 @@ export interface operations {
     };
     reindex_status_api_memory_reindex_get: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description the tenant (admin keys only; default: the key's own) */
+                apiKeyId?: string | null;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -3601,6 +4799,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
+                     *       "apiKeyId": "shop",
                      *       "done": 256,
                      *       "error": null,
                      *       "errors": 0,
@@ -3615,7 +4814,7 @@ export interface operations {
                     "application/json": components["schemas"]["ReindexStatus"];
                 };
             };
-            /** @description malformed request (invalid JSON body, Host not allowed) */
+            /** @description malformed request (invalid JSON body, JSON nested deeper than max_json_depth, Host not allowed) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3635,6 +4834,15 @@ export interface operations {
             };
             /** @description the key lacks the 'read' scope or names another tenant */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the request body did not arrive within body_timeout_s */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3670,6 +4878,24 @@ export interface operations {
                      *       }
                      *     }
                      */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the key is over its rate or concurrency limit (Retry-After says when to retry) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a backend or the embedding source is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3705,6 +4931,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
+                     *       "apiKeyId": "shop",
                      *       "done": 256,
                      *       "error": null,
                      *       "errors": 0,
@@ -3719,7 +4946,7 @@ export interface operations {
                     "application/json": components["schemas"]["ReindexStatus"];
                 };
             };
-            /** @description malformed request (invalid JSON body, Host not allowed) */
+            /** @description malformed request (invalid JSON body, JSON nested deeper than max_json_depth, Host not allowed) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3739,6 +4966,15 @@ export interface operations {
             };
             /** @description the key lacks the 'write' scope or names another tenant */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the request body did not arrive within body_timeout_s */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3783,6 +5019,24 @@ export interface operations {
                      *       }
                      *     }
                      */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the key is over its rate or concurrency limit (Retry-After says when to retry) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a backend or the embedding source is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3838,7 +5092,7 @@ export interface operations {
                      *             "keyword": 1,
                      *             "vector": 2
                      *           },
-                     *           "score": 0.0328,
+                     *           "score": 0.71,
                      *           "tier": "hybrid",
                      *           "tokens": 9,
                      *           "type": "factual",
@@ -3869,7 +5123,7 @@ export interface operations {
                     "application/json": components["schemas"]["RetrievalPreview"];
                 };
             };
-            /** @description malformed request (invalid JSON body, Host not allowed) */
+            /** @description malformed request (invalid JSON body, JSON nested deeper than max_json_depth, Host not allowed) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3889,6 +5143,15 @@ export interface operations {
             };
             /** @description the key lacks the 'read' scope or names another tenant */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the request body did not arrive within body_timeout_s */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3924,6 +5187,24 @@ export interface operations {
                      *       }
                      *     }
                      */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the key is over its rate or concurrency limit (Retry-After says when to retry) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a backend or the embedding source is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -3983,7 +5264,7 @@ export interface operations {
                      *             "keyword": 1,
                      *             "vector": 1
                      *           },
-                     *           "score": 0.0328,
+                     *           "score": 0.71,
                      *           "tier": "hybrid"
                      *         }
                      *       ],
@@ -4007,7 +5288,7 @@ export interface operations {
                     "application/json": components["schemas"]["SearchResult"];
                 };
             };
-            /** @description malformed request (invalid JSON body, Host not allowed) */
+            /** @description malformed request (invalid JSON body, JSON nested deeper than max_json_depth, Host not allowed) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4027,6 +5308,15 @@ export interface operations {
             };
             /** @description the key lacks the 'read' scope or names another tenant */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the request body did not arrive within body_timeout_s */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4062,6 +5352,24 @@ export interface operations {
                      *       }
                      *     }
                      */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the key is over its rate or concurrency limit (Retry-After says when to retry) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a backend or the embedding source is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -4111,7 +5419,7 @@ export interface operations {
                     "application/json": components["schemas"]["SummarizeResponse"];
                 };
             };
-            /** @description malformed request (invalid JSON body, Host not allowed) */
+            /** @description malformed request (invalid JSON body, JSON nested deeper than max_json_depth, Host not allowed) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4131,6 +5439,15 @@ export interface operations {
             };
             /** @description the key lacks the 'write' scope or names another tenant */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the request body did not arrive within body_timeout_s */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4166,6 +5483,24 @@ export interface operations {
                      *       }
                      *     }
                      */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the key is over its rate or concurrency limit (Retry-After says when to retry) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a backend or the embedding source is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -4221,7 +5556,7 @@ export interface operations {
                     "application/json": components["schemas"]["MemoryEnvelope"];
                 };
             };
-            /** @description malformed request (invalid JSON body, Host not allowed) */
+            /** @description malformed request (invalid JSON body, JSON nested deeper than max_json_depth, Host not allowed) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4257,6 +5592,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description the request body did not arrive within body_timeout_s */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description request body too large */
             413: {
                 headers: {
@@ -4285,6 +5629,24 @@ export interface operations {
                      *       }
                      *     }
                      */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the key is over its rate or concurrency limit (Retry-After says when to retry) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a backend or the embedding source is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -4345,7 +5707,7 @@ export interface operations {
                     "application/json": components["schemas"]["MemoryUpdated"];
                 };
             };
-            /** @description malformed request (invalid JSON body, Host not allowed) */
+            /** @description malformed request (invalid JSON body, JSON nested deeper than max_json_depth, Host not allowed) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4374,6 +5736,15 @@ export interface operations {
             };
             /** @description no such memory for this tenant (another tenant's id included) */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the request body did not arrive within body_timeout_s */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4421,6 +5792,24 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description the key is over its rate or concurrency limit (Retry-After says when to retry) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a backend or the embedding source is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description no response within request_timeout_s */
             504: {
                 headers: {
@@ -4460,7 +5849,7 @@ export interface operations {
                     "application/json": components["schemas"]["Success"];
                 };
             };
-            /** @description malformed request (invalid JSON body, Host not allowed) */
+            /** @description malformed request (invalid JSON body, JSON nested deeper than max_json_depth, Host not allowed) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4496,6 +5885,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description the request body did not arrive within body_timeout_s */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description request body too large */
             413: {
                 headers: {
@@ -4524,6 +5922,189 @@ export interface operations {
                      *       }
                      *     }
                      */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the key is over its rate or concurrency limit (Retry-After says when to retry) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a backend or the embedding source is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no response within request_timeout_s */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    memory_history_api_memory__memory_id__history_get: {
+        parameters: {
+            query?: {
+                /** @description the tenant (admin keys only; default: the key's own) */
+                apiKeyId?: string | null;
+            };
+            header?: never;
+            path: {
+                memory_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "apiKeyId": "shop",
+                     *       "current": {
+                     *         "accessCount": 2,
+                     *         "apiKeyId": "shop",
+                     *         "content": "I prefer TypeScript over JavaScript",
+                     *         "createdAt": "2026-01-01T12:00:00Z",
+                     *         "expiresAt": null,
+                     *         "id": "0b6f4c1e-6a8e-4c36-9d1e-2f6f1f0d8a11",
+                     *         "key": "preference:typescript",
+                     *         "lastAccessedAt": "2026-01-02T09:30:00Z",
+                     *         "metadata": {},
+                     *         "sessionId": null,
+                     *         "type": "factual",
+                     *         "updatedAt": "2026-01-01T12:00:00Z"
+                     *       },
+                     *       "entries": [
+                     *         {
+                     *           "actor": "extractor:regex",
+                     *           "apiKeyId": "shop",
+                     *           "at": "2026-01-03T08:00:00Z",
+                     *           "event": "superseded",
+                     *           "id": "5c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e4f",
+                     *           "memoryId": "0b6f4c1e-6a8e-4c36-9d1e-2f6f1f0d8a11",
+                     *           "newContent": "I prefer TypeScript over JavaScript",
+                     *           "newKey": null,
+                     *           "newType": null,
+                     *           "oldContent": "I prefer JavaScript",
+                     *           "oldKey": null,
+                     *           "oldType": null
+                     *         }
+                     *       ],
+                     *       "memoryId": "0b6f4c1e-6a8e-4c36-9d1e-2f6f1f0d8a11",
+                     *       "recorded": true
+                     *     }
+                     */
+                    "application/json": components["schemas"]["HistoryReport"];
+                };
+            };
+            /** @description malformed request (invalid JSON body, JSON nested deeper than max_json_depth, Host not allowed) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description missing, invalid or revoked API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the key lacks the 'read' scope or names another tenant */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no such memory for this tenant (another tenant's id included) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the request body did not arrive within body_timeout_s */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a field failed validation (details name each field) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "details": [
+                     *           {
+                     *             "field": "limit",
+                     *             "message": "Input should be less than or equal to 200"
+                     *           }
+                     *         ],
+                     *         "message": "invalid request: limit"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the key is over its rate or concurrency limit (Retry-After says when to retry) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a backend or the embedding source is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -4598,7 +6179,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description malformed request (invalid JSON body, Host not allowed) */
+            /** @description malformed request (invalid JSON body, JSON nested deeper than max_json_depth, Host not allowed) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4618,6 +6199,15 @@ export interface operations {
             };
             /** @description the key lacks the 'admin' scope or names another tenant */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the request body did not arrive within body_timeout_s */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4653,6 +6243,24 @@ export interface operations {
                      *       }
                      *     }
                      */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the key is over its rate or concurrency limit (Retry-After says when to retry) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a backend or the embedding source is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -4684,12 +6292,13 @@ export interface operations {
                 content: {
                     /**
                      * @example {
+                     *       "deleteAfterDays": 0,
                      *       "enabled": true,
                      *       "maxTokens": 2000,
                      *       "overrides": [
                      *         "enabled"
                      *       ],
-                     *       "retentionDays": 30,
+                     *       "retentionDays": 0,
                      *       "strategy": "hybrid",
                      *       "typedDecayAccessImmunity": 3,
                      *       "typedDecayEnabled": false,
@@ -4699,7 +6308,7 @@ export interface operations {
                     "application/json": components["schemas"]["MemorySettingsView"];
                 };
             };
-            /** @description malformed request (invalid JSON body, Host not allowed) */
+            /** @description malformed request (invalid JSON body, JSON nested deeper than max_json_depth, Host not allowed) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4719,6 +6328,15 @@ export interface operations {
             };
             /** @description the key lacks the 'read' scope or names another tenant */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the request body did not arrive within body_timeout_s */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4754,6 +6372,24 @@ export interface operations {
                      *       }
                      *     }
                      */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the key is over its rate or concurrency limit (Retry-After says when to retry) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a backend or the embedding source is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -4789,12 +6425,13 @@ export interface operations {
                 content: {
                     /**
                      * @example {
+                     *       "deleteAfterDays": 0,
                      *       "enabled": true,
                      *       "maxTokens": 2000,
                      *       "overrides": [
                      *         "enabled"
                      *       ],
-                     *       "retentionDays": 30,
+                     *       "retentionDays": 0,
                      *       "strategy": "hybrid",
                      *       "typedDecayAccessImmunity": 3,
                      *       "typedDecayEnabled": false,
@@ -4804,7 +6441,7 @@ export interface operations {
                     "application/json": components["schemas"]["MemorySettingsView"];
                 };
             };
-            /** @description malformed request (invalid JSON body, Host not allowed) */
+            /** @description malformed request (invalid JSON body, JSON nested deeper than max_json_depth, Host not allowed) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4824,6 +6461,15 @@ export interface operations {
             };
             /** @description the key lacks the 'admin' scope or names another tenant */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the request body did not arrive within body_timeout_s */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4859,6 +6505,24 @@ export interface operations {
                      *       }
                      *     }
                      */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the key is over its rate or concurrency limit (Retry-After says when to retry) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a backend or the embedding source is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -4917,7 +6581,7 @@ export interface operations {
                     "application/json": components["schemas"]["QdrantView"];
                 };
             };
-            /** @description malformed request (invalid JSON body, Host not allowed) */
+            /** @description malformed request (invalid JSON body, JSON nested deeper than max_json_depth, Host not allowed) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4937,6 +6601,15 @@ export interface operations {
             };
             /** @description the key lacks the 'admin' scope or names another tenant */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the request body did not arrive within body_timeout_s */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4972,6 +6645,24 @@ export interface operations {
                      *       }
                      *     }
                      */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the key is over its rate or concurrency limit (Retry-After says when to retry) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a backend or the embedding source is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -5044,7 +6735,7 @@ export interface operations {
                     "application/json": components["schemas"]["QdrantView"];
                 };
             };
-            /** @description malformed request (invalid JSON body, Host not allowed) */
+            /** @description malformed request (invalid JSON body, JSON nested deeper than max_json_depth, Host not allowed) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5064,6 +6755,15 @@ export interface operations {
             };
             /** @description the key lacks the 'admin' scope or names another tenant */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the request body did not arrive within body_timeout_s */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5111,6 +6811,24 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description the key is over its rate or concurrency limit (Retry-After says when to retry) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a backend or the embedding source is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description no response within request_timeout_s */
             504: {
                 headers: {
@@ -5154,13 +6872,13 @@ export interface operations {
                      *         "expired": 1,
                      *         "retention": 1
                      *       },
-                     *       "retentionDays": 30
+                     *       "retentionDays": 0
                      *     }
                      */
                     "application/json": components["schemas"]["QdrantCleanupResponse"];
                 };
             };
-            /** @description malformed request (invalid JSON body, Host not allowed) */
+            /** @description malformed request (invalid JSON body, JSON nested deeper than max_json_depth, Host not allowed) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5196,6 +6914,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description the request body did not arrive within body_timeout_s */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description request body too large */
             413: {
                 headers: {
@@ -5224,6 +6951,149 @@ export interface operations {
                      *       }
                      *     }
                      */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the key is over its rate or concurrency limit (Retry-After says when to retry) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a backend or the embedding source is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no response within request_timeout_s */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    qdrant_embedding_models_api_settings_qdrant_embedding_models_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "models": [
+                     *         {
+                     *           "dimensions": 256,
+                     *           "id": "static/minishlab/potion-base-8M",
+                     *           "name": "minishlab/potion-base-8M"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["EmbeddingModels"];
+                };
+            };
+            /** @description malformed request (invalid JSON body, JSON nested deeper than max_json_depth, Host not allowed) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description missing, invalid or revoked API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the key lacks the 'read' scope or names another tenant */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the request body did not arrive within body_timeout_s */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a field failed validation (details name each field) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "details": [
+                     *           {
+                     *             "field": "limit",
+                     *             "message": "Input should be less than or equal to 200"
+                     *           }
+                     *         ],
+                     *         "message": "invalid request: limit"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the key is over its rate or concurrency limit (Retry-After says when to retry) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a backend or the embedding source is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -5256,6 +7126,7 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": null,
+                     *       "latencyMs": 1.9,
                      *       "ok": true
                      *     }
                      */
@@ -5264,7 +7135,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description malformed request (invalid JSON body, Host not allowed) */
+            /** @description malformed request (invalid JSON body, JSON nested deeper than max_json_depth, Host not allowed) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5300,6 +7171,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description the request body did not arrive within body_timeout_s */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description request body too large */
             413: {
                 headers: {
@@ -5328,6 +7208,24 @@ export interface operations {
                      *       }
                      *     }
                      */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the key is over its rate or concurrency limit (Retry-After says when to retry) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a backend or the embedding source is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -5410,7 +7308,7 @@ export interface operations {
                     "application/json": components["schemas"]["QdrantSearchResponse"];
                 };
             };
-            /** @description malformed request (invalid JSON body, Host not allowed) */
+            /** @description malformed request (invalid JSON body, JSON nested deeper than max_json_depth, Host not allowed) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5446,6 +7344,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description the request body did not arrive within body_timeout_s */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description request body too large */
             413: {
                 headers: {
@@ -5474,6 +7381,24 @@ export interface operations {
                      *       }
                      *     }
                      */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the key is over its rate or concurrency limit (Retry-After says when to retry) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a backend or the embedding source is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -5513,7 +7438,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description malformed request (invalid JSON body, Host not allowed) */
+            /** @description malformed request (invalid JSON body, JSON nested deeper than max_json_depth, Host not allowed) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5533,6 +7458,15 @@ export interface operations {
             };
             /** @description the key lacks the 'read' scope or names another tenant */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the request body did not arrive within body_timeout_s */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5568,6 +7502,24 @@ export interface operations {
                      *       }
                      *     }
                      */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the key is over its rate or concurrency limit (Retry-After says when to retry) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a backend or the embedding source is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -5633,7 +7585,7 @@ export interface operations {
                     "application/json": components["schemas"]["StoragePage"];
                 };
             };
-            /** @description malformed request (invalid JSON body, Host not allowed) */
+            /** @description malformed request (invalid JSON body, JSON nested deeper than max_json_depth, Host not allowed) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5653,6 +7605,15 @@ export interface operations {
             };
             /** @description the key lacks the 'read' scope or names another tenant */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the request body did not arrive within body_timeout_s */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5688,6 +7649,24 @@ export interface operations {
                      *       }
                      *     }
                      */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the key is over its rate or concurrency limit (Retry-After says when to retry) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a backend or the embedding source is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -5740,7 +7719,7 @@ export interface operations {
                     "application/json": components["schemas"]["Memory"];
                 };
             };
-            /** @description malformed request (invalid JSON body, Host not allowed) */
+            /** @description malformed request (invalid JSON body, JSON nested deeper than max_json_depth, Host not allowed) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5760,6 +7739,15 @@ export interface operations {
             };
             /** @description the key lacks the 'write' scope or names another tenant */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the request body did not arrive within body_timeout_s */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5795,6 +7783,24 @@ export interface operations {
                      *       }
                      *     }
                      */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the key is over its rate or concurrency limit (Retry-After says when to retry) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a backend or the embedding source is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -5836,7 +7842,7 @@ export interface operations {
                     "application/json": components["schemas"]["StorageAccessResult"];
                 };
             };
-            /** @description malformed request (invalid JSON body, Host not allowed) */
+            /** @description malformed request (invalid JSON body, JSON nested deeper than max_json_depth, Host not allowed) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5856,6 +7862,15 @@ export interface operations {
             };
             /** @description the key lacks the 'write' scope or names another tenant */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the request body did not arrive within body_timeout_s */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5891,6 +7906,24 @@ export interface operations {
                      *       }
                      *     }
                      */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the key is over its rate or concurrency limit (Retry-After says when to retry) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a backend or the embedding source is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -5952,7 +7985,7 @@ export interface operations {
                     "application/json": components["schemas"]["BackendHit"][];
                 };
             };
-            /** @description malformed request (invalid JSON body, Host not allowed) */
+            /** @description malformed request (invalid JSON body, JSON nested deeper than max_json_depth, Host not allowed) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5972,6 +8005,15 @@ export interface operations {
             };
             /** @description the key lacks the 'read' scope or names another tenant */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the request body did not arrive within body_timeout_s */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -6007,6 +8049,24 @@ export interface operations {
                      *       }
                      *     }
                      */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the key is over its rate or concurrency limit (Retry-After says when to retry) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a backend or the embedding source is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -6057,7 +8117,7 @@ export interface operations {
                     "application/json": components["schemas"]["Memory"];
                 };
             };
-            /** @description malformed request (invalid JSON body, Host not allowed) */
+            /** @description malformed request (invalid JSON body, JSON nested deeper than max_json_depth, Host not allowed) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -6093,6 +8153,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description the request body did not arrive within body_timeout_s */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description request body too large */
             413: {
                 headers: {
@@ -6121,6 +8190,24 @@ export interface operations {
                      *       }
                      *     }
                      */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the key is over its rate or concurrency limit (Retry-After says when to retry) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a backend or the embedding source is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -6164,7 +8251,7 @@ export interface operations {
                     "application/json": components["schemas"]["Success"];
                 };
             };
-            /** @description malformed request (invalid JSON body, Host not allowed) */
+            /** @description malformed request (invalid JSON body, JSON nested deeper than max_json_depth, Host not allowed) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -6184,6 +8271,15 @@ export interface operations {
             };
             /** @description the key lacks the 'write' scope or names another tenant */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the request body did not arrive within body_timeout_s */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -6219,6 +8315,24 @@ export interface operations {
                      *       }
                      *     }
                      */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the key is over its rate or concurrency limit (Retry-After says when to retry) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a backend or the embedding source is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -6258,7 +8372,7 @@ export interface operations {
                     "application/json": components["schemas"]["Success"];
                 };
             };
-            /** @description malformed request (invalid JSON body, Host not allowed) */
+            /** @description malformed request (invalid JSON body, JSON nested deeper than max_json_depth, Host not allowed) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -6294,6 +8408,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description the request body did not arrive within body_timeout_s */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description request body too large */
             413: {
                 headers: {
@@ -6322,6 +8445,24 @@ export interface operations {
                      *       }
                      *     }
                      */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the key is over its rate or concurrency limit (Retry-After says when to retry) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a backend or the embedding source is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -6376,7 +8517,7 @@ export interface operations {
                     "application/json": components["schemas"]["Memory"];
                 };
             };
-            /** @description malformed request (invalid JSON body, Host not allowed) */
+            /** @description malformed request (invalid JSON body, JSON nested deeper than max_json_depth, Host not allowed) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -6405,6 +8546,15 @@ export interface operations {
             };
             /** @description no such memory for this key */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the request body did not arrive within body_timeout_s */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -6452,6 +8602,24 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description the key is over its rate or concurrency limit (Retry-After says when to retry) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a backend or the embedding source is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description no response within request_timeout_s */
             504: {
                 headers: {
@@ -6489,7 +8657,7 @@ export interface operations {
                     "application/json": components["schemas"]["TenantList"];
                 };
             };
-            /** @description malformed request (invalid JSON body, Host not allowed) */
+            /** @description malformed request (invalid JSON body, JSON nested deeper than max_json_depth, Host not allowed) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -6509,6 +8677,15 @@ export interface operations {
             };
             /** @description the key lacks the 'admin' scope or names another tenant */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the request body did not arrive within body_timeout_s */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -6544,6 +8721,24 @@ export interface operations {
                      *       }
                      *     }
                      */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the key is over its rate or concurrency limit (Retry-After says when to retry) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a backend or the embedding source is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -6588,7 +8783,7 @@ export interface operations {
                     "application/json": components["schemas"]["EndUserList"];
                 };
             };
-            /** @description malformed request (invalid JSON body, Host not allowed) */
+            /** @description malformed request (invalid JSON body, JSON nested deeper than max_json_depth, Host not allowed) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -6608,6 +8803,15 @@ export interface operations {
             };
             /** @description the key lacks the 'read' scope or names another tenant */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the request body did not arrive within body_timeout_s */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -6643,6 +8847,24 @@ export interface operations {
                      *       }
                      *     }
                      */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the key is over its rate or concurrency limit (Retry-After says when to retry) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a backend or the embedding source is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -6681,10 +8903,12 @@ export interface operations {
                     /**
                      * @example {
                      *       "apiKeyId": "shop/u1",
+                     *       "changeHistoryDeleted": 4,
                      *       "complete": true,
                      *       "deleted": 2,
                      *       "dryRun": false,
                      *       "endUser": "u1",
+                     *       "historiesDeleted": 1,
                      *       "ids": [
                      *         "0b6f4c1e-6a8e-4c36-9d1e-2f6f1f0d8a11",
                      *         "5d0e8a11-1c2b-4f3a-9e8d-7c6b5a4f3e2d"
@@ -6701,7 +8925,7 @@ export interface operations {
                     "application/json": components["schemas"]["EndUserErasure"];
                 };
             };
-            /** @description malformed request (invalid JSON body, Host not allowed) */
+            /** @description malformed request (invalid JSON body, JSON nested deeper than max_json_depth, Host not allowed) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -6721,6 +8945,15 @@ export interface operations {
             };
             /** @description the key lacks the 'write' scope or names another tenant */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the request body did not arrive within body_timeout_s */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -6756,6 +8989,24 @@ export interface operations {
                      *       }
                      *     }
                      */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the key is over its rate or concurrency limit (Retry-After says when to retry) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a backend or the embedding source is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -6796,7 +9047,7 @@ export interface operations {
                     "application/json": components["schemas"]["SessionInfo"];
                 };
             };
-            /** @description malformed request (invalid JSON body, Host not allowed) */
+            /** @description malformed request (invalid JSON body, JSON nested deeper than max_json_depth, Host not allowed) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -6816,6 +9067,15 @@ export interface operations {
             };
             /** @description the key lacks the 'admin' scope or names another tenant */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the request body did not arrive within body_timeout_s */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -6851,6 +9111,24 @@ export interface operations {
                      *       }
                      *     }
                      */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the key is over its rate or concurrency limit (Retry-After says when to retry) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a backend or the embedding source is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -6960,7 +9238,7 @@ export interface operations {
                     "application/json": components["schemas"]["SignedOut"];
                 };
             };
-            /** @description malformed request (invalid JSON body, Host not allowed) */
+            /** @description malformed request (invalid JSON body, JSON nested deeper than max_json_depth, Host not allowed) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -6980,6 +9258,15 @@ export interface operations {
             };
             /** @description the key lacks the 'admin' scope or names another tenant */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the request body did not arrive within body_timeout_s */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -7015,6 +9302,24 @@ export interface operations {
                      *       }
                      *     }
                      */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the key is over its rate or concurrency limit (Retry-After says when to retry) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a backend or the embedding source is unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
@@ -7087,7 +9392,7 @@ export interface operations {
                     "application/json": unknown;
                 };
             };
-            /** @description malformed request (invalid JSON body, Host not allowed) */
+            /** @description malformed request (invalid JSON body, JSON nested deeper than max_json_depth, Host not allowed) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -7107,6 +9412,15 @@ export interface operations {
             };
             /** @description the key lacks the 'read' scope or names another tenant */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the request body did not arrive within body_timeout_s */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -7142,6 +9456,15 @@ export interface operations {
                      *       }
                      *     }
                      */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the key is over its rate or concurrency limit (Retry-After says when to retry) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };

@@ -46,6 +46,12 @@ test("add, get, update, search, list and delete a memory", async () => {
 
   await alice.delete(memory.id);
   await rejects(alice.get(memory.id), 404);
+  // the history outlives the memory: every change, oldest first, with what it said before
+  const history = await alice.history(memory.id);
+  assert.deepEqual(history.entries.map((e) => e.event), ["created", "updated", "updated", "deleted"]);
+  assert.equal(history.entries[2]?.oldContent, "I prefer TypeScript, always");
+  assert.equal(history.current, null);
+  await rejects(bob.history(memory.id), 404); // another tenant's memory answers like a missing one
 });
 
 test("one tenant never sees or touches the other's memories", async () => {

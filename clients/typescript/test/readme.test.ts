@@ -13,7 +13,7 @@ test("the README example runs", () => {
   });
   assert.equal(run.status, 0, run.stderr);
   assert.deepEqual(run.stdout.trim().split("\n"), [
-    "I prefer TypeScript over JavaScript 1",
+    "I prefer TypeScript over JavaScript 1 [ 'created', 'updated', 'deleted' ]",
     "{ tenant: 'shop', data: [ 'u1' ] }",
     "true",
     "404 Memory not found",

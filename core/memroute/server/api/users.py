@@ -24,7 +24,8 @@ TenantParam = Annotated[str | None, Query(max_length=256, description="the app t
 _ERASURE_EXAMPLE = {"tenant": "shop", "endUser": "u1", "apiKeyId": "shop/u1", "dryRun": False, "matched": 2,
                     "deleted": 2,
                     "ids": ["0b6f4c1e-6a8e-4c36-9d1e-2f6f1f0d8a11", "5d0e8a11-1c2b-4f3a-9e8d-7c6b5a4f3e2d"],
-                    "remaining": {"main": 0}, "vectorsRemaining": 0, "replicationPending": 0, "complete": True}
+                    "remaining": {"main": 0}, "vectorsRemaining": 0, "replicationPending": 0, "historiesDeleted": 1,
+                    "changeHistoryDeleted": 4, "complete": True}
 
 
 @attrs.frozen(kw_only=True)
