@@ -118,4 +118,4 @@ def test_the_docs_example_runs(upstream: Any, tmp_path: Path, capsys: pytest.Cap
     upstream.reply = "Noted."
     exec(compile(example.group(1), str(doc), "exec"),
          {"DATA_DIR": str(tmp_path / "doc"), "MODEL": _model(upstream), "__name__": "doc"})
-    assert capsys.readouterr().out.splitlines() == ["Noted.", "['Postgres for this project']"]
+    assert capsys.readouterr().out.splitlines() == ["Noted.", "['Will use Postgres for this project']"]

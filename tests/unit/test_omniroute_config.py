@@ -116,7 +116,8 @@ def test_obsidian_and_notion_variables_fill_what_a_backend_leaves_unset():
 
 
 def test_the_docs_table_lists_every_variable():
-    section = DOC.read_text(encoding="utf-8").split("## Environment variables", 1)[1].split("\n## ", 1)[0]
+    text = DOC.read_text(encoding="utf-8")
+    section = text.split("## OmniRoute's other environment variables", 1)[1].split("\n## ", 1)[0]
     for name in REFERENCE_ENV:
         assert f"`{name}`" in section, name
 

@@ -6,7 +6,7 @@ that concerns memory is listed in :data:`REFERENCE_ENV` with what memroute does 
 memroute setting, **ignored with a warning** (an :class:`OmnirouteEnvWarning` naming the variable, issued
 when the settings are loaded, i.e. at start-up), or **refused** (a :class:`~memroute.errors.ConfigError`
 naming the variable: a value that means nothing). memroute's own variables and ``memroute.toml`` win over a
-mapped one. docs/omniroute-compatibility.md, "Environment variables", is the table for users.
+mapped one. docs/omniroute-compatibility.md, "OmniRoute's other environment variables", is the table for users.
 
 **Settings JSON.** :func:`settings_from_json` turns what the reference's ``GET /api/settings/memory``
 returns into ``memroute.toml`` content (``memroute config import --from omniroute settings.json``), with a
