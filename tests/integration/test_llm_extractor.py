@@ -124,6 +124,15 @@ def test_update_supersede_and_none_apply_through_the_service(tmp_path, model):
         assert mem.get(tea.id, api_key_id=ALICE).content == "Drinks green tea every morning"
         assert "Drinks green tea in the morning" not in by_content(mem, ALICE)
         assert llm_status(mem)["tenants"][ALICE]["operations"] == {"update": 1, "delete": 1, "none": 1}
+        # every operation is in the memories' history, under the extractor's name
+        changes = [(e.event.value, e.actor, e.old_content, e.new_content)
+                   for e in mem.history(berlin.id, api_key_id=ALICE).entries]
+        assert changes[-1] == ("updated", "extractor:llm", "Lives in Berlin", "Lives in Lisbon (moved from Berlin)")
+        gone = mem.history(rex.id, api_key_id=ALICE)
+        assert gone.current is None and [(e.event.value, e.actor) for e in gone.entries][-1] == (
+            "deleted", "extractor:llm")
+        assert [e.actor for e in mem.history(successor.id, api_key_id=ALICE).entries] == ["extractor:llm"]
+        assert mem.history(berlin.id, api_key_id=BOB) is None  # another tenant: as a missing memory
 
 
 def test_an_id_the_model_was_not_shown_is_refused(tmp_path, model):

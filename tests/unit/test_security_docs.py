@@ -42,7 +42,9 @@ def test_the_commands_run(tmp_path, capsys, monkeypatch):
 
     key_id = json.loads(run("keys", "create", "--name", "app", "--json"))["key"]["id"]
     (block,) = _blocks("console")
-    outputs = [run(*shlex.split(line.removeprefix("$ memroute ").replace("KEY_ID", key_id)))
+    # The block creates its key in the shell (`KEY_ID=$(memroute keys create ...)`); here the key made above
+    # stands in for it, and each `memroute keys limits` line runs in process.
+    outputs = [run(*shlex.split(line.removeprefix("$ memroute ").replace('"$KEY_ID"', key_id)))
                for line in block.splitlines() if line.startswith("$ memroute ")]
     assert len(outputs) == 3
     assert json.loads(outputs[1])["own"] == {"requestsPerMinute": 600, "concurrentRequests": 4}
