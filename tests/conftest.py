@@ -24,4 +24,25 @@ def _isolated_environment(tmp_path, monkeypatch):
     reset_plugin_manager()
 
 
+@pytest.fixture
+def run_cli(capsys, monkeypatch):
+    """``memroute`` in process: ``run_cli(*args, stdin=None)`` -> ``(exit code, stdout, stderr)``."""
+    from memroute.cli import main
+
+    def invoke(*args: str, stdin: str | None = None) -> tuple[int, str, str]:
+        if stdin is not None:
+            import io
+
+            monkeypatch.setattr("sys.stdin", io.StringIO(stdin))
+        try:
+            main(list(args))
+            code = 0
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return invoke
+
+
 from tests.servers.postgres import postgres_server  # noqa: E402,F401 - a session fixture (one server per worker)

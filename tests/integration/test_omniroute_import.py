@@ -12,7 +12,6 @@ from datetime import datetime, timezone
 import pytest
 
 import memroute
-from memroute.cli import main
 from memroute.errors import ValidationError
 from memroute.models import Memory
 from tests.servers.omniroute_db import TENANTS, build_reference_db, needle
@@ -212,19 +211,9 @@ def _empty_db(path):
 # --- the command line ---------------------------------------------------------------------------------------
 
 @pytest.fixture
-def run(capsys, monkeypatch):
+def run(run_cli, monkeypatch):
     monkeypatch.setenv("MEMORY_EMBEDDING_SOURCE", "none")
-
-    def invoke(*args: str) -> tuple[int, str, str]:
-        try:
-            main(list(args))
-            code = 0
-        except SystemExit as exc:
-            code = int(exc.code or 0)
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return invoke
+    return run_cli
 
 
 def test_the_cli_dry_runs_refuses_then_imports(run, reference):

@@ -7,26 +7,11 @@ import json
 
 import pytest
 
-from memroute.cli import main
-
 
 @pytest.fixture
-def run(capsys, monkeypatch):
+def run(run_cli, monkeypatch):
     monkeypatch.setenv("MEMORY_EMBEDDING_SOURCE", "none")  # keyword-only keeps these tests about the CLI
-
-    def invoke(*args: str, stdin: str | None = None) -> tuple[int, str, str]:
-        if stdin is not None:
-            import io
-            monkeypatch.setattr("sys.stdin", io.StringIO(stdin))
-        try:
-            main(list(args))
-            code = 0
-        except SystemExit as exc:
-            code = int(exc.code or 0)
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return invoke
+    return run_cli
 
 
 def test_add_get_update_delete_round_trip(run):

@@ -7,23 +7,11 @@ import json
 
 import pytest
 
-from memroute.cli import main
-
 
 @pytest.fixture
-def run(capsys, monkeypatch):
+def run(run_cli, monkeypatch):
     monkeypatch.setenv("MEMORY_EMBEDDING_SOURCE", "none")  # keyword-only keeps these tests about the CLI
-
-    def invoke(*args: str) -> tuple[int, str, str]:
-        try:
-            main(list(args))
-            code = 0
-        except SystemExit as exc:
-            code = int(exc.code or 0)
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return invoke
+    return run_cli
 
 
 def test_app_key_users_and_forget(run):

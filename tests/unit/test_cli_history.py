@@ -7,21 +7,10 @@ import json
 
 import pytest
 
-from memroute.cli import main
-
 
 @pytest.fixture
-def run(capsys):
-    def invoke(*args: str) -> tuple[int, str, str]:
-        try:
-            main(list(args))
-            code = 0
-        except SystemExit as exc:
-            code = int(exc.code or 0)
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return invoke
+def run(run_cli):
+    return run_cli
 
 
 def _add(run, tenant: str, *args: str) -> dict:

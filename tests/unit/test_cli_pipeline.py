@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 from datetime import timedelta
 
@@ -16,18 +15,11 @@ SEED = "I prefer TypeScript. I'll use Postgres for this project. I always commit
 
 
 @pytest.fixture
-def run(capsys, monkeypatch):
+def run(run_cli, monkeypatch):
     monkeypatch.setenv("MEMORY_EMBEDDING_SOURCE", "none")  # keyword-only keeps these tests about the CLI
 
     def invoke(*args: str, stdin: str | None = None) -> tuple[int, str, str]:
-        monkeypatch.setattr("sys.stdin", io.StringIO(stdin or ""))
-        try:
-            main(list(args))
-            code = 0
-        except SystemExit as exc:
-            code = int(exc.code or 0)
-        out, err = capsys.readouterr()
-        return code, out, err
+        return run_cli(*args, stdin=stdin or "")  # always a stdin: an empty one unless given
 
     return invoke
 

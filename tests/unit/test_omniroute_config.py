@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 import memroute
-from memroute.cli import main
 from memroute.config.omniroute import REFERENCE_ENV, OmnirouteEnvWarning
 from memroute.config.settings import load_settings
 from memroute.errors import ConfigError
@@ -125,17 +124,8 @@ def test_the_docs_table_lists_every_variable():
 # --- the settings JSON ------------------------------------------------------------------------------------------
 
 @pytest.fixture
-def run(capsys):
-    def invoke(*args: str) -> tuple[int, str, str]:
-        try:
-            main(list(args))
-            code = 0
-        except SystemExit as exc:
-            code = int(exc.code or 0)
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return invoke
+def run(run_cli):
+    return run_cli
 
 
 def test_config_import_writes_a_memroute_toml_that_loads(run, tmp_path):
