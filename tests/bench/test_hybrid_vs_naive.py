@@ -1,7 +1,8 @@
 """memroute against the naive recipe (FTS5 OR query + numpy cosine + RRF) on real chat turns for one tenant, in one
 run: the first and warm searches after a bulk import (and numpy brute force), a chat loop, and indexing against the
 embedding source's own ``embed_batch`` rate (``pytest -m bench tests/bench/test_hybrid_vs_naive.py -s``;
-``memroute bench --naive`` prints the same report). Ratios are printed for docs/performance.md, not asserted: timings on a shared machine are noisy."""
+``memroute bench --naive`` prints the same report). Ratios are printed for docs/performance.md, not asserted:
+timings on a shared machine are noisy."""
 
 from __future__ import annotations
 
