@@ -20,6 +20,7 @@ from memroute.models import (
     BackendHit,
     HealthResult,
     HistoryEntry,
+    HistoryEvent,
     ListFilter,
     ListPage,
     Memory,
@@ -49,6 +50,8 @@ __all__ = [
     "TenantMemories",
     "MemoryBackend",
     "MemoryHistory",
+    "HistoryNote",
+    "RecordedWrites",
     "ReindexMarkers",
     "TenantRoutedDeletes",
     "TenantRouting",
@@ -335,6 +338,30 @@ class MemoryHistory(Protocol):
         """Remove the whole history of each memory of ``api_key_id`` (every tenant when ``None``) that no longer
         exists and whose last entry (its deletion) was recorded before ``before``; the history of a memory that
         exists is never touched. Returns how many entries were removed."""
+        ...
+
+
+@attrs.frozen(kw_only=True)
+class HistoryNote:
+    """What a write records in its memory's history besides the change itself: who made it (``actor``) and the
+    event, when not the one the change implies (``None``: created or updated, from what the write finds)."""
+
+    actor: str
+    event: HistoryEvent | None = None
+
+
+@runtime_checkable
+class RecordedWrites(Protocol):
+    """A backend keeping history (capability ``history``) that records an add's history entry **in the add's own
+    transaction**: a crash or a failed statement leaves both the memory and its entry, or neither. The service
+    adds through it when the primary backend has it (``MemoryManager.create_recorded``); other backends get
+    their entries by :meth:`MemoryHistory.append_history` after the write."""
+
+    def create_many_recorded(self, news: Sequence[NewMemory],
+                             notes: Sequence[HistoryNote]) -> builtins.list[Memory | MemrouteError]:
+        """:meth:`MemoryBackend.create_many`, and in the same transaction each stored item's
+        :meth:`HistoryEntry.of_change <memroute.models.HistoryEntry.of_change>` (what the upsert replaced, what it
+        stored, ``notes[i]``'s actor and event; no entry when content, key and type are unchanged)."""
         ...
 
 

@@ -29,7 +29,7 @@ from memroute.config.limits import InputLimits
 from memroute.config.settings import MemrouteSettings, load_settings
 from memroute.deployment.group_commit import GroupCommit
 from memroute.errors import ConfigError, ValidationError
-from memroute.interfaces import EmbeddingSource, MemoryBackend, VectorStore
+from memroute.interfaces import EmbeddingSource, HistoryNote, MemoryBackend, VectorStore
 from memroute.models import (
     AGENT_KEY,
     HistoryEvent,
@@ -302,12 +302,21 @@ class Memroute(DeploymentMethods, ConversationMethods, HistoryMethods, EndUserMe
 
     def _write_adds(self, pending: Sequence[_PendingAdd]) -> builtins.list[Memory | Exception]:
         """The group commit's batch (:mod:`memroute.deployment.group_commit`): concurrent adds, already validated,
-        in one backend write; then one indexer wake for all of them, and their history."""
+        in one backend write; then one indexer wake for all of them, and their history: in the same transaction
+        when the primary records it there (``MemoryManager.records_in_write``: SQLite), else right after."""
         news = [p.new for p in pending]
+        if self._manager.records_in_write:
+            notes = [HistoryNote(actor=p.actor, event=p.event) for p in pending]
+            try:
+                outcomes: builtins.list[Memory | Exception] = self._manager.create_recorded(news, notes)
+            except Exception as exc:  # a lone add's own error, or one every add of the batch shares
+                outcomes = [exc] * len(news)
+            self._retrieval.on_written([m for m in outcomes if isinstance(m, Memory)])
+            return outcomes
         priors = self._priors_by_key([(n.api_key_id, n.key) for n in news])
         if len(news) == 1:  # a lone add: exactly the single-write path
             try:
-                outcomes: builtins.list[Memory | Exception] = [self._manager.create(news[0])]
+                outcomes = [self._manager.create(news[0])]
             except Exception as exc:
                 outcomes = [exc]
         else:
