@@ -352,16 +352,27 @@ class HistoryNote:
 
 @runtime_checkable
 class RecordedWrites(Protocol):
-    """A backend keeping history (capability ``history``) that records an add's history entry **in the add's own
-    transaction**: a crash or a failed statement leaves both the memory and its entry, or neither. The service
-    adds through it when the primary backend has it (``MemoryManager.create_recorded``); other backends get
-    their entries by :meth:`MemoryHistory.append_history` after the write."""
+    """A backend keeping history (capability ``history``) that records a write's history entry **in the write's
+    own transaction**: a crash or a failed statement leaves both the change and its entry, or neither. The
+    service adds, updates and deletes through it when the primary backend has it
+    (``MemoryManager.create_recorded`` / ``update_recorded`` / ``delete_recorded``); other backends get their
+    entries by :meth:`MemoryHistory.append_history` after the write. Each entry is
+    :meth:`HistoryEntry.of_change <memroute.models.HistoryEntry.of_change>` of the row as the transaction found it
+    and as it left it, with the note's actor and event (none when content, key and type are unchanged)."""
 
     def create_many_recorded(self, news: Sequence[NewMemory],
                              notes: Sequence[HistoryNote]) -> builtins.list[Memory | MemrouteError]:
-        """:meth:`MemoryBackend.create_many`, and in the same transaction each stored item's
-        :meth:`HistoryEntry.of_change <memroute.models.HistoryEntry.of_change>` (what the upsert replaced, what it
-        stored, ``notes[i]``'s actor and event; no entry when content, key and type are unchanged)."""
+        """:meth:`MemoryBackend.create_many`, and in the same transaction each stored item's entry (what the
+        upsert replaced, what it stored, ``notes[i]``)."""
+        ...
+
+    def update_recorded(self, api_key_id: str, memory_id: str, patch: MemoryPatch,
+                        note: HistoryNote) -> Memory | None:
+        """:meth:`TenantRouting.update_owned`, and its entry in the same transaction."""
+        ...
+
+    def delete_recorded(self, api_key_id: str, memory_id: str, note: HistoryNote) -> bool:
+        """:meth:`TenantRouting.delete_owned`, and its entry (what the memory said) in the same transaction."""
         ...
 
 

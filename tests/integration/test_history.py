@@ -342,3 +342,26 @@ def test_a_killed_writer_leaves_no_memory_without_its_entry(tmp_path):
                         "(SELECT 1 FROM memories m WHERE m.id = h.memory_id)").fetchone()[0]
     assert (orphans, strays) == (0, 0)
     db.close()
+
+
+def test_an_update_or_delete_and_its_entry_are_one_transaction(mem, tmp_path):
+    """As for adds: with inserts into memory_history refused, an update and a delete fail and change nothing."""
+    stored = mem.add(api_key_id="alice", content="Lives in Porto", key="profile:location")
+    db = _db(tmp_path)
+    db.execute("CREATE TRIGGER refuse_history BEFORE INSERT ON memory_history "
+               "BEGIN SELECT RAISE(ABORT, 'injected failure'); END")
+    with pytest.raises(memroute.MemrouteError):
+        mem.update(stored.id, api_key_id="alice", content="Lives in Faro")
+    with pytest.raises(memroute.MemrouteError):
+        mem.delete(stored.id, api_key_id="alice")
+    assert mem.get(stored.id, api_key_id="alice").content == "Lives in Porto"
+    db.execute("DROP TRIGGER refuse_history")
+    assert mem.update(stored.id, api_key_id="bob", content="stolen") is None
+    assert mem.delete(stored.id, api_key_id="bob") is False
+    mem.update(stored.id, api_key_id="alice", content="Lives in Faro", actor="cli")
+    assert mem.delete(stored.id, api_key_id="alice", actor="mcp")
+    assert _events(mem, stored.id, "alice") == [("created", "api", None, "Lives in Porto"),
+                                                ("updated", "cli", "Lives in Porto", "Lives in Faro"),
+                                                ("deleted", "mcp", "Lives in Faro", None)]
+    assert mem.history(stored.id, api_key_id="bob") is None
+    db.close()

@@ -369,6 +369,62 @@ class MemoryManager:
             self.append_history(late)
         return outcomes
 
+    def update_recorded(self, before: Memory, patch: MemoryPatch, note: HistoryNote) -> Memory | None:
+        """:meth:`update` of the memory ``before`` (read by the caller: its id and tenant), its history entry written
+        in the update's transaction by a backend that records it there, else appended after the write (from
+        ``before``, as the caller read it). ``None`` when the memory is gone."""
+        if not isinstance(patch, MemoryPatch):
+            raise ValidationError("update: expected a MemoryPatch", [("patch", "type")])
+        self._ensure_open()
+        late: builtins.list[HistoryEntry] = []
+
+        def call(backend: MemoryBackend) -> Memory | None:
+            late.clear()
+            if backend.name in self._recorders:
+                return _updated(backend, before.id, cast("RecordedWrites", backend).update_recorded(
+                    before.api_key_id, before.id, patch, note))
+            routed = tenant_routed(backend)
+            updated = _updated(backend, before.id, backend.update(before.id, patch) if routed is None
+                               else routed.update_owned(before.api_key_id, before.id, patch))
+            if updated is not None and (entry := HistoryEntry.of_change(before, updated, actor=note.actor,
+                                                                        event=note.event)) is not None:
+                late.append(entry)
+            return updated
+
+        with self._write_lock:
+            served, updated = self._write(BackendCall("update", call, writes=True))
+            if updated is not None:
+                self._replication.journal(served, OP_PUT, lambda: put_payload(updated))
+        if late:
+            self.append_history(late)
+        return updated
+
+    def delete_recorded(self, before: Memory, note: HistoryNote) -> bool:
+        """:meth:`delete` of the memory ``before`` (read by the caller), its history entry (what it said) written
+        in the delete's transaction by a backend that records it there, else appended after the write."""
+        self._ensure_open()
+        late: builtins.list[HistoryEntry] = []
+
+        def call(backend: MemoryBackend) -> bool:
+            late.clear()
+            if backend.name in self._recorders:
+                return cast("RecordedWrites", backend).delete_recorded(before.api_key_id, before.id, note)
+            routed = tenant_routed(backend)
+            deleted = (backend.delete(before.id) if routed is None
+                       else routed.delete_owned(before.api_key_id, before.id))
+            if deleted and (entry := HistoryEntry.of_change(before, None, actor=note.actor,
+                                                            event=note.event)) is not None:
+                late.append(entry)
+            return deleted
+
+        with self._write_lock:
+            served, deleted = self._write(BackendCall("delete", call, writes=True))
+            if deleted:
+                self._replication.journal(served, OP_DELETE, lambda: delete_payload(before.id, before.api_key_id))
+        if late:
+            self.append_history(late)
+        return bool(deleted)
+
     def put(self, memory: Memory) -> None:
         """Store exactly ``memory`` (import, restore); replicated like a create."""
         if not isinstance(memory, Memory):

@@ -381,6 +381,11 @@ class Memroute(DeploymentMethods, ConversationMethods, HistoryMethods, EndUserMe
         before = self._owned(memory_id, tenant)
         if before is None:
             return None
+        if self._manager.records_in_write:  # the entry in the update's own transaction
+            updated = self._manager.update_recorded(before, patch, HistoryNote(actor=actor, event=event))
+            if updated is not None:
+                self._retrieval.on_written([updated])
+            return updated
         updated = self._manager.update(memory_id, patch, api_key_id=tenant)
         if updated is not None:
             self._retrieval.on_written([updated])
@@ -400,6 +405,11 @@ class Memroute(DeploymentMethods, ConversationMethods, HistoryMethods, EndUserMe
         return self._delete_owned(before, actor)
 
     def _delete_owned(self, memory: Memory, actor: str) -> bool:
+        if self._manager.records_in_write:  # the entry in the delete's own transaction
+            deleted = self._manager.delete_recorded(memory, HistoryNote(actor=actor))
+            if deleted:
+                self._retrieval.on_deleted(memory.id, memory.api_key_id)
+            return deleted
         deleted = self._manager.delete(memory.id, api_key_id=memory.api_key_id)
         if deleted:
             self._retrieval.on_deleted(memory.id, memory.api_key_id)

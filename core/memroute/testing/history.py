@@ -13,7 +13,7 @@ import pytest
 
 from memroute.errors import ConflictError
 from memroute.interfaces import HistoryNote, MemoryBackend, MemoryHistory, RecordedWrites
-from memroute.models import HistoryEntry, HistoryEvent, Memory, NewMemory, new_memory_id, utcnow
+from memroute.models import HistoryEntry, HistoryEvent, Memory, MemoryPatch, NewMemory, new_memory_id, utcnow
 
 __all__ = ["HistoryTests"]
 
@@ -125,3 +125,26 @@ class HistoryTests:
         assert isinstance(taken[0], ConflictError) and isinstance(taken[1], Memory)
         assert len(keeper.history(_A, first.id)) == 2, "a failed item recorded an entry"
         assert [e.new_content for e in keeper.history(_A, taken[1].id)] == ["Likes tea"]
+
+    def test_recorded_updates_and_deletes_write_their_entries(self, backend: MemoryBackend) -> None:
+        """``update_recorded`` / ``delete_recorded``: the entry of what the row said before and after, with the
+        note's actor and event; another tenant's id changes nothing and records nothing."""
+        recorder = _recorder(backend)
+        keeper = _keeper(backend)
+        [memory] = recorder.create_many_recorded([NewMemory(api_key_id=_A, key="k", content="Drinks tea")],
+                                                 [HistoryNote(actor="api")])
+        assert isinstance(memory, Memory)
+        assert recorder.update_recorded(_B, memory.id, MemoryPatch(content="stolen"), HistoryNote(actor="x")) is None
+        assert recorder.delete_recorded(_B, memory.id, HistoryNote(actor="x")) is False
+        updated = recorder.update_recorded(_A, memory.id, MemoryPatch(content="Drinks coffee"),
+                                           HistoryNote(actor="cli", event=HistoryEvent.SUPERSEDED))
+        assert updated is not None and updated.content == "Drinks coffee"
+        assert recorder.update_recorded(_A, memory.id, MemoryPatch(content="Drinks coffee"),
+                                        HistoryNote(actor="cli")) is not None  # unchanged: no entry
+        assert recorder.delete_recorded(_A, memory.id, HistoryNote(actor="retention")) is True
+        assert backend.get(memory.id) is None
+        assert [(e.event, e.actor, e.old_content, e.new_content) for e in keeper.history(_A, memory.id)] == [
+            (HistoryEvent.CREATED, "api", None, "Drinks tea"),
+            (HistoryEvent.SUPERSEDED, "cli", "Drinks tea", "Drinks coffee"),
+            (HistoryEvent.DELETED, "retention", "Drinks coffee", None)]
+        assert keeper.history(_B, memory.id) == []

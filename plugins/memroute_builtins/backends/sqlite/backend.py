@@ -564,7 +564,29 @@ class SqliteBackend(MemoryBackend):
     def update(self, memory_id: str, patch: MemoryPatch) -> Memory | None:
         return self._update(memory_id, patch, None)
 
-    def _update(self, memory_id: str, patch: MemoryPatch, owner: str | None) -> Memory | None:
+    def update_recorded(self, api_key_id: str, memory_id: str, patch: MemoryPatch,
+                        note: HistoryNote) -> Memory | None:
+        """:meth:`update_owned` with its history entry in the same transaction (:class:`RecordedWrites`)."""
+        return self._update(memory_id, patch, api_key_id, note)
+
+    def delete_recorded(self, api_key_id: str, memory_id: str, note: HistoryNote) -> bool:
+        """:meth:`delete_owned` with its history entry (what the row said) in the same transaction."""
+        require_id(memory_id)
+        with self._write_kept("delete a memory", (api_key_id,)) as write:
+            write.changed.append(memory_id)
+            rows = write.connection.execute(
+                f"DELETE FROM memories WHERE id = ? AND api_key_id = ? RETURNING {_COLUMNS}",
+                (memory_id, api_key_id)).fetchall()
+            if rows and (entry := HistoryEntry.of_change(_to_memory(rows[0]), None, actor=note.actor,
+                                                         event=note.event)) is not None:
+                history_sql.append(write.connection, [entry])
+        if rows:
+            self._invalidate((memory_id,))
+            self._written.discard((memory_id,))
+        return bool(rows)
+
+    def _update(self, memory_id: str, patch: MemoryPatch, owner: str | None,
+                note: HistoryNote | None = None) -> Memory | None:
         require_id(memory_id)
         with self._write_kept("update a memory") as write:
             connection = write.connection
@@ -586,6 +608,9 @@ class SqliteBackend(MemoryBackend):
                         f"cannot rename memory {memory_id} to key {memory.key!r}: memory {clash[0]} of the same "
                         "api key already has that key", backend=self.name)
             self._update_row(connection, memory)
+            if note is not None and (entry := HistoryEntry.of_change(existing, memory, actor=note.actor,
+                                                                     event=note.event)) is not None:
+                history_sql.append(connection, [entry])
         self._invalidate((memory_id,), (memory,))
         self._written.add([(_row_values(memory), memory)])
         return memory
