@@ -18,6 +18,7 @@ from memroute.aio import DEFAULT_MAX_WORKERS, AsyncMemroute
 from memroute.config.settings import ServerSettings
 from memroute.server.docs_pages import install_docs_pages
 from memroute.server.errors import install_error_handlers
+from memroute.server.fair_queue import LoopTurns
 from memroute.server.fair_use import FairUseMiddleware
 from memroute.server.middleware import GuardMiddleware
 from memroute.server.openapi import install_openapi
@@ -83,7 +84,10 @@ def create_app(mem: Any, *, settings: ServerSettings | None = None, close_servic
         app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
                            allow_methods=["GET", "POST", "PUT", "DELETE"],
                            allow_headers=["authorization", "content-type", "x-api-key", "x-memroute-user"], max_age=600)
-    app.add_middleware(FairUseMiddleware, mem=mem)  # inside the guard: a refusal gets its headers too
+    # Inside the guard (a refusal gets its headers too, and a body is read whole before a request takes a turn).
+    turns = LoopTurns(settings.queued_requests) if settings.fair_queueing else None
+    app.state.loop_turns = turns
+    app.add_middleware(FairUseMiddleware, mem=mem, turns=turns)
     app.add_middleware(GuardMiddleware, settings=settings, proxy_max_body_bytes=mem.settings.proxy.max_body_bytes)
     return app
 

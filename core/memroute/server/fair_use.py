@@ -2,6 +2,9 @@
 rate and concurrency cap (:mod:`memroute.deployment.fair_use`) before any route runs — REST, the storage
 protocol, MCP and the proxy alike — and refused with ``429`` and ``Retry-After`` beyond them.
 
+Then the request waits for its key's turn on the event loop (:class:`~memroute.server.fair_queue.LoopTurns`,
+round-robin across keys), unless ``[server] fair_queueing`` is off.
+
 The gate only needs to know *which* key is calling, not whether it may: the route's own authentication still
 answers 401 / 403. So the key's id is remembered per secret hash for :data:`KEY_TTL_S` (a revoked key passes the
 gate for at most that long, and is refused by the route), and a request without a key passes untouched.
@@ -21,6 +24,7 @@ from memroute.deployment.fair_use import RateLimited
 from memroute.deployment.keys import hash_secret
 from memroute.errors import AuthenticationError
 from memroute.server.errors import api_error_body, api_style
+from memroute.server.fair_queue import LoopTurns, QueueFull
 
 __all__ = ["KEY_TTL_S", "MAX_HELD_REFUSALS", "REFUSAL_DELAY_S", "FairUseMiddleware"]
 
@@ -56,9 +60,10 @@ def _presented_token(scope: Scope) -> str | None:
 class FairUseMiddleware:
     """Wraps the app (inside the guard); ``mem`` is the served :class:`~memroute.service.Memroute`."""
 
-    def __init__(self, app: ASGIApp, mem: Any) -> None:
+    def __init__(self, app: ASGIApp, mem: Any, turns: LoopTurns | None = None) -> None:
         self.app = app
         self.mem = mem
+        self.turns = turns
         self._key_ids: dict[str, tuple[float, str | None]] = {}
         self._held: dict[str, int] = {}
 
@@ -69,7 +74,7 @@ class FairUseMiddleware:
         token = _presented_token(scope)
         key_id = await self._key_id(token) if token else None
         if key_id is None:
-            await self.app(scope, receive, send)
+            await self._in_turn(None, scope, receive, send)
             return
         fair_use = self.mem.fair_use
         try:
@@ -83,9 +88,23 @@ class FairUseMiddleware:
             await self._refuse(scope, send, refused)
             return
         try:
-            await self.app(scope, receive, send)
+            await self._in_turn(key_id, scope, receive, send)
         finally:
             fair_use.release(key_id)
+
+    async def _in_turn(self, key_id: str | None, scope: Scope, receive: Receive, send: Send) -> None:
+        """Run the app in the key's turn on the event loop (:mod:`memroute.server.fair_queue`); requests without
+        a key share one queue. A full queue is a 429 like the key's limits."""
+        if self.turns is None:
+            await self.app(scope, receive, send)
+            return
+        try:
+            await self.turns.take(key_id)
+        except QueueFull as refused:
+            await self._slow_down(key_id or "")
+            await self._refuse(scope, send, refused)
+            return
+        await self.app(scope, receive, send)
 
     async def _slow_down(self, key_id: str) -> None:
         """Hold a refusal for :data:`REFUSAL_DELAY_S` before answering it. A client that retries at once (a
