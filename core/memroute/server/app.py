@@ -5,6 +5,7 @@ its scope through :class:`~memroute.server.auth.ScopedRouter` (a test walks ``ap
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
@@ -19,7 +20,7 @@ from memroute.config.settings import ServerSettings
 from memroute.server.docs_pages import install_docs_pages
 from memroute.server.errors import install_error_handlers
 from memroute.server.fair_queue import LoopTurns
-from memroute.server.fair_use import FairUseMiddleware
+from memroute.server.fair_use import FairUseMiddleware, renew_leases
 from memroute.server.middleware import GuardMiddleware
 from memroute.server.openapi import install_openapi
 
@@ -47,10 +48,17 @@ def create_app(mem: Any, *, settings: ServerSettings | None = None, close_servic
         maintenance = Maintenance(mem, settings)
         app.state.maintenance = maintenance
         maintenance.start()
+        fair_use = mem.fair_use
+        leases = asyncio.create_task(renew_leases(fair_use))  # concurrency slots held in the state store
         try:
             yield
         finally:
+            leases.cancel()
             maintenance.stop()
+            try:
+                fair_use.release_all()  # the slots this process held are free at once, not after the lease
+            except Exception:
+                log.warning("shutdown: giving up the leases on concurrency slots failed", exc_info=True)
             await app.state.proxy.aclose()
             await app.state.memroute_async.aclose()  # settles its calls; the service stays open here
             try:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, Final
@@ -26,13 +27,15 @@ from memroute.errors import AuthenticationError
 from memroute.server.errors import api_error_body, api_style
 from memroute.server.fair_queue import LoopTurns, QueueFull
 
-__all__ = ["KEY_TTL_S", "MAX_HELD_REFUSALS", "REFUSAL_DELAY_S", "FairUseMiddleware"]
+__all__ = ["KEY_TTL_S", "MAX_HELD_REFUSALS", "REFUSAL_DELAY_S", "FairUseMiddleware", "renew_leases"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+log = logging.getLogger("memroute.server")
 
 KEY_TTL_S: Final = 5.0
 REFUSAL_DELAY_S: Final = 0.25
@@ -90,7 +93,20 @@ class FairUseMiddleware:
         try:
             await self._in_turn(key_id, scope, receive, send)
         finally:
-            fair_use.release(key_id)
+            if fair_use.release(key_id):
+                await self._give_back(key_id)
+
+    async def _give_back(self, key_id: str) -> None:
+        """Return the concurrency slots this process no longer uses to the state store (inline when it is in
+        this process, like admitting; else from a worker thread). A failure is logged: renewal retries it."""
+        fair_use = self.mem.fair_use
+        try:
+            if self._in_process():
+                fair_use.give_back(key_id)
+            else:
+                await anyio.to_thread.run_sync(fair_use.give_back, key_id)
+        except Exception:
+            log.warning("fair use: giving back a key's concurrency slots failed", exc_info=True)
 
     async def _in_turn(self, key_id: str | None, scope: Scope, receive: Receive, send: Send) -> None:
         """Run the app in the key's turn on the event loop (:mod:`memroute.server.fair_queue`); requests without
@@ -156,3 +172,15 @@ class FairUseMiddleware:
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                                 (b"retry-after", str(refused.retry_after_s).encode())]})
         await send({"type": "http.response.body", "body": body})
+
+
+async def renew_leases(fair_use: Any) -> None:
+    """Renew this process's leases on its keys' concurrency slots every third of their length, from a worker
+    thread (:meth:`memroute.deployment.fair_use.FairUse.renew`), until cancelled. A failed renewal is logged;
+    the leases it missed expire, and the next request claims its slot again."""
+    while True:
+        await asyncio.sleep(fair_use.lease_s / 3)
+        try:
+            await anyio.to_thread.run_sync(fair_use.renew)
+        except Exception:
+            log.warning("fair use: renewing the leases on concurrency slots failed", exc_info=True)
