@@ -11,10 +11,11 @@ search p50 from 5 to 137 ms). Every key has
   some of the key's slots in the state store (:class:`_Slots`): it admits requests against the slots it holds
   without asking the store, claims more when they run out (a little more than it needs, so that a busy key
   does not write the store per request), and renews its leases in the background (:meth:`FairUse.renew`,
-  every third of :attr:`FairUse.lease_s`), giving back the slots it no longer uses. A process that dies
-  (``kill -9``) stops renewing: its slots come free when its lease expires, ``lease_s`` later (``[server]
-  concurrency_lease_s``, 30 s by default). Slots another process holds and does not use can refuse a request
-  until that process's next renewal; a store that cannot be reached refuses nothing it has not been asked.
+  every third of :attr:`FairUse.lease_s`). When a request ends, the slots it no longer uses go back
+  (:meth:`FairUse.give_back`: under a cap of 16 all of them, so a sequential client served by several processes
+  in turn is never refused by a slot one of them holds idle; from 16 up it keeps a few ahead). A process that
+  dies (``kill -9``) stops renewing: its slots come free when its lease expires, ``lease_s`` later (``[server]
+  concurrency_lease_s``, 30 s by default).
 
 Both come from the deployment's defaults (``[server] requests_per_minute``, ``concurrent_requests``) unless the
 key has limits of its own (:meth:`FairUse.set_limits`: ``memroute keys limits``, ``PUT /api/keys/{id}/limits``),

@@ -7,7 +7,8 @@ round-robin across keys), unless ``[server] fair_queueing`` is off.
 
 The gate only needs to know *which* key is calling, not whether it may: the route's own authentication still
 answers 401 / 403. So the key's id is remembered per secret hash for :data:`KEY_TTL_S` (a revoked key passes the
-gate for at most that long, and is refused by the route), and a request without a key passes untouched.
+gate for at most that long, and is refused by the route). A request without a key is not counted; it waits for
+its turn in the queue that requests without a key share.
 """
 
 from __future__ import annotations
