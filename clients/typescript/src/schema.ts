@@ -1146,7 +1146,7 @@ export interface components {
         KeyLimits: {
             /**
              * Concurrentrequests
-             * @description Requests in flight at once in one process (``[server] concurrent_requests`` when ``None``).
+             * @description Requests in flight at once across the deployment's processes (``[server] concurrent_requests`` when ``None``).
              */
             concurrentRequests: number | null;
             /**
@@ -1162,7 +1162,7 @@ export interface components {
         KeyLimitsRequest: {
             /**
              * Concurrentrequests
-             * @description Requests in flight at once in one process (``[server] concurrent_requests`` when ``None``).
+             * @description Requests in flight at once across the deployment's processes (``[server] concurrent_requests`` when ``None``).
              */
             concurrentRequests?: number | null;
             /**

@@ -349,7 +349,17 @@ class ServerSettings:
     """Requests one API key may make a minute, across every process of the deployment (429 after); 0:
     unlimited. A key can have its own (``memroute keys limits``)."""
     concurrent_requests: int = attrs.field(default=64, validator=_range(0, 10**9))
-    """Requests one API key may have in flight at once in one server process (429 beyond); 0: unlimited."""
+    """Requests one API key may have in flight at once, across every process of the deployment (429 beyond);
+    0: unlimited."""
+    concurrency_lease_s: float = attrs.field(default=30.0, validator=_range(1, 3600))
+    """How long a process's claim on a key's concurrency slots lasts in the state store unless renewed (every
+    third of it): the slots of a process that died come free this long after."""
+    fair_queueing: bool = True
+    """Serve the requests waiting for the event loop round-robin across API keys, not first come, first served:
+    one key's backlog never waits in front of another key's request (``memroute.server.fair_queue``)."""
+    queued_requests: int = attrs.field(default=64, validator=_range(0, 10**9))
+    """Requests of one API key that may wait for their turn on the event loop in one server process (429
+    beyond); 0: unlimited. Only reached while other requests hold the loop."""
     request_timeout_s: float = attrs.field(default=60.0, validator=_range(0.1, 86_400))
     """Seconds a request may take before its response starts (504 after); streams then run to the end."""
     maintenance_interval_s: float = attrs.field(default=3600.0, validator=_range(0, 365 * 86_400))
