@@ -123,3 +123,24 @@ def test_one_tenant_never_sees_another_tenants_match(mem) -> None:
     assert contents(mem.search("where does he live?", api_key_id="bob")) == ["Lives in Lisbon with his sister"]
     assert "Lives in Porto since 2024" not in contents(mem.preview("where does the user live?",
                                                                    api_key_id="bob").memories)
+
+
+@pytest.mark.parametrize("source", ["static", "transformers", "none"])
+def test_a_message_about_several_things_injects_the_memory_that_answers_one_of_them(tmp_path: Path, source) -> None:
+    with memroute.open({"memory": {"enabled": True}}, data_dir=str(tmp_path), embedding={"source": source}) as mem:
+        mem.add(api_key_id="alice", content="I'll use Postgres for this project", key="decision:db")
+        mem.add(api_key_id="alice", content="Prefers Ubuntu servers", key="preference:os")
+        for index, content in enumerate(SEVEN):
+            mem.add(api_key_id="alice", content=content, key=f"fact:{index}")
+        mem.add(api_key_id="bob", content="I'll use MySQL for this project", key="decision:db")
+        assert mem.flush(timeout=120)
+        message = "Which database for this project? I prefer Ubuntu servers."
+        request = {"model": "m", "messages": [{"role": "user", "content": message}]}
+        sent = str(mem.augment(request, api_key_id="alice")["messages"])
+        assert "Postgres" in sent and "Ubuntu servers" in sent and "MySQL" not in sent
+        hit = next(h for h in mem.search(message, api_key_id="alice") if h.memory.key == "decision:db")
+        alone = next(h for h in mem.search("Which database for this project?", api_key_id="alice")
+                     if h.memory.key == "decision:db")
+        assert hit.score == pytest.approx(alone.score, abs=0.05)  # scored by the part it answers
+        bob = str(mem.augment(request, api_key_id="bob")["messages"])
+        assert "MySQL" in bob and "Postgres" not in bob
