@@ -406,8 +406,8 @@ class EmbeddingSource(abc.ABC):
     """The coefficients ``(bias, cosine, coverage, gap)`` of the logistic model that turns this source's
     cosines into a relevance in [0, 1] (:mod:`memroute.retrieval.relevance`), as ``python -m
     memroute.bench.calibrate`` fits them on the quality benchmark's dev split (it gives the gap no weight:
-    0.0); ``None`` means memroute's default, fitted for all-MiniLM-L6-v2. A cosine means different things to different models: a static model's answer may sit
-    at 0.2 where a transformer's sits at 0.5."""
+    0.0); ``None`` means memroute's default, fitted for all-MiniLM-L6-v2. A cosine means different things
+    to different models: a static model's answer may sit at 0.2 where a transformer's sits at 0.5."""
     query_content_words: bool = False
     """Embed only a query's content words (stop words removed, :func:`memroute.retrieval.fusion.keyword_query`).
     Right for a bag-of-tokens model, where "what", "does" and "she" pull a question toward every chat turn
