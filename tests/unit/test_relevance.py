@@ -57,7 +57,7 @@ def test_relevance_grows_with_cosine_and_coverage_and_does_not_depend_on_the_oth
     # the shipped fits give the gap below the best candidate no weight: a runner-up is not less relevant
     assert DEFAULT_CALIBRATION.relevance(cosine=0.3, coverage=0.0, gap=0.1) == base
     assert KEYWORD_CALIBRATION.gap == 0.0
-    assert Calibration.of((-3.39, 11.59, 2.43, 0.0)) == DEFAULT_CALIBRATION
+    assert Calibration.of((-3.34, 11.46, 2.72, 0.0)) == DEFAULT_CALIBRATION
     # a calibration that does weigh it (a third-party source's) is honoured
     assert Calibration.of((-3.0, 10.0, 2.0, -5.0)).relevance(cosine=0.3, coverage=0.0, gap=0.1) < (
         Calibration.of((-3.0, 10.0, 2.0, -5.0)).relevance(cosine=0.3, coverage=0.0, gap=0.0))
@@ -89,7 +89,7 @@ def test_the_settings_default_floor_is_the_documented_one() -> None:
     from memroute.config.settings import MemorySettings
     from memroute.retrieval.relevance import DEFAULT_MIN_SCORE
 
-    assert MemorySettings().min_score == DEFAULT_MIN_SCORE == 0.19
+    assert MemorySettings().min_score == DEFAULT_MIN_SCORE == 0.18
 
 
 def test_the_floor_leaves_out_hits_and_never_computes_coverage_it_cannot_need(monkeypatch) -> None:
@@ -131,16 +131,3 @@ def test_coverage_is_the_best_of_the_whole_message_and_its_parts() -> None:
     message = "Which database for this project? I prefer Ubuntu servers."
     assert QueryTerms(message).coverage(postgres) == 0.5  # database, project: one of two
     assert coverage(content_terms(message), postgres) == 0.2  # of the whole message's five words
-
-
-def test_a_part_that_is_nearer_a_memory_lifts_its_cosine_and_nothing_else() -> None:
-    postgres, ubuntu = memory("I'll use Postgres for this project"), memory("Prefers Ubuntu servers")
-    hits = [SearchHit(memory=m, score=1.0, tier="vector", ranks={"vector": r}, leg_scores={"vector": s})
-            for r, (m, s) in enumerate([(ubuntu, 0.5), (postgres, 0.2)], 1)]
-    message = "Which database for this project? I prefer Ubuntu servers."
-    whole = {ubuntu.id: 0.5, postgres.id: 0.2}
-    plain = score_hits(hits, message, None, cosines=whole, vector_best=0.5)
-    parted = score_hits(hits, message, None, cosines=whole, vector_best=0.5,
-                        part_cosines=[{postgres.id: 0.45, ubuntu.id: 0.1}, {ubuntu.id: 0.6}])
-    assert [h.leg_scores["cosine"] for h in parted] == [0.6, 0.45]
-    assert parted[1].score > plain[1].score and [h.memory for h in parted] == [ubuntu, postgres]

@@ -5,7 +5,7 @@ quality benchmark, and check it on the test split.
 (:mod:`memroute.bench.quality`: facts with and without 2,000 real chat turns per tenant) and asks, through the
 public service with no relevance floor, the benchmark's questions plus those with several answers and the
 off-topic ones of :mod:`memroute.bench.relevance_questions`. Every candidate of a hybrid search (up to 100)
-keeps the measurements the engine made (``leg_scores``: ``cosine`` and ``coverage``, each the best over the
+keeps the measurements the engine made (``leg_scores``: ``cosine``, and ``coverage``, the best over the
 message's parts) and is labelled by whether it answers the question. ``(bias, cosine, coverage)`` are fitted
 by logistic regression on the dev split, answers and non-answers weighted equally; the keyword-only results
 (the same store opened without an embedding source) get their own fit on coverage. It prints, per source,

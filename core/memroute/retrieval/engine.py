@@ -28,7 +28,7 @@ from memroute.retrieval.fusion import DEFAULT_KEYWORD_WEIGHT, fuse, fuse_scores,
 from memroute.retrieval.gil import checkpoint
 from memroute.retrieval.indexer import Indexer, IndexQueue, store_identity
 from memroute.retrieval.ordering import order_hits, order_pairs, recency_key
-from memroute.retrieval.relevance import Calibration, iter_scored, message_parts
+from memroute.retrieval.relevance import Calibration, iter_scored
 from memroute.routing.manager import ManagedSearch, MemoryManager
 
 __all__ = ["BUDGET_TOKENS_PER_MEMORY", "CANDIDATE_CAP", "MIN_CANDIDATES", "RECENT_MATCH_DEPTH", "RetrievalEngine"]
@@ -483,30 +483,8 @@ class RetrievalEngine:
         cosines = {c.memory_id: c.score if c.cosine is None else c.cosine for c in candidates}
         best = max((c.score for c in candidates), default=0.0)
         calibration = getattr(self.embedder, "relevance_calibration", None)
-        parts = message_parts(query.text)
         return iter_scored(hits, query.text, Calibration.of(calibration) if calibration else None,
-                           cosines=cosines, vector_best=best, fused=fused, floor=floor,
-                           part_cosines=self._part_cosines(query, parts, len(candidates)) if parts else ())
-
-    def _part_cosines(self, query: SearchQuery, parts: list[str], k: int) -> list[dict[str, float]]:
-        """For each part of a message about several things (:func:`memroute.retrieval.relevance.message_parts`),
-        the plain cosines of its ``k`` nearest memories: a memory that answers one part is scored by that part,
-        not by the whole message, whose embedding is an average of its topics. Only the relevance uses them;
-        the ranking is the whole message's. When they cannot be had, the whole message's cosines stand."""
-        store, embedder = self.vector_store, self.embedder
-        if store is None or embedder is None or k <= 0:
-            return []
-        try:
-            texts = [keyword_query(part) if embedder.query_content_words else part for part in parts]
-            out = []
-            for vector in embedder.embed_batch(texts):
-                checkpoint()
-                nearest = store.query(vector, query, k)
-                out.append({c.memory_id: c.score if c.cosine is None else c.cosine for c in nearest})
-            return out
-        except Exception as exc:
-            log.debug("memroute: the parts of a message were not scored on their own: %s", exc)
-            return []
+                           cosines=cosines, vector_best=best, fused=fused, floor=floor)
 
     # --- operations ------------------------------------------------------------------------------------
     def warm_up(self) -> bool:

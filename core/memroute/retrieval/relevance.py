@@ -10,9 +10,11 @@ measurements that do not depend on the other candidates:
   trailing ``s`` is ignored, so "live" matches "Lives").
 
 A message about several things ("Which database for this project? I prefer Ubuntu servers.") is also split
-into its parts (:func:`message_parts`: sentences, and clauses joined by ", and" / ", but" ...), and each
-measurement is the best of the whole message's and its parts': a memory that answers one part is as relevant
-as if that part had been asked alone.
+into its parts (:func:`message_parts`: sentences, and clauses joined by ", and" / ", but" ...), and the
+coverage is the best of the whole message's and its parts': a memory that has the words of one part is not
+diluted by the words of the others. (The cosine of each part was tried too: on the test split it changed no
+answer's fate at the chosen floor and made a search of a two-part message 1.5-3x slower, one more vector
+query per part.)
 
 ``relevance = 1 / (1 + exp(-(bias + w_cosine * cosine + w_coverage * coverage)))``, a logistic model fitted
 per embedding source on the dev split of ``memroute bench --quality`` plus questions with several answers
@@ -46,13 +48,13 @@ __all__ = [
     "iter_scored", "message_parts", "score_hits",
 ]
 
-DEFAULT_MIN_SCORE = 0.19
+DEFAULT_MIN_SCORE = 0.18
 """The default relevance floor: the highest that hides at most 3 % of the answers hybrid search ranks in its
 top 5 on the dev split (``python -m memroute.bench.calibrate`` chooses it). On the test split's fact stores
-it hides 3 of 156 such answers with the static model and 4 of 168 with the transformers one, none of them
-an answer to one part of a multi-topic message, and of an off-topic message's top 10 it lets 3.2 (static)
-or 0.7 (transformers) through; the earlier floor, which weighed the gap below the best candidate, hid 10
-and 7 and let about 6 through (docs/retrieval.md, "Score and floor")."""
+it hides 3 of 156 such answers with the static model and 2 of 168 with the transformers one, none of them
+an answer to an indirect question or to one part of a multi-topic message, and of an off-topic message's
+top 10 it lets 3.7 (static) or 0.8 (transformers) through; the earlier floor, which weighed the gap below
+the best candidate, hid 10 and 7 and let about 6 through (docs/retrieval.md, "Score and floor")."""
 
 
 @attrs.frozen(kw_only=True)
@@ -81,7 +83,7 @@ class Calibration:
         return 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, z))))
 
 
-DEFAULT_CALIBRATION = Calibration(bias=-3.39, cosine=11.59, coverage=2.43, gap=0.0)
+DEFAULT_CALIBRATION = Calibration(bias=-3.34, cosine=11.46, coverage=2.72, gap=0.0)
 """For an embedding source that declares no calibration: the fit for all-MiniLM-L6-v2."""
 KEYWORD_CALIBRATION = Calibration(bias=-2.65, cosine=0.0, coverage=5.22, gap=0.0)
 """For results the keyword leg alone served (no embedding source, or the vector tier degraded): coverage and
@@ -139,17 +141,15 @@ class QueryTerms:
 
 
 def score_hits(hits: Sequence[SearchHit], text: str, calibration: Calibration | None, *,
-               cosines: dict[str, float], vector_best: float | None, fused: bool = False,
-               part_cosines: Sequence[dict[str, float]] = ()) -> list[SearchHit]:
+               cosines: dict[str, float], vector_best: float | None, fused: bool = False) -> list[SearchHit]:
     """``hits`` (in their rank order, which is kept) with ``score`` set to their relevance; see
     :func:`iter_scored`."""
-    return list(iter_scored(hits, text, calibration, cosines=cosines, vector_best=vector_best, fused=fused,
-                            part_cosines=part_cosines))
+    return list(iter_scored(hits, text, calibration, cosines=cosines, vector_best=vector_best, fused=fused))
 
 
 def iter_scored(hits: Sequence[SearchHit], text: str, calibration: Calibration | None, *,
                 cosines: dict[str, float], vector_best: float | None, fused: bool = False,
-                floor: float = 0.0, part_cosines: Sequence[dict[str, float]] = ()) -> Iterator[SearchHit]:
+                floor: float = 0.0) -> Iterator[SearchHit]:
     """``hits`` (in their rank order, which is kept) with ``score`` set to their relevance, those below
     ``floor`` left out, computed as they are taken: a search that stops at its limit scores only the hits it
     looked at, and a hit that no coverage could lift over the floor is left out before its coverage, most of
@@ -157,8 +157,7 @@ def iter_scored(hits: Sequence[SearchHit], text: str, calibration: Calibration |
     they came with (fusion's) is kept as ``leg_scores["fused"]``.
     ``cosines`` holds the vector leg's plain cosines by memory id and ``vector_best`` its best ranking score
     (``None``, with ``calibration`` ignored: the keyword leg alone served, and :data:`KEYWORD_CALIBRATION`
-    applies); ``part_cosines``, the plain cosines of each of the message's parts (:func:`message_parts`) to
-    the memories among that part's nearest: a hit's ``cosine`` is the best of them all."""
+    applies)."""
     if not hits:
         return
     terms = QueryTerms(text)
@@ -179,8 +178,6 @@ def iter_scored(hits: Sequence[SearchHit], text: str, calibration: Calibration |
     lowest_score = min((hit.leg_scores["vector"] for hit in hits if "vector" in hit.leg_scores), default=vector_best)
     for hit in hits:
         cosine = cosines.get(hit.memory.id, lowest_cosine)  # a keyword-only find: as far as the farthest vector
-        for part in part_cosines:
-            cosine = max(cosine, part.get(hit.memory.id, cosine))
         gap = vector_best - hit.leg_scores.get("vector", lowest_score)
         if floor > 0 and model.most(cosine=cosine, gap=gap) < floor:
             continue  # far below the best: no coverage lifts it over the floor
