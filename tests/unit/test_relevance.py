@@ -131,3 +131,16 @@ def test_coverage_is_the_best_of_the_whole_message_and_its_parts() -> None:
     message = "Which database for this project? I prefer Ubuntu servers."
     assert QueryTerms(message).coverage(postgres) == 0.5  # database, project: one of two
     assert coverage(content_terms(message), postgres) == 0.2  # of the whole message's five words
+
+
+@pytest.mark.parametrize("message", ["", "   ", "?!.;:", ", and , but", "a. the. of?"])
+def test_a_message_without_content_words_has_no_parts_and_no_coverage(message: str) -> None:
+    assert message_parts(message) == []
+    assert QueryTerms(message).coverage(memory("Lives in Porto since 2024")) == 0.0
+
+
+def test_a_huge_message_is_scored_by_its_last_parts() -> None:
+    message = "Tell me about Lisbon. " * 20_000 + "Where does the user live?"
+    assert message_parts(message)[-1] == "Where does the user live?" and len(message_parts(message)) == MAX_PARTS
+    # "live" of the last part's two words; of the whole message's three (Lisbon, user, live) it would be a third
+    assert QueryTerms(message).coverage(memory("Lives in Porto since 2024")) == 0.5

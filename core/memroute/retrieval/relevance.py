@@ -100,8 +100,13 @@ def message_parts(text: str) -> list[str]:
     """The parts of a message that may each be about something else: its sentences, and the clauses of a
     sentence joined by ", and" / ", but" / ", also" / ", plus" / ", or"; those with a content word, the last
     :data:`MAX_PARTS` of them. Empty when the message is one part (it is scored whole)."""
-    parts = [part.strip() for part in _PART.split(text) if content_terms(part)]
-    return parts[-MAX_PARTS:] if len(parts) > 1 else []
+    parts: list[str] = []
+    for part in reversed(_PART.split(text)):  # from the end: a pasted document is not read word by word
+        if content_terms(part):
+            parts.append(part.strip())
+            if len(parts) == MAX_PARTS:
+                break
+    return parts[::-1] if len(parts) > 1 else []
 
 
 class _Terms:
