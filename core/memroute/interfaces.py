@@ -442,10 +442,10 @@ class EmbeddingSource(abc.ABC):
     ``None`` means memroute's default. A weaker model's ranking deserves a stronger keyword voice."""
     relevance_calibration: tuple[float, float, float, float] | None = None
     """The coefficients ``(bias, cosine, coverage, gap)`` of the logistic model that turns this source's
-    cosines into a relevance in [0, 1] (:mod:`memroute.retrieval.relevance`), fitted on the quality
-    benchmark's dev split (``memroute bench --quality``); ``None`` means memroute's default, fitted for
-    all-MiniLM-L6-v2. A cosine means different things to different models: a static model's answer may sit
-    at 0.2 where a transformer's sits at 0.5."""
+    cosines into a relevance in [0, 1] (:mod:`memroute.retrieval.relevance`), as ``python -m
+    memroute.bench.calibrate`` fits them on the quality benchmark's dev split (it gives the gap no weight:
+    0.0); ``None`` means memroute's default, fitted for all-MiniLM-L6-v2. A cosine means different things
+    to different models: a static model's answer may sit at 0.2 where a transformer's sits at 0.5."""
     query_content_words: bool = False
     """Embed only a query's content words (stop words removed, :func:`memroute.retrieval.fusion.keyword_query`).
     Right for a bag-of-tokens model, where "what", "does" and "she" pull a question toward every chat turn

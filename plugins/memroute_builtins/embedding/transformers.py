@@ -86,7 +86,7 @@ class TransformersEmbeddingSource(EmbeddingSource):
     fusion_keyword_weight = 0.5
     """Calibrated on the quality benchmark's dev split (``memroute bench --quality``) for all-MiniLM-L6-v2, with
     the sqlite-vec store's hub penalty (0.25 before it)."""
-    relevance_calibration = (-1.96, 3.49, 2.03, -23.21)
+    relevance_calibration = (-3.34, 11.46, 2.72, 0.0)
     """The relevance model for all-MiniLM-L6-v2 (:mod:`memroute.retrieval.relevance`), fitted on the quality
     benchmark's dev split with and without 2,000 chat turns per tenant."""
 
