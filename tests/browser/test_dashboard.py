@@ -365,8 +365,10 @@ def test_last_accessed_fills_after_an_injection_but_not_after_a_preview(ui: Any,
     expect(rust.locator("td").nth(6)).not_to_have_text("\u2013")
     expect(rust.locator("td").nth(6)).to_have_attribute("title", "1 access")
     with api(server, secret) as client:
-        stamp = client.get("/api/memory", params={"orderBy": "lastAccessedAt"}).json()["data"][0]
-    assert stamp["key"] == "preference:rust" and stamp["accessCount"] == 1 and stamp["lastAccessedAt"]
+        listed = client.get("/api/memory", params={"orderBy": "lastAccessedAt"}).json()["data"]
+    # The default floor keeps weak matches too (docs/retrieval.md): the plants may have been injected beside it.
+    stamp = next(m for m in listed if m["key"] == "preference:rust")
+    assert stamp["accessCount"] == 1 and stamp["lastAccessedAt"]
 
 
 def test_engine_reindex_progress_and_settings_save(ui: Any, server: MemrouteServer) -> None:
