@@ -104,10 +104,9 @@ _PATTERNS: Final = tuple((kind, re.compile(pattern, re.IGNORECASE)) for kind, pa
     ("named_day", _SINCE + r"\b(?:(?P<part>today|tonight|yesterday)(?:\s+(?:morning|afternoon|evening|night))?"
      r"|this\s+(?:morning|afternoon|evening)|last\s+night)\b"),
 ))
-_TRIGGER: Final = re.compile(
-    r"\d|today|tonight|yesterday|ago\b|last|this|past|previous|weekend|since|during|"
-    + "|".join(_WEEKDAYS) + "|" + "|".join(m for m in _MONTHS if len(m) > 3) + r"|\b(?:jan|feb|mar|apr|may|jun|jul"
-    r"|aug|sept?|oct|nov|dec)\b", re.IGNORECASE)
+_DIGIT: Final = re.compile(r"\d")
+_TRIGGERS: Final = frozenset({"today", "tonight", "yesterday", "ago", "last", "this", "past", "previous",
+                               "weekend", "since", "during", *_WEEKDAYS, *_MONTHS})
 """A cheap test before the patterns: most questions name no time."""
 _PAST: Final = re.compile(
     r"\b(?:did|didn't|was|wasn't|were|weren't|had|hadn't|said|told|mentioned|talked|spoke|asked|wrote|happened|"
@@ -184,41 +183,58 @@ def read_question(text: str, now: datetime) -> QuestionCues:
     ``now``'s), and the text the legs should match; see the module docstring for the grammar."""
     if now.tzinfo is None or now.utcoffset() is None:
         now = now.replace(tzinfo=timezone.utc)
-    window, rest = _read_time(text, now)
+    folded = _WORD.findall(text.casefold())
+    window, rest = _read_time(text, now, folded)
+    if window is not None:
+        folded = _WORD.findall(rest.casefold())
+    words = {w for w in folded if w not in _NOT_NAMES}
+    words.update([w[:-2] for w in words if w.endswith(("'s", "\u2019s"))])
     names = _names(rest)
-    terms = content_terms(rest)
+    if window is None and not names:  # most questions: no time, no capitalised name; speakers may still fit
+        return QuestionCues(text=rest, words=frozenset(words))
     folded_names = {name.casefold().rstrip("s") or name.casefold() for name in names}
-    topic = terms - FILLER - folded_names
+    topic = content_terms(rest) - FILLER - folded_names
     pattern = re.compile(r"(?<![\w'])(?:" + "|".join(re.escape(n) for n in names) + r")(?![\w])",
                          re.IGNORECASE) if names else None
-    words = frozenset(w.casefold() for w in _WORD.findall(rest) if w.casefold() not in _NOT_NAMES)
-    words = frozenset({*words, *(w.removesuffix("'s").removesuffix("\u2019s") for w in words)})
-    return QuestionCues(text=rest, window=window, names=names, words=words,
-                        open_ended=not topic and (window is not None or bool(names)), name_pattern=pattern)
+    return QuestionCues(text=rest, window=window, names=names, words=frozenset(words),
+                        open_ended=not topic, name_pattern=pattern)
 
 
-def prefer(hits: Sequence[SearchHit], cues: QuestionCues) -> list[SearchHit]:
+def prefer(hits: list[SearchHit], cues: QuestionCues) -> list[SearchHit]:
     """``hits`` (best first) with those that fit the question's time and person moved up: a hit's position is
     divided by :data:`PREFER` once per cue it fits (ties keep the original order). The hits that fit gain
-    ``leg_scores["time"]`` / ``["person"]`` = 1.0, so a preview shows why they moved."""
-    if not cues.any or not hits:
-        return list(hits)
-    keyed = []
+    ``leg_scores["time"]`` / ``["person"]`` = 1.0, so a preview shows why they moved. ``hits`` itself when none
+    fits (the common case: one metadata look-up per hit)."""
+    if not hits or not cues.any:
+        return hits
+    window, words, pattern = cues.window, cues.words, cues._name_pattern
+    fits: list[tuple[int, int, int]] = []  # (position, fits the time, fits the person) of the hits that fit
     for position, hit in enumerate(hits, start=1):
-        in_window = cues.in_window(hit.memory)
-        person = bool(cues.words) and cues.names_person(hit.memory)
-        if in_window or person:
-            marks = {**({"time": 1.0} if in_window else {}), **({"person": 1.0} if person else {})}
-            hit = attrs.evolve(hit, leg_scores={**hit.leg_scores, **marks})
-        keyed.append((position / PREFER ** (in_window + person), position, hit))
-    keyed.sort(key=lambda item: (item[0], item[1]))
-    return [hit for _, _, hit in keyed]
+        memory = hit.memory
+        speaker = memory.metadata.get("speaker")
+        person = (isinstance(speaker, str) and speaker.casefold() in words) or (
+            pattern is not None and pattern.search(memory.content) is not None)
+        in_window = window is not None and window.holds(memory.said_at or memory.created_at)
+        if person or in_window:
+            fits.append((position, int(in_window), int(person)))
+    if not fits:
+        return hits
+    keys = [float(position) for position in range(1, len(hits) + 1)]
+    marked = list(hits)
+    for position, in_window, person in fits:
+        keys[position - 1] = position / PREFER ** (in_window + person)
+        hit = hits[position - 1]
+        marks = {**({"time": 1.0} if in_window else {}), **({"person": 1.0} if person else {})}
+        marked[position - 1] = SearchHit(memory=hit.memory, score=hit.score, tier=hit.tier, ranks=hit.ranks,
+                                         leg_scores={**hit.leg_scores, **marks}, said_at=hit.said_at)
+    order = sorted(range(len(hits)), key=lambda index: (keys[index], index))
+    return [marked[index] for index in order]
 
 
 # --- time ------------------------------------------------------------------------------------------------
 
-def _read_time(text: str, now: datetime) -> tuple[TimeWindow | None, str]:
-    if not _TRIGGER.search(text):
+def _read_time(text: str, now: datetime, folded: list[str]) -> tuple[TimeWindow | None, str]:
+    if _TRIGGERS.isdisjoint(folded) and _DIGIT.search(text) is None:
         return None, text
     past = _PAST.search(text) is not None
     spans: list[tuple[int, int]] = []
