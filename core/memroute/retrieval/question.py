@@ -44,7 +44,7 @@ case-insensitive and as a whole word.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from datetime import date, datetime, time, timedelta, timezone
 from typing import Final
 
@@ -221,10 +221,10 @@ def prefer(hits: list[SearchHit], cues: QuestionCues) -> list[SearchHit]:
         return hits
     keys = [float(position) for position in range(1, len(hits) + 1)]
     marked = list(hits)
-    for position, in_window, person in fits:
-        keys[position - 1] = position / PREFER ** (in_window + person)
+    for position, timely, named in fits:
+        keys[position - 1] = position / PREFER ** (timely + named)
         hit = hits[position - 1]
-        marks = {**({"time": 1.0} if in_window else {}), **({"person": 1.0} if person else {})}
+        marks = {**({"time": 1.0} if timely else {}), **({"person": 1.0} if named else {})}
         marked[position - 1] = SearchHit(memory=hit.memory, score=hit.score, tier=hit.tier, ranks=hit.ranks,
                                          leg_scores={**hit.leg_scores, **marks}, said_at=hit.said_at)
     order = sorted(range(len(hits)), key=lambda index: (keys[index], index))
