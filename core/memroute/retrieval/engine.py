@@ -232,6 +232,10 @@ class RetrievalEngine:
         for another memory of the size of those chosen, it ranks again at the full depth, so small memories
         still fill the budget.
 
+        A question that names a time or a person (``[memory] question_cues``) is searched without its time
+        words, and the memories said then, or by that person, move up the fused ranking
+        (:mod:`memroute.retrieval.question`); one of nothing but a time or a person lists what fits.
+
         Which depth answers is decided on the ranking at the budget's depth, always; what is learned per
         tenant is only how the candidates are fetched. A tenant whose recent budgeted searches mostly went
         to the full depth (:data:`DEEPER_AT` of an average over :data:`DEEPER_WEIGHT`) has both legs fetched

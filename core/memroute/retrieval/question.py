@@ -208,12 +208,19 @@ def prefer(hits: list[SearchHit], cues: QuestionCues) -> list[SearchHit]:
     if not hits or not cues.any:
         return hits
     window, words, pattern = cues.window, cues.words, cues._name_pattern
+    lowered = tuple(name.lower() for name in cues.names)
+    speakers: dict[object, bool] = {}  # a conversation has few speakers: each is looked up in ``words`` once
     fits: list[tuple[int, int, int]] = []  # (position, fits the time, fits the person) of the hits that fit
     for position, hit in enumerate(hits, start=1):
         memory = hit.memory
         speaker = memory.metadata.get("speaker")
-        person = (isinstance(speaker, str) and speaker.casefold() in words) or (
-            pattern is not None and pattern.search(memory.content) is not None)
+        person = speakers.get(speaker)
+        if person is None:
+            person = speakers[speaker] = isinstance(speaker, str) and speaker.casefold() in words
+        if not person and pattern is not None:
+            content = memory.content
+            folded = content.lower()
+            person = any(name in folded for name in lowered) and pattern.search(content) is not None
         in_window = window is not None and window.holds(memory.said_at or memory.created_at)
         if person or in_window:
             fits.append((position, int(in_window), int(person)))
