@@ -233,3 +233,10 @@ def test_question_cues_can_be_turned_off(tmp_path):
 def test_a_bad_now_is_a_validation_error(mem, bad):
     with pytest.raises(ValidationError, match="now"):
         mem.search("what did I say yesterday", api_key_id="alice", now=bad)
+
+
+def test_a_long_message_is_read_in_bounded_time_and_names_at_most_eight():
+    text = " ".join(f"and Person{i} met Place{i} on 2026-03-0{i % 9 + 1}" for i in range(120))[:4096]
+    cues = read_question(text, NOW)
+    assert len(cues.names) == 8 and cues.window is not None
+    assert cues.window.start == day("2026-03-01") and cues.window.end == day("2026-03-10")

@@ -35,7 +35,8 @@ Several times in one question make one window from the earliest start to the lat
 like a time (``2026-02-30``, ``in 1200``) is left as it is, as words.
 
 A **person** is a capitalised word of the question that is not its sentence's first word, a question word, a
-month or a weekday ("Maria", "Ana" in "what does my daughter Ana like"; a possessive ``'s`` is dropped), or any
+month or a weekday ("Maria", "Ana" in "what does my daughter Ana like"; a possessive ``'s`` is dropped; the
+first :data:`MOST_NAMES`), or any
 word of the question that is a memory's ``metadata.speaker`` (so "what did maria say" finds Maria's messages
 too). A memory fits when its speaker is one of those words or its content names one of the capitalised ones,
 case-insensitive and as a whole word.
@@ -53,7 +54,7 @@ import attrs
 from memroute.models import Memory, SearchHit
 from memroute.retrieval.fusion import STOP_WORDS, content_terms
 
-__all__ = ["FILLER", "PREFER", "QuestionCues", "TimeWindow", "event_time", "fitting", "prefer", "read_question"]
+__all__ = ["FILLER", "MOST_NAMES", "PREFER", "QuestionCues", "TimeWindow", "event_time", "fitting", "prefer", "read_question"]
 
 PREFER: Final = 8.0
 """How far a memory that fits the question's time (or person) moves up the ranking: its position is divided by
@@ -61,6 +62,9 @@ this, once for the time and once for the person. A fitting memory at rank 12 is 
 the non-fitting ones from 2nd down, behind a clear match at 1st. Chosen on the conversation benchmark's dev
 questions (2, 4, 8 and 16 tried: 8 and 16 were best, 8 moves less; docs/performance.md reports the test
 split)."""
+MOST_NAMES: Final = 8
+"""The capitalised words read as names, at most (a long message pasted as a query names no one in particular;
+each name costs a test of every candidate)."""
 FILLER: Final = frozenset({"say", "said", "saying", "tell", "told", "talk", "talked", "talking", "mention",
                            "mentioned", "ask", "asked", "write", "wrote", "written", "discuss", "discussed",
                            "happen", "happened", "up"})
@@ -408,6 +412,8 @@ def _names(text: str) -> tuple[str, ...]:
         if len(word) < 2 or word.casefold() in _NOT_NAMES or match.start() in starts or word in found:
             continue  # a sentence's first word is capitalised whatever it is
         found.append(word)
+        if len(found) == MOST_NAMES:
+            break
     return tuple(found)
 
 
