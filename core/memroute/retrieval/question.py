@@ -54,7 +54,9 @@ import attrs
 from memroute.models import Memory, SearchHit
 from memroute.retrieval.fusion import STOP_WORDS, content_terms
 
-__all__ = ["FILLER", "MOST_NAMES", "PREFER", "QuestionCues", "TimeWindow", "event_time", "fitting", "prefer", "read_question"]
+__all__ = [
+    "FILLER", "MOST_NAMES", "PREFER", "QuestionCues", "TimeWindow", "event_time", "fitting", "prefer", "read_question",
+]
 
 PREFER: Final = 8.0
 """How far a memory that fits the question's time (or person) moves up the ranking: its position is divided by
