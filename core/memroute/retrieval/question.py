@@ -209,8 +209,9 @@ def read_question(text: str, now: datetime) -> QuestionCues:
 def prefer(hits: list[SearchHit], cues: QuestionCues) -> list[SearchHit]:
     """``hits`` (best first) with those that fit the question's time and person moved up: a hit's position is
     divided by :data:`PREFER` once per cue it fits (ties keep the original order). The hits that fit gain
-    ``leg_scores["time"]`` / ``["person"]`` = 1.0, so a preview shows why they moved. ``hits`` itself when none
-    fits (the common case: one metadata look-up per hit)."""
+    ``leg_scores["time"]`` / ``["person"]`` = 1.0 (their dicts are updated: ``hits`` must be the caller's own, as
+    fusion's are), so a preview shows why they moved. ``hits`` itself when none fits (one metadata look-up per
+    hit)."""
     if not hits or not cues.any:
         return hits
     window, words, pattern = cues.window, cues.words, cues._name_pattern
@@ -232,16 +233,17 @@ def prefer(hits: list[SearchHit], cues: QuestionCues) -> list[SearchHit]:
             fits.append((position, int(in_window), int(person)))
     if not fits:
         return hits
-    keys = [float(position) for position in range(1, len(hits) + 1)]
-    marked = list(hits)
+    keys = [(float(position), position) for position in range(1, len(hits) + 1)]
     for position, timely, named in fits:
-        keys[position - 1] = position / PREFER ** (timely + named)
-        hit = hits[position - 1]
-        marks = {**({"time": 1.0} if timely else {}), **({"person": 1.0} if named else {})}
-        marked[position - 1] = SearchHit(memory=hit.memory, score=hit.score, tier=hit.tier, ranks=hit.ranks,
-                                         leg_scores={**hit.leg_scores, **marks}, said_at=hit.said_at)
-    order = sorted(range(len(hits)), key=lambda index: (keys[index], index))
-    return [marked[index] for index in order]
+        keys[position - 1] = (position / PREFER ** (timely + named), position)
+        # The hits are this search's own (fusion made them): marked in place, not copied (half the candidates
+        # of a two-person conversation fit a named speaker, and a copy each cost more than the reading).
+        scores = hits[position - 1].leg_scores
+        if timely:
+            scores["time"] = 1.0
+        if named:
+            scores["person"] = 1.0
+    return [hits[position - 1] for _, position in sorted(keys)]
 
 
 # --- time ------------------------------------------------------------------------------------------------
