@@ -240,3 +240,21 @@ def test_a_long_message_is_read_in_bounded_time_and_names_at_most_eight():
     cues = read_question(text, NOW)
     assert len(cues.names) == 8 and cues.window is not None
     assert cues.window.start == day("2026-03-01") and cues.window.end == day("2026-03-10")
+
+
+def test_augment_injects_what_was_said_then_first_with_its_date(tmp_path):
+    from memroute.models import utcnow
+
+    yesterday, earlier = utcnow() - timedelta(days=1), utcnow() - timedelta(days=60)
+    with memroute.open(data_dir=str(tmp_path), memory={"enabled": True}) as service:
+        for tenant in ("alice", "bob"):
+            service.add(api_key_id=tenant, content=f"The trip to Rome was lovely ({tenant})", type="episodic",
+                        metadata={"said_at": earlier.isoformat()})
+        service.add(api_key_id="alice", content="We booked the train to Vienna for the trip", type="episodic",
+                    metadata={"said_at": yesterday.isoformat()})
+        service.flush()
+        request = {"messages": [{"role": "user", "content": "What did I say yesterday about the trip?"}]}
+        block = service.augment(request, api_key_id="alice")["messages"][0]["content"]
+        lines = [line for line in block.splitlines() if line.startswith("- ")]
+        assert lines[0] == f'- episodic (said {yesterday.date()}): "We booked the train to Vienna for the trip"'
+        assert "(alice)" in lines[1] and "(bob)" not in block
