@@ -31,15 +31,17 @@ The grammar of a time (case-insensitive; days begin at midnight in ``now``'s tim
 ``since`` before any of these                               from its start up to ``now``
 ========================================================  ==============================================
 
-Several times in one question make one window from the earliest start to the latest end. Text that only looks
-like a time (``2026-02-30``, ``in 1200``) is left as it is, as words.
+Several times in one question make one window from the earliest start to the latest end. A time that could be a
+plan ("today", "this week", "on Monday", "in June", a date) is read only in a question about the past, one with a
+verb like *did*, *was*, *said* or *happened*: "build me a plan for this week" and "what's due in June?" are
+searched word for word; "yesterday", "ago", "last …", "the past …" and "since …" always name the past. Text
+that only looks like a time (``2026-02-30``, ``in 1200``) is left as it is, as words.
 
 A **person** is a capitalised word of the question that is not its sentence's first word, a question word, a
-month or a weekday ("Maria", "Ana" in "what does my daughter Ana like"; a possessive ``'s`` is dropped; the
-first :data:`MOST_NAMES`), or any
-word of the question that is a memory's ``metadata.speaker`` (so "what did maria say" finds Maria's messages
-too). A memory fits when its speaker is one of those words or its content names one of the capitalised ones,
-case-insensitive and as a whole word.
+month or a weekday ("Maria", "Ana" in "what does my daughter Ana like"; a possessive ``'s`` is dropped; the first
+:data:`MOST_NAMES`), or any word of the question that is a memory's ``metadata.speaker`` (so "what did maria
+say" finds Maria's messages too). A memory fits when its speaker is one of those words or its content names one
+of the capitalised ones, case-insensitive and as a whole word.
 """
 
 from __future__ import annotations
