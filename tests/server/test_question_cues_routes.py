@@ -60,3 +60,13 @@ def test_rest_search_and_preview_prefer_the_person_and_time_and_show_when_it_was
     assert [h["memory"]["content"] for h in other] == ["The move went fine, said tenant b"]
     assert b.post("/api/memory/search", json={"query": "what did I say yesterday?"}).json()["hits"][0][
         "memory"]["apiKeyId"] == "tenant-b"
+
+
+def test_odd_times_and_names_in_a_query_are_answered_never_a_500(clients):
+    a, _ = clients
+    _add(a, "Booked the dentist for March", utcnow().isoformat(), "Maria")
+    for query in ["what did I say on 2026-02-30", "what did I say 3000000 days ago", "since 99999",
+                  "yesterday " * 400, "What did Ünïcødé Maria'S say on the 31st of February?", "in may", "Monday"]:
+        response = a.post("/api/memory/search", json={"query": query[:4096]})
+        assert response.status_code == 200, (query, response.text)
+        assert all(hit["memory"]["apiKeyId"] == "tenant-a" for hit in response.json()["hits"])
