@@ -258,3 +258,18 @@ def test_augment_injects_what_was_said_then_first_with_its_date(tmp_path):
         lines = [line for line in block.splitlines() if line.startswith("- ")]
         assert lines[0] == f'- episodic (said {yesterday.date()}): "We booked the train to Vienna for the trip"'
         assert "(alice)" in lines[1] and "(bob)" not in block
+
+
+def test_augment_reads_times_relative_to_the_message_time_header(tmp_path):
+    with memroute.open(data_dir=str(tmp_path), memory={"enabled": True}) as service:
+        for said, text in (("2026-03-11T09:00:00Z", "We booked the train to Vienna for the trip"),
+                           ("2026-02-02T09:00:00Z", "The trip to Rome was lovely")):
+            service.add(api_key_id="alice", content=text, type="episodic", metadata={"said_at": said})
+        service.flush()
+        request = {"messages": [{"role": "user", "content": "What did I say yesterday about the trip?"}]}
+        for sent, first in (("2026-03-12T10:00:00Z", "Vienna"), ("2026-02-03T10:00:00Z", "Rome")):
+            block = service.augment(request, api_key_id="alice", headers={"x-memroute-message-time": sent})
+            lines = [line for line in block["messages"][0]["content"].splitlines() if line.startswith("- ")]
+            assert first in lines[0], (sent, lines)
+        with pytest.raises(ValidationError, match="x-memroute-message-time"):
+            service.augment(request, api_key_id="alice", headers={"x-memroute-message-time": "yesterday"})
