@@ -113,11 +113,7 @@ _PATTERNS: Final = tuple((kind, re.compile(pattern, re.IGNORECASE)) for kind, pa
      r"|this\s+(?:morning|afternoon|evening)|last\s+night)\b"),
 ))
 _DIGIT: Final = re.compile(r"\d")
-_FILLER_WORD: Final = re.compile(
-    r"\b(?:" + "|".join(sorted(FILLER - {"write", "wrote", "written", "ask", "asked"}, key=len, reverse=True))
-    + r")\b", re.IGNORECASE)
-"""The filler words taken out of what the legs match: not "write" or "ask", which a request uses for what it
-wants ("write an Instagram caption")."""
+_FILLER_WORD: Final = re.compile(r"\b(?:" + "|".join(sorted(FILLER, key=len, reverse=True)) + r")\b", re.IGNORECASE)
 _TRIGGERS: Final = frozenset({"today", "tonight", "yesterday", "ago", "last", "this", "past", "previous",
                                "weekend", "since", "during", *_WEEKDAYS, *_MONTHS})
 """A cheap test before the patterns: most questions name no time."""
@@ -154,7 +150,7 @@ class QuestionCues:
     """The question without its time phrases."""
     searched: str = attrs.field(default=attrs.Factory(lambda self: self.text, takes_self=True))
     """What the keyword and vector legs match: :attr:`text` without the words that only ask what was said
-    ("say", "tell", "mention", "happened" …) when the question names a time or a person."""
+    (:data:`FILLER`: "say", "tell", "mention" …) when the question names a time or a person."""
     window: TimeWindow | None = None
     names: tuple[str, ...] = ()
     """Capitalised words that may name a person (possessive dropped), as written."""
