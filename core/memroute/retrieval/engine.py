@@ -255,8 +255,8 @@ class RetrievalEngine:
             if answered.hits:
                 return answered
             cues = None  # nothing was said then, or by them: the question's words as asked ("what's due in June?")
-        if cues is not None and cues.searched != query.text:
-            query = attrs.evolve(query, text=cues.searched)  # the legs match the topic, not "yesterday"
+        if cues is not None and cues.text != query.text:
+            query = attrs.evolve(query, text=cues.text)  # the legs match the topic, not "yesterday"
         full = self.candidate_depth(query.limit)
         depth = full if max_tokens is None else self.budget_depth(query.limit, max_tokens)
         walk = max_tokens is not None and depth < full

@@ -113,7 +113,6 @@ _PATTERNS: Final = tuple((kind, re.compile(pattern, re.IGNORECASE)) for kind, pa
      r"|this\s+(?:morning|afternoon|evening)|last\s+night)\b"),
 ))
 _DIGIT: Final = re.compile(r"\d")
-_FILLER_WORD: Final = re.compile(r"\b(?:" + "|".join(sorted(FILLER, key=len, reverse=True)) + r")\b", re.IGNORECASE)
 _TRIGGERS: Final = frozenset({"today", "tonight", "yesterday", "ago", "last", "this", "past", "previous",
                                "weekend", "since", "during", *_WEEKDAYS, *_MONTHS})
 """A cheap test before the patterns: most questions name no time."""
@@ -147,10 +146,7 @@ class QuestionCues:
     """What :func:`read_question` found in a question."""
 
     text: str
-    """The question without its time phrases."""
-    searched: str = attrs.field(default=attrs.Factory(lambda self: self.text, takes_self=True))
-    """What the keyword and vector legs match: :attr:`text` without the words that only ask what was said
-    (:data:`FILLER`: "say", "tell", "mention" …) when the question names a time or a person."""
+    """The question without its time phrases: what the keyword and vector legs match."""
     window: TimeWindow | None = None
     names: tuple[str, ...] = ()
     """Capitalised words that may name a person (possessive dropped), as written."""
@@ -208,8 +204,8 @@ def read_question(text: str, now: datetime) -> QuestionCues:
     topic = content_terms(rest) - FILLER - folded_names
     pattern = re.compile(r"(?<![\w'])(?:" + "|".join(re.escape(n) for n in names) + r")(?![\w])",
                          re.IGNORECASE) if names else None
-    return QuestionCues(text=rest, searched=_tidy(_FILLER_WORD.sub(" ", rest)) or rest, window=window, names=names,
-                        words=frozenset(words), open_ended=not topic, name_pattern=pattern)
+    return QuestionCues(text=rest, window=window, names=names, words=frozenset(words),
+                        open_ended=not topic, name_pattern=pattern)
 
 
 def prefer(hits: list[SearchHit], cues: QuestionCues) -> list[SearchHit]:
@@ -277,7 +273,7 @@ def _read_time(text: str, now: datetime, folded: list[str]) -> tuple[TimeWindow 
     rest = text
     for first, last in sorted(spans, reverse=True):
         rest = rest[:first] + " " + rest[last:]
-    rest = _tidy(rest)
+    rest = re.sub(r"\s+([?.!,;:])", r"\1", " ".join(rest.split()))
     ordered = sorted(windows)
     return TimeWindow(start=ordered[0][0], end=max(w[1] for w in windows),
                       phrases=tuple(w[2] for w in windows)), rest
@@ -353,11 +349,6 @@ def _window(kind: str, match: re.Match[str], now: datetime) -> tuple[datetime, d
     except (ValueError, OverflowError):
         return None  # "2026-02-30", a year out of range: words, not a time
     return None
-
-
-def _tidy(text: str) -> str:
-    """``text`` with single spaces and none before punctuation (what is left once words were taken out)."""
-    return re.sub(r"\s+([?.!,;:])", r"\1", " ".join(text.split()))
 
 
 def _always_past(kind: str, match: re.Match[str]) -> bool:
