@@ -8,7 +8,8 @@ then searches for the question *without* its time words (so "yesterday" or "last
 that merely contain those words) and :func:`prefer` moves the memories that fit the time and the person up its
 ranking, without hiding a clear match that does not fit (see :data:`PREFER`).
 
-The grammar of a time (case-insensitive; days begin at midnight in ``now``'s time zone, weeks on Monday):
+The grammar of a time (case-insensitive; days begin at midnight in ``now``'s time zone, weeks on Monday; a
+search's :attr:`~memroute.models.SearchQuery.now` is UTC, so a search's days are UTC days):
 
 ========================================================  ==============================================
 ``today``, ``tonight``, ``this morning`` / ``afternoon`` /  today
