@@ -272,8 +272,9 @@ def _bench_quality(ctx: click.Context, models: list[str], distractors: int, outp
     if distractors < 0:
         raise click.BadParameter("must be 0 or more", param_hint="--distractors")
 
-    def open_fresh(path: Path, embedding: dict[str, Any], vector_options: dict[str, Any] | None = None) -> Any:
-        return Memroute.open(base, data_dir=str(path), embedding=embedding,
+    def open_fresh(path: Path, embedding: dict[str, Any], vector_options: dict[str, Any] | None = None,
+                   memory_options: dict[str, Any] | None = None) -> Any:
+        return Memroute.open(base, data_dir=str(path), embedding=embedding, memory=memory_options or {},
                              vectors={"store": "sqlite-vec", **(vector_options or {})},
                              backends={"primary": "main", "fallbacks": [],
                                        "instances": {"main": {"type": "sqlite", "options": {}}}})
@@ -290,6 +291,9 @@ def _bench_quality(ctx: click.Context, models: list[str], distractors: int, outp
     click.echo("\nDev split (calibration):\n" + summary(report, "dev"))
     click.echo("\nConversations: evidence recall, test split\n" + conversation_summary(talk, "test"))
     click.echo("\nConversations, dev split\n" + conversation_summary(talk, "dev"))
+    for category in ("time", "person"):
+        click.echo(f"\nConversations, {category} questions, test split\n"
+                   + conversation_summary(talk, "test", category))
     if output:
         Path(output).write_text(json.dumps({**report, "conversations": talk}, indent=2, default=str),
                                 encoding="utf-8")

@@ -139,6 +139,10 @@ class MemorySettings:
     leave out memories whose relevance (a calibrated score in [0, 1], docs/retrieval.md, "Score and floor")
     is below it; 0 turns it off. The default hides at most 3 % of the answers ranked in the top 5 on the
     benchmark's dev split (:data:`memroute.retrieval.relevance.DEFAULT_MIN_SCORE`)."""
+    question_cues: bool = True
+    """Read the time and the people a question names ("what did I say yesterday", "what did Maria say about
+    the move") and prefer the memories said then, or by them (docs/retrieval.md, "Time and people in
+    questions"); false searches the question's words alone."""
     rerank_enabled: bool = False
     """Re-score the top fused candidates of semantic / hybrid searches with the ``[rerank]`` reranker (the
     reference's ``rerankEnabled``; off by default: see docs/retrieval.md, "Reranking")."""

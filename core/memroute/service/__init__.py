@@ -542,6 +542,7 @@ class Memroute(DeploymentMethods, ConversationMethods, HistoryMethods, EndUserMe
         record_access: bool = True,
         agent: str | None = None,
         min_score: float | None = None,
+        now: datetime | str | None = None,
     ) -> SearchResult:
         """Ranked memories of ``api_key_id`` for ``query``. ``strategy``: ``exact``/``recent`` (newest
         first), ``semantic`` or ``hybrid`` (default: the configured one). Expired memories, memories outside
@@ -552,7 +553,13 @@ class Memroute(DeploymentMethods, ConversationMethods, HistoryMethods, EndUserMe
         Each memory returned counts as an access (``access_count``, ``last_accessed_at``; recorded in the
         background, see :meth:`record_access`), as the reference's retrieval does; ``record_access=False``
         reads without counting (previews do). ``min_score`` (0..1) overrides ``[memory] min_score``, the
-        relevance floor, for this search: ``0`` returns the plain ranking (what a benchmark measures)."""
+        relevance floor, for this search: ``0`` returns the plain ranking (what a benchmark measures).
+
+        A question that names a time ("what did I say yesterday about the trip") or a person ("what did Maria
+        say about the move") prefers the memories said then, or by them (``[memory] question_cues``;
+        docs/retrieval.md, "Time and people in questions"); ``now`` (an aware datetime or ISO 8601 text; default
+        the clock) is what "yesterday" is relative to, and the moment expiry is judged at. Each hit's
+        ``said_at`` says when its memory was said."""
         if not isinstance(query, str):
             raise ValidationError("query: expected a string", [("query", "type")])
         tenant = require_tenant(api_key_id)
@@ -569,7 +576,7 @@ class Memroute(DeploymentMethods, ConversationMethods, HistoryMethods, EndUserMe
             api_key_id=tenant, text=query[:4096], strategy=chosen,
             limit=limit if limit is not None else self.settings.memory.vec_top_k,
             session_id=session_id, retention_days=window, type_windows=type_windows, type=type,
-            agent=None if agent is None else require_agent(agent),
+            agent=None if agent is None else require_agent(agent), now=utcnow() if now is None else now,
         )
         result = self._retrieval.search(search_query, max_tokens=max_tokens,
                                         min_score=None if min_score is None else float(min_score))
@@ -597,6 +604,7 @@ class Memroute(DeploymentMethods, ConversationMethods, HistoryMethods, EndUserMe
         max_tokens: int | None = None,
         limit: int | None = None,
         session_id: str | None = None,
+        now: datetime | str | None = None,
     ) -> RetrievalPreview:
         """What retrieval returns for ``query`` within a token budget, typed (the reference's
         retrieve-preview, the Playground, ``memroute search``): each memory with its tier, per-leg ranks and
@@ -607,7 +615,7 @@ class Memroute(DeploymentMethods, ConversationMethods, HistoryMethods, EndUserMe
         budget = self.memory_settings().max_tokens if max_tokens is None else max_tokens
         count = 20 if limit is None else _check_range("limit", limit, 1, 100)
         result = self.search(query, api_key_id=api_key_id, strategy=strategy, max_tokens=budget, limit=count,
-                             session_id=session_id, record_access=False)
+                             session_id=session_id, record_access=False, now=now)
         return self._preview_of(query, require_tenant(api_key_id), result.hits, result, budget, count)
 
 
