@@ -132,7 +132,11 @@ class _Write:
         """(the object, the attribute) to hold: the step that does the writing."""
         if self.kind == "clear":
             return mem.sync, "_delete_owned"  # held before the first of its deletions
-        return mem.sync._manager, {"add": "create", "update": "update", "import": "put_many"}[self.kind]
+        manager = mem.sync._manager
+        if self.kind in ("add", "update") and manager.records_in_write:
+            # A primary that writes the history entry in the write's own transaction (SQLite) takes these.
+            return manager, {"add": "create_recorded", "update": "update_recorded"}[self.kind]
+        return manager, {"add": "create", "update": "update", "import": "put_many"}[self.kind]
 
     def call(self, mem: AsyncMemroute):  # type: ignore[no-untyped-def]
         if self.kind == "add":

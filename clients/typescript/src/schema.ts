@@ -5102,6 +5102,7 @@ export interface operations {
                      *             "keyword": 1,
                      *             "vector": 2
                      *           },
+                     *           "saidAt": null,
                      *           "score": 0.71,
                      *           "tier": "hybrid",
                      *           "tokens": 9,
@@ -5274,6 +5275,7 @@ export interface operations {
                      *             "keyword": 1,
                      *             "vector": 1
                      *           },
+                     *           "saidAt": null,
                      *           "score": 0.71,
                      *           "tier": "hybrid"
                      *         }
@@ -7309,6 +7311,7 @@ export interface operations {
                      *           "ranks": {
                      *             "vector": 1
                      *           },
+                     *           "saidAt": null,
                      *           "score": 0.71,
                      *           "tier": "vector"
                      *         }

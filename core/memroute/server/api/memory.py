@@ -141,7 +141,7 @@ async def create_memory(request: Request, principal: CurrentPrincipal, body: Cre
              summary="Ranked memories for a query (keyword, vector or hybrid)", route_class_override=LeanRoute,
              responses=ok({"hits": [{"memory": MEMORY_EXAMPLE, "score": 0.71, "tier": "hybrid",
                                      "ranks": {"keyword": 1, "vector": 1},
-                                     "legScores": {"keyword": 1.2, "vector": 0.71}}],
+                                     "legScores": {"keyword": 1.2, "vector": 0.71}, "saidAt": None}],
                            "provenance": {"backend": "main", "strategyRequested": "hybrid",
                                           "strategyUsed": "hybrid", "legs": ["keyword", "vector"],
                                           "degraded": False, "reason": None, "fallback": False,

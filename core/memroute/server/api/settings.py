@@ -149,7 +149,7 @@ QdrantCleanupBody = wire_model(m.QdrantCleanupRequest, mode="request")
              summary="A vector search on Qdrant for the caller's tenant (a connection test with real data)",
              responses={**ok({"ok": True, "error": None, "results": [
                  {"memory": MEMORY_EXAMPLE, "score": 0.71, "tier": "vector", "ranks": {"vector": 1},
-                  "legScores": {"vector": 0.71}}],
+                  "legScores": {"vector": 0.71}, "saidAt": None}],
                  "provenance": {"backend": "main", "strategyRequested": "semantic", "strategyUsed": "semantic",
                                 "legs": ["vector"], "degraded": False, "reason": None, "fallback": False,
                                 "vectorStore": "qdrant", "rerank": None, "rerankError": None}}), **_NO_QDRANT})
