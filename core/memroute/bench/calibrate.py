@@ -1,7 +1,8 @@
 """Fit an embedding source's relevance model (:mod:`memroute.retrieval.relevance`) on the dev split of the
 quality benchmark, and check it on the test split.
 
-``python -m memroute.bench.calibrate --models static,transformers`` loads the quality benchmark's stores
+``python -m memroute.bench.calibrate --models static,transformers`` (a source, or ``source:model`` such as
+``transformers:all-MiniLM-L6-v2``) loads the quality benchmark's stores
 (:mod:`memroute.bench.quality`: facts with and without 2,000 real chat turns per tenant), takes every
 question's vector and keyword candidates through the public service (no relevance floor), measures each
 candidate's cosine, coverage and gap as the engine does, labels it by whether it is the question's answer,
@@ -21,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from memroute.bench.quality import Query, _memories, chat_distractors, queries
+from memroute.bench.quality import Query, _memories, chat_distractors, embedding_options, queries, store_name
 from memroute.config.serialization import memory_to_dict
 from memroute.retrieval.relevance import DEFAULT_MIN_SCORE, Calibration, QueryTerms
 
@@ -99,8 +100,8 @@ def calibrate(open_service: Callable[..., Any], model: str, root: Path, per_tena
     for count in sorted({0, per_tenant}):
         chosen = {tenant: turns[:count] for tenant, turns in distractors.items()}
         lines = [json.dumps(memory_to_dict(m)) for m in _memories(chosen)]
-        data_dir = root / f"{model}-{count}"
-        with open_service(data_dir, {"source": model}) as mem:
+        data_dir = root / f"{store_name(model)}-{count}"
+        with open_service(data_dir, embedding_options(model)) as mem:
             mem.import_jsonl(lines)
             if not mem.flush(timeout=3600):
                 raise RuntimeError("indexing did not finish")

@@ -131,7 +131,7 @@ def run_naive_comparison(
             # The baselines embed every question afresh (no cache); memroute's hybrid search runs first on each
             # question, so it too pays the embedding (its semantic search after it finds the vector cached).
             uncached = getattr(embedder, "inner", embedder)
-            naive = NaiveRecipe(turns, vectors, uncached.embed)
+            naive = NaiveRecipe(turns, vectors, uncached.embed_query)
             for text in texts[:5]:  # warm every path up
                 mem.search(text, api_key_id=_TENANT, strategy="hybrid", limit=10)
                 naive.search(text)
