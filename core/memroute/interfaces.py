@@ -20,6 +20,7 @@ from memroute.models import (
     BackendHit,
     HealthResult,
     HistoryEntry,
+    HistoryEvent,
     ListFilter,
     ListPage,
     Memory,
@@ -49,6 +50,8 @@ __all__ = [
     "TenantMemories",
     "MemoryBackend",
     "MemoryHistory",
+    "HistoryNote",
+    "RecordedWrites",
     "ReindexMarkers",
     "TenantRoutedDeletes",
     "TenantRouting",
@@ -339,6 +342,41 @@ class MemoryHistory(Protocol):
 
 
 @attrs.frozen(kw_only=True)
+class HistoryNote:
+    """What a write records in its memory's history besides the change itself: who made it (``actor``) and the
+    event, when not the one the change implies (``None``: created or updated, from what the write finds)."""
+
+    actor: str
+    event: HistoryEvent | None = None
+
+
+@runtime_checkable
+class RecordedWrites(Protocol):
+    """A backend keeping history (capability ``history``) that records a write's history entry **in the write's
+    own transaction**: a crash or a failed statement leaves both the change and its entry, or neither. The
+    service adds, updates and deletes through it when the primary backend has it
+    (``MemoryManager.create_recorded`` / ``update_recorded`` / ``delete_recorded``); other backends get their
+    entries by :meth:`MemoryHistory.append_history` after the write. Each entry is
+    :meth:`HistoryEntry.of_change <memroute.models.HistoryEntry.of_change>` of the row as the transaction found it
+    and as it left it, with the note's actor and event (none when content, key and type are unchanged)."""
+
+    def create_many_recorded(self, news: Sequence[NewMemory],
+                             notes: Sequence[HistoryNote]) -> builtins.list[Memory | MemrouteError]:
+        """:meth:`MemoryBackend.create_many`, and in the same transaction each stored item's entry (what the
+        upsert replaced, what it stored, ``notes[i]``)."""
+        ...
+
+    def update_recorded(self, api_key_id: str, memory_id: str, patch: MemoryPatch,
+                        note: HistoryNote) -> Memory | None:
+        """:meth:`TenantRouting.update_owned`, and its entry in the same transaction."""
+        ...
+
+    def delete_recorded(self, api_key_id: str, memory_id: str, note: HistoryNote) -> bool:
+        """:meth:`TenantRouting.delete_owned`, and its entry (what the memory said) in the same transaction."""
+        ...
+
+
+@attrs.frozen(kw_only=True)
 class MemoryAccess:
     """Accesses of one memory, coalesced: ``count`` accesses, the latest at ``at`` (aware UTC)."""
 
@@ -404,10 +442,10 @@ class EmbeddingSource(abc.ABC):
     ``None`` means memroute's default. A weaker model's ranking deserves a stronger keyword voice."""
     relevance_calibration: tuple[float, float, float, float] | None = None
     """The coefficients ``(bias, cosine, coverage, gap)`` of the logistic model that turns this source's
-    cosines into a relevance in [0, 1] (:mod:`memroute.retrieval.relevance`), fitted on the quality
-    benchmark's dev split (``memroute bench --quality``); ``None`` means memroute's default, fitted for
-    all-MiniLM-L6-v2. A cosine means different things to different models: a static model's answer may sit
-    at 0.2 where a transformer's sits at 0.5."""
+    cosines into a relevance in [0, 1] (:mod:`memroute.retrieval.relevance`), as ``python -m
+    memroute.bench.calibrate`` fits them on the quality benchmark's dev split (it gives the gap no weight:
+    0.0); ``None`` means memroute's default, fitted for all-MiniLM-L6-v2. A cosine means different things
+    to different models: a static model's answer may sit at 0.2 where a transformer's sits at 0.5."""
     query_content_words: bool = False
     """Embed only a query's content words (stop words removed, :func:`memroute.retrieval.fusion.keyword_query`).
     Right for a bag-of-tokens model, where "what", "does" and "she" pull a question toward every chat turn

@@ -477,6 +477,20 @@ class Memory:
         return self.created_at.timestamp()
 
     @functools.cached_property
+    def said_at(self) -> datetime | None:
+        """When the message this memory holds was said (``metadata.said_at``, written by ``observe`` and kept by
+        imports), as an aware UTC datetime; ``None`` when the memory records none (or an unreadable one). A
+        memory's *event time* is this, else ``created_at``."""
+        said = self.metadata.get("said_at")
+        if not isinstance(said, str):
+            return None
+        try:
+            moment = datetime.fromisoformat(said.replace("Z", "+00:00").replace("z", "+00:00"))
+        except ValueError:
+            return None
+        return moment.astimezone(timezone.utc) if moment.tzinfo is not None else None
+
+    @functools.cached_property
     def tokens(self) -> int:
         """:func:`estimate_tokens` of the content, worked out once per object (a search asks for the tokens of
         each of its ~150 candidates two or three times: the budget walk, the depth decision, the preview; the
@@ -732,6 +746,10 @@ class SearchHit:
     tier: str
     ranks: dict[str, int] = attrs.field(factory=dict, eq=False)
     leg_scores: dict[str, float] = attrs.field(factory=dict, eq=False)
+    said_at: datetime | None = attrs.field(
+        default=attrs.Factory(lambda self: self.memory.said_at, takes_self=True), eq=False)
+    """When the memory's message was said (:attr:`Memory.said_at`), so every surface shows it beside the hit and
+    a "when did I …" question is answered by the hit itself; ``None`` when the memory records no such time."""
 
     @property
     def tokens(self) -> int:

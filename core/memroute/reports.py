@@ -5,6 +5,7 @@ render these; they never build their own dicts of the same facts."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
@@ -331,6 +332,8 @@ class PreviewMemory:
     ``coverage``: the share of the query's content words present, ``fused``: hybrid fusion's score)."""
     metadata: dict[str, Any] = attrs.field(factory=dict)
     """The memory's metadata (``category``, ``polarity``, ``source``, ... for extracted facts)."""
+    said_at: datetime | None = None
+    """When the memory's message was said (``metadata.said_at``); ``None`` when it records no such time."""
 
     _json_properties: ClassVar[tuple[str, ...]] = ("vec_score", "fts_score")
 
@@ -392,7 +395,7 @@ class RetrievalPreview:
         memories = tuple(
             PreviewMemory(id=h.memory.id, type=h.memory.type.value, key=h.memory.key, content=h.memory.content,
                           score=h.score, tokens=h.tokens, tier=h.tier, ranks=dict(h.ranks),
-                          leg_scores=dict(h.leg_scores), metadata=dict(h.memory.metadata))
+                          leg_scores=dict(h.leg_scores), metadata=dict(h.memory.metadata), said_at=h.said_at)
             for h in hits
         )
         resolution = PreviewResolution(

@@ -124,3 +124,36 @@ def test_bench_http_refuses_bad_sizes_before_measuring(capsys):
     except SystemExit as exc:
         assert exc.code == 2
     assert "--sizes" in capsys.readouterr().err
+
+
+def test_bench_naive_reports_each_workload_beside_the_naive_recipe(tmp_path, capsys):
+    """``memroute bench --naive --quick`` (1,000 chat turns): first and warm searches after a bulk import, a chat
+    loop (observe + augment, add + search) and indexing, each beside its same-run baseline, and where the time
+    goes. Needs the ``chitchat-dataset`` package (memroute[bench])."""
+    pytest.importorskip("chitchat_dataset")
+    output = tmp_path / "naive.json"
+    try:
+        main(["bench", "--naive", "--quick", "--output", str(output)])
+    except SystemExit as exc:
+        assert not exc.code
+    report = json.loads(capsys.readouterr().out)
+    assert report == json.loads(output.read_text(encoding="utf-8"))
+    result = report["results"]["1000"]
+    for name in ("hybrid", "naive"):
+        first = result["first_searches"][name]
+        assert first["first_ms"] > 0 and first["p95_ms"] >= first["p50_ms"] > 0
+    assert result["first_searches_vs_naive_p50"] > 0 and result["hybrid_vs_naive"] > 0
+    chat = result["chat_loop"]
+    for name in ("observe_augment", "add_search", "naive"):
+        assert chat[name]["p95_ms"] >= chat[name]["p50_ms"] > 0
+    assert chat["turns"] >= 3 and chat["memories_injected_per_turn"] >= 1, "the chat loop must inject memories"
+    for workload in ("warm_hybrid", "observe_augment", "add_search"):
+        costs = result["where_the_time_goes"][workload]
+        assert costs and all(0 < cost["share"] <= 1 for cost in costs)
+    assert result["indexing_vs_embed_batch"] > 0
+
+
+def test_bench_naive_refuses_bad_sizes(capsys):
+    with pytest.raises(SystemExit) as raised:
+        main(["bench", "--naive", "--sizes", "ten"])
+    assert raised.value.code == 2 and "--sizes" in capsys.readouterr().err

@@ -257,3 +257,111 @@ def test_a_history_store_that_fails_never_fails_the_write(tmp_path, plugin_manag
         mem.update(memory.id, api_key_id="alice", content="Edited later")
         assert [e.event.value for e in mem.history(memory.id, api_key_id="alice").entries] == ["updated"]
         assert mem.history(memory.id, api_key_id="bob") is None
+
+
+def _db(tmp_path):
+    import apsw
+
+    return apsw.Connection(str(tmp_path / "data" / "memroute.db"))
+
+
+def test_an_add_and_its_history_entry_are_one_transaction(mem, tmp_path):
+    """On SQLite an add's history entry is written in the add's own transaction. A real failure between the two
+    statements (a trigger that aborts every insert into memory_history, installed through another connection)
+    fails the add with a memroute error and leaves neither the memory nor an entry; without it, both are there."""
+    db = _db(tmp_path)
+    db.execute("CREATE TRIGGER refuse_history BEFORE INSERT ON memory_history "
+               "BEGIN SELECT RAISE(ABORT, 'injected failure between the memory and its history'); END")
+    with pytest.raises(memroute.MemrouteError):
+        mem.add(api_key_id="alice", content="Lives in Porto", key="profile:location")
+    assert mem.get_by_key("profile:location", api_key_id="alice") is None
+    assert db.execute("SELECT count(*) FROM memories").fetchone()[0] == 0
+    assert db.execute("SELECT count(*) FROM memory_history").fetchone()[0] == 0
+    db.execute("DROP TRIGGER refuse_history")
+    stored = mem.add(api_key_id="alice", content="Lives in Porto", key="profile:location")
+    moved = mem.add(api_key_id="alice", content="Lives in Braga", key="profile:location", actor="mcp")
+    assert stored.id == moved.id
+    assert _events(mem, stored.id, "alice") == [("created", "api", None, "Lives in Porto"),
+                                                ("updated", "mcp", "Lives in Porto", "Lives in Braga")]
+    assert mem.history(stored.id, api_key_id="bob") is None
+    db.close()
+
+
+def test_concurrent_adds_record_each_entry_in_their_shared_transaction(mem, tmp_path):
+    """Adds from threads are written together (group commit); each gets its own entry, by its own actor, and two
+    tenants' adds never see each other's history."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def add(i):
+        tenant = "alice" if i % 2 else "bob"
+        return mem.add(api_key_id=tenant, content=f"note {i}", key=f"k{i}", actor=f"worker-{i}")
+
+    with ThreadPoolExecutor(8) as pool:
+        stored = list(pool.map(add, range(40)))
+    for i, memory in enumerate(stored):
+        assert _events(mem, memory.id, memory.api_key_id) == [("created", f"worker-{i}", None, f"note {i}")]
+        other = "bob" if memory.api_key_id == "alice" else "alice"
+        assert mem.history(memory.id, api_key_id=other) is None
+
+
+def test_a_killed_writer_leaves_no_memory_without_its_entry(tmp_path):
+    """A process adding in a loop is killed (SIGKILL) mid-run: every memory it left has its created entry, and every
+    entry its memory."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    data = tmp_path / "data"
+    script = ("import memroute, itertools\n"
+              f"mem = memroute.open({{'data_dir': {str(data)!r}, 'embedding': {{'source': 'none'}}}})\n"
+              "print('ready', flush=True)\n"
+              "for i in itertools.count():\n"
+              "    mem.add(api_key_id='alice', content=f'note {i}', key=f'k{i}')\n")
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        db = None
+        for _ in range(200):  # until it has written a few hundred memories
+            time.sleep(0.05)
+            db = _db(tmp_path)
+            if db.execute("SELECT count(*) FROM memories").fetchone()[0] >= 300:
+                break
+            db.close()
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    db = _db(tmp_path)
+    memories = db.execute("SELECT count(*) FROM memories").fetchone()[0]
+    assert memories >= 300
+    orphans = db.execute("SELECT count(*) FROM memories m WHERE NOT EXISTS (SELECT 1 FROM memory_history h "
+                         "WHERE h.memory_id = m.id AND h.event = 'created')").fetchone()[0]
+    strays = db.execute("SELECT count(*) FROM memory_history h WHERE NOT EXISTS "
+                        "(SELECT 1 FROM memories m WHERE m.id = h.memory_id)").fetchone()[0]
+    assert (orphans, strays) == (0, 0)
+    db.close()
+
+
+def test_an_update_or_delete_and_its_entry_are_one_transaction(mem, tmp_path):
+    """As for adds: with inserts into memory_history refused, an update and a delete fail and change nothing."""
+    stored = mem.add(api_key_id="alice", content="Lives in Porto", key="profile:location")
+    db = _db(tmp_path)
+    db.execute("CREATE TRIGGER refuse_history BEFORE INSERT ON memory_history "
+               "BEGIN SELECT RAISE(ABORT, 'injected failure'); END")
+    with pytest.raises(memroute.MemrouteError):
+        mem.update(stored.id, api_key_id="alice", content="Lives in Faro")
+    with pytest.raises(memroute.MemrouteError):
+        mem.delete(stored.id, api_key_id="alice")
+    assert mem.get(stored.id, api_key_id="alice").content == "Lives in Porto"
+    db.execute("DROP TRIGGER refuse_history")
+    assert mem.update(stored.id, api_key_id="bob", content="stolen") is None
+    assert mem.delete(stored.id, api_key_id="bob") is False
+    mem.update(stored.id, api_key_id="alice", content="Lives in Faro", actor="cli")
+    assert mem.delete(stored.id, api_key_id="alice", actor="mcp")
+    assert _events(mem, stored.id, "alice") == [("created", "api", None, "Lives in Porto"),
+                                                ("updated", "cli", "Lives in Porto", "Lives in Faro"),
+                                                ("deleted", "mcp", "Lives in Faro", None)]
+    assert mem.history(stored.id, api_key_id="bob") is None
+    db.close()

@@ -134,3 +134,26 @@ def test_a_postgres_primary_keeps_the_deployments_keys(postgres_server: Postgres
         second.keys.revoke(key.id)
         with pytest.raises(AuthenticationError):
             first.keys.authenticate(secret)
+
+
+def test_a_keys_concurrency_cap_is_shared_through_postgres_and_a_dead_holders_lease_expires(stores) -> None:
+    from memroute.deployment.fair_use import FairUse, RateLimited
+
+    class Clock:
+        now = 1_800_000_000.0
+
+        def __call__(self) -> float:
+            return self.now
+
+    clock = Clock()
+    one, two = (FairUse(store, requests_per_minute=0, concurrent_requests=2, lease_s=30, holder=name, clock=clock)
+                for store, name in zip(stores, ("one", "two"), strict=True))
+    assert one.admit("key_a") and two.admit("key_a")
+    with pytest.raises(RateLimited, match="at most 2 at once"):
+        one.admit("key_a")  # two in flight across the two processes
+    assert one.admit("key_b")  # another key: slots of its own
+    clock.now += 31  # "two" died holding its slot: no renewal, no release
+    one.renew()  # "one" renews its own lease, and its in-flight request keeps its slot
+    assert one.admit("key_a")  # two's expired lease counts no more
+    with pytest.raises(RateLimited):
+        one.admit("key_a")

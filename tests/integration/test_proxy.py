@@ -383,7 +383,8 @@ def _server_timing_of_each_case(stack):
     again = httpx.post(stack.openai_url + "/chat/completions", json=request, headers=auth)
     opted = httpx.post(stack.openai_url + "/chat/completions", json=request,
                        headers={**auth, "x-memroute-no-memory": "1"})
-    assert first.headers["x-memroute-memories"] == again.headers["x-memroute-memories"] == "1"
+    # the same memories, searched then reused (at the default floor "TypeScript" joins the Postgres decision)
+    assert first.headers["x-memroute-memories"] == again.headers["x-memroute-memories"] != "0"
     seen = [_timings(response) for response in (first, again, opted)]
     assert [metrics["memroute-memory"][1] for metrics in seen] == ["search", "reused", "none"]
     for metrics in seen:

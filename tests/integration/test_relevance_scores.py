@@ -52,10 +52,11 @@ def test_an_unrelated_question_does_not_return_every_memory(mem, request) -> Non
         request.applymarker(pytest.mark.xfail(strict=True, reason="e5 keeps 4 of 7 above the 0.02 floor"))
     for budget in (None, 2000):
         found = mem.search("spicy food", api_key_id="alice", max_tokens=budget)
-        assert len(found.hits) < len(SEVEN) / 2, contents(found)  # the nearest few, never all seven
+        # the nearest few, never all seven (static: "Allergic to peanuts" 0.38, then two near the floor)
+        assert len(found.hits) <= 3, contents(found)
     report = mem.explain_augment({"model": "m", "messages": [{"role": "user", "content": "spicy food"}]},
                                  api_key_id="alice", record_access=False)
-    assert report.preview is None or len(report.preview.memories) < len(SEVEN) / 2
+    assert report.preview is None or len(report.preview.memories) <= 3
 
 
 def test_augment_injects_the_clear_match(mem) -> None:
@@ -130,3 +131,44 @@ def test_one_tenant_never_sees_another_tenants_match(mem) -> None:
     assert contents(mem.search("where does he live?", api_key_id="bob")) == ["Lives in Lisbon with his sister"]
     assert "Lives in Porto since 2024" not in contents(mem.preview("where does the user live?",
                                                                    api_key_id="bob").memories)
+
+
+@pytest.mark.parametrize("source", ["static", "transformers", "none"])
+def test_a_message_about_several_things_injects_the_memory_that_answers_one_of_them(tmp_path: Path, source) -> None:
+    with memroute.open({"memory": {"enabled": True}}, data_dir=str(tmp_path), embedding={"source": source}) as mem:
+        mem.add(api_key_id="alice", content="I'll use Postgres for this project", key="decision:db")
+        mem.add(api_key_id="alice", content="Prefers Ubuntu servers", key="preference:os")
+        for index, content in enumerate(SEVEN):
+            mem.add(api_key_id="alice", content=content, key=f"fact:{index}")
+        mem.add(api_key_id="bob", content="I'll use MySQL for this project", key="decision:db")
+        assert mem.flush(timeout=120)
+        message = "Which database for this project? I prefer Ubuntu servers."
+        request = {"model": "m", "messages": [{"role": "user", "content": message}]}
+        sent = str(mem.augment(request, api_key_id="alice")["messages"])
+        assert "Postgres" in sent and "Ubuntu servers" in sent and "MySQL" not in sent
+        hit = next(h for h in mem.search(message, api_key_id="alice") if h.memory.key == "decision:db")
+        assert hit.leg_scores["coverage"] == 0.5  # "database", "project": of the part it answers, not of five words
+        bob = str(mem.augment(request, api_key_id="bob")["messages"])
+        assert "MySQL" in bob and "Postgres" not in bob
+
+
+def test_the_proxy_injects_the_memory_that_answers_one_topic_of_a_message(tmp_path: Path) -> None:
+    """Through ``memroute serve``'s OpenAI-compatible proxy on a loopback socket, the real ``openai`` SDK as the
+    client and the fake model server upstream (it stands in for the paid API): the default floor keeps the
+    decision that answers the message's first sentence, for its tenant only."""
+    import openai
+
+    from tests.servers.proxy_stack import proxy_stack
+
+    with proxy_stack(tmp_path, embedding="static") as stack:
+        for who, facts in (("alice", ["I'll use Postgres for this project.", "Prefers Ubuntu servers", *SEVEN]),
+                           ("bob", ["I'll use MySQL for this project."])):
+            for index, fact in enumerate(facts):
+                stack.mem.add(api_key_id=stack.tenants[who], content=fact, key=f"fact:{index}")
+        assert stack.mem.flush(timeout=60)
+        for who, mine, theirs in (("alice", "Postgres", "MySQL"), ("bob", "MySQL", "Postgres")):
+            with openai.OpenAI(base_url=stack.openai_url, api_key=stack.keys[who], max_retries=0) as client:
+                client.chat.completions.create(model="gpt-4o", messages=[
+                    {"role": "user", "content": "Which database for this project? I prefer Ubuntu servers."}])
+            injected = stack.upstream.last["body"]["messages"][0]["content"]
+            assert mine in injected and theirs not in injected

@@ -42,9 +42,9 @@ def server():
 def mem(tmp_path, server):
     server.reply = REPLY
     server.release()
-    # The wrappers' plumbing is under test, not the relevance floor (tests/integration/test_relevance_*.py): with
-    # no floor, the turn's question reaches the stored decision whatever else the tenant holds.
-    with memroute.open(data_dir=str(tmp_path / "d"), memory={"enabled": True, "min_score": 0},
+    # At the default relevance floor: the turn's first sentence ("Which database ...") finds the stored decision
+    # whatever else the turn and the tenant hold (tests/integration/test_relevance_scores.py).
+    with memroute.open(data_dir=str(tmp_path / "d"), memory={"enabled": True},
                        embedding={"source": "none"},
                        # the wrappers' tests count what the reference's regex extractor learns, facts only
                        extraction={"mine_assistant": True, "extractors": ["regex"], "keep_turns": "none"}) as service:

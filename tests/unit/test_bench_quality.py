@@ -80,3 +80,10 @@ def test_the_naive_recipe_finds_what_it_indexed():
     assert naive.search(turns[17])[0] == turns[17]
     assert naive.vector_top(turns[42])[0] == 42
     assert naive.match('what is "this"?') == '"what" OR "is" OR "this"'
+    # The chat loop's add: the row, its FTS5 entry and its vector, past the matrix's first capacity.
+    extra = [f"kept{i}x {i * 7919} qv{i * 31}" for i in range(40)]
+    for text in extra:
+        naive.add(text)
+    assert naive.n == 340 and naive.matrix.shape == (340, 64)
+    assert extra[31] in naive.search(extra[31]) and naive.vector_top(extra[5])[0] == 305
+    assert turns[17] in naive.search(turns[17])  # the 10 best, read back in row order

@@ -119,3 +119,101 @@ def test_admitting_without_the_store_defers_only_when_the_store_is_needed(stores
     fair_use.release("key_a")
     assert fair_use.admit("key_a", store=False) is False  # the slice is spent: the store must be asked
     assert fair_use.in_flight("key_a") == 0
+
+
+# --- concurrency caps across processes: leases on a key's slots in the state store ------------------------------
+
+def _two_processes(stores, clock, cap: int, lease_s: float = 30.0) -> tuple[FairUse, FairUse]:
+    return tuple(FairUse(store, requests_per_minute=0, concurrent_requests=cap, lease_s=lease_s, holder=name,
+                         clock=clock) for store, name in zip(stores, ("one", "two"), strict=True))
+
+
+def test_the_concurrency_cap_is_shared_by_every_process(stores):
+    clock = Clock()
+    one, two = _two_processes(stores, clock, cap=3)
+    assert one.admit("key_a") and one.admit("key_a")
+    assert two.admit("key_a")
+    with pytest.raises(RateLimited, match=r"too many requests in flight for this API key \(at most 3 at once\)"):
+        two.admit("key_a")  # three in flight across the two processes
+    assert two.admit("key_b")  # another key has slots of its own
+    one.release("key_a")
+    clock.now += 1  # past the refusal this process remembers
+    with pytest.raises(RateLimited):
+        two.admit("key_a")  # one still holds the slot it no longer uses ...
+    one.renew()  # ... until its next renewal gives it back
+    clock.now += 1
+    assert two.admit("key_a")
+
+
+def test_a_dead_process_leaks_its_slots_only_until_its_lease_expires(stores):
+    clock = Clock()
+    one, two = _two_processes(stores, clock, cap=2, lease_s=30)
+    assert one.admit("key_a") and one.admit("key_a")  # then the process is killed: no release, no renewal
+    with pytest.raises(RateLimited):
+        two.admit("key_a")
+    clock.now += 29
+    with pytest.raises(RateLimited):
+        two.admit("key_a")
+    clock.now += 2  # the lease ran out
+    assert two.admit("key_a") and two.admit("key_a")
+
+
+def test_renewal_keeps_a_long_requests_slot(stores):
+    clock = Clock()
+    one, two = _two_processes(stores, clock, cap=1, lease_s=30)
+    assert one.admit("key_a")  # a request that runs for a minute
+    for _ in range(6):
+        clock.now += 10
+        one.renew()
+        with pytest.raises(RateLimited):
+            two.admit("key_a")
+    one.release("key_a")
+    one.renew()
+    clock.now += 1
+    assert two.admit("key_a")
+
+
+def test_a_busy_key_claims_slots_ahead_instead_of_writing_the_store_per_request(stores):
+    clock = Clock()
+    one, _two = _two_processes(stores, clock, cap=64)
+    assert one.admit("key_a")
+    stored = stores[0].get_value("fair_use", "slots:key_a")
+    assert stored["holders"]["one"]["slots"] == 5  # the one in flight and 64 // 16 more
+    for _ in range(4):
+        assert one.admit("key_a")
+    assert stores[0].get_value("fair_use", "slots:key_a") == stored  # those four needed no write
+    assert one.admit("key_a")  # the sixth claims again
+    assert stores[0].get_value("fair_use", "slots:key_a")["holders"]["one"]["slots"] == 10
+
+
+def test_giving_up_every_lease_frees_the_slots_at_once(stores):
+    clock = Clock()
+    one, two = _two_processes(stores, clock, cap=1)
+    assert one.admit("key_a")
+    one.release("key_a")
+    one.release_all()  # a server shutting down
+    assert two.admit("key_a")
+
+
+def test_admitting_without_the_store_defers_a_slot_claim(stores):
+    clock = Clock()
+    one, _two = _two_processes(stores, clock, cap=4)
+    one.effective("key_a")  # limits cached: only the slot claim needs the store
+    assert one.admit("key_a", store=False) is False and one.in_flight("key_a") == 0
+    assert one.admit("key_a") is True and one.in_flight("key_a") == 1
+    one.release("key_a")
+    assert one.admit("key_a", store=False) is True  # the slot is still this process's: no store needed
+    assert one.admit("key_a", store=False) is False  # a second one in flight needs a claim (4 // 16 = none ahead)
+
+
+def test_a_process_gives_back_the_slots_it_stops_using(stores):
+    clock = Clock()
+    one, two = _two_processes(stores, clock, cap=1)
+    assert one.admit("key_a")
+    assert one.release("key_a") is True  # it holds a slot nobody uses: give it back
+    one.give_back("key_a")
+    assert two.admit("key_a")  # a sequential client served by the other process next is not refused
+    busy, _ = _two_processes(stores, clock, cap=64)
+    for _ in range(3):
+        assert busy.admit("key_b")
+    assert busy.release("key_b") is False  # 5 held for 2 in flight: within the slack of 5 it keeps (64 // 16 + 1)

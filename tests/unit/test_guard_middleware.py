@@ -115,3 +115,42 @@ def test_a_request_cancelled_from_outside_stays_cancelled():
         assert sent == []  # no 504 for a request nobody waits for
 
     asyncio.run(main())
+
+
+def test_the_app_runs_in_the_requests_own_task():
+    """No second task: the route's work starts in the loop iteration the request starts in, which the fair queue
+    (memroute.server.fair_queue) counts on, and its time limit still cancels it."""
+    seen = []
+
+    async def app(scope, receive, send):
+        seen.append(asyncio.current_task())
+        await send({"type": "http.response.start", "status": 204, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    async def main() -> bool:
+        async def send(message):
+            pass
+
+        await _guard(app)(dict(SCOPE), _receive, send)
+        return seen == [asyncio.current_task()]
+
+    assert asyncio.run(main())
+
+
+def test_a_request_given_up_for_time_leaves_its_task_uncancelled():
+    async def slow(scope, receive, send):
+        await asyncio.sleep(5)
+
+    async def main() -> tuple[int, int]:
+        sent: list[dict] = []
+
+        async def send(message):
+            sent.append(message)
+
+        await _guard(slow)(dict(SCOPE), _receive, send)
+        task = asyncio.current_task()
+        assert task is not None
+        await asyncio.sleep(0)  # the task goes on normally after the 504
+        return sent[0]["status"], task.cancelling()
+
+    assert asyncio.run(main()) == (504, 0)

@@ -18,3 +18,8 @@ def test_the_score_and_floor_example_runs(capsys):
     exec(compile(_example("score"), str(DOC), "exec"), {"__name__": "doc"})
     out = capsys.readouterr().out
     assert out.startswith("Prefers Rust for CLIs 0.") and "'cosine'" in out and "'coverage'" in out
+
+
+def test_the_time_and_people_example_runs(capsys):
+    exec(compile(_example("time-and-people"), str(DOC), "exec"), {"__name__": "doc"})
+    assert capsys.readouterr().out == "2026-03-11 1.0\n"

@@ -32,16 +32,26 @@ def _wait_for(condition, timeout=10.0):
 def _hold_first_write(mem, queued):
     """Make the first batch wait until ``queued`` adds are queued behind it, so they form one batch."""
     manager = mem._manager
-    original = manager.create
     held = threading.Event()
 
-    def create(new):
+    def hold() -> None:
         if not held.is_set():
             held.set()
             _wait_for(lambda: mem._adds.waiting >= queued)
+
+    # The first write of either path: SQLite records history in the add's transaction (create_recorded).
+    original, original_recorded = manager.create, manager.create_recorded
+
+    def create(new):
+        hold()
         return original(new)
 
+    def create_recorded(news, notes):
+        hold()
+        return original_recorded(news, notes)
+
     manager.create = create
+    manager.create_recorded = create_recorded
 
 
 def _concurrently(calls):

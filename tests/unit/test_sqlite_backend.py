@@ -654,3 +654,20 @@ def test_data_versions_move_with_what_a_search_reads(db_path: Path) -> None:
         assert backend.data_version("a") == 1 and backend._changes("a") == 1  # the change counts too
     finally:
         backend.close()
+
+
+def test_candidates_by_id_are_looked_up_by_id_not_by_walking_the_tenant(db_path: Path) -> None:
+    """A search's vector candidates are read by their ids: the plan uses the id index, never the owner index (which
+    walked every memory of the tenant: 17 ms a search at 100k memories). The owner is still checked."""
+    from memroute_builtins.backends.sqlite.schema import _SQL_GET_MANY_OWNED
+
+    backend = open_backend(db_path, kept_memories=0)  # every call reads the rows
+    mine = [add(backend, f"k{i}", f"memory number {i}") for i in range(300)]
+    theirs = add(backend, "k0", "another tenant's memory", api_key_id="b")
+    plan = " ".join(row[3] for row in backend._connection().execute(
+        "EXPLAIN QUERY PLAN " + _SQL_GET_MANY_OWNED, ('["x"]', "a")).fetchall())
+    assert "(id=?)" in plan and "idx_memories_api_key" not in plan, plan
+    wanted = [mine[5].id, mine[250].id, theirs.id]
+    assert set(backend.get_many_owned("a", wanted)) == {mine[5].id, mine[250].id}
+    assert set(backend.get_many_owned("b", wanted)) == {theirs.id}
+    backend.close()

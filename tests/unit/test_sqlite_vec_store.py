@@ -463,3 +463,51 @@ def test_an_index_of_the_older_schema_is_rebuilt(tmp_path: Path) -> None:
     assert store.bind(SIG) is False, "an index of schema 2 (vec0 large tier) is rebuilt, so reindex runs"
     assert store.count() == 0
     store.close()
+
+
+def test_a_write_loads_the_large_tenant_so_its_first_search_does_not(tmp_path: Path) -> None:
+    """A bulk import (several indexer batches) or a write after a restart loads the tenant's matrix in the writer:
+    the first search finds it ready (no load) and exact over every row, old and new."""
+    store = _store(tmp_path, promote_at=8)
+    store.bind(SIG)
+    rows = _rows(90, seed=3)
+    items = _items(rows)
+    q = SearchQuery(api_key_id="k", now=NOW)
+    store.upsert(items[:30])  # promoted to the large tier inside this write
+    store.upsert(items[30:60])  # the first write to a large tenant not cached: loads it, then keeps it current
+    assert store._cache.peek("k") is not None and store._cache.loads == 1
+    ids, scores = _exact(rows[:60], items[:60], rows[44], q, 10)
+    hits = store.query(rows[44], q, 10)
+    assert [h.memory_id for h in hits] == ids and [h.score for h in hits] == pytest.approx(scores, abs=1e-5)
+    assert store._cache.loads == 1, "the search found the matrix the write loaded"
+    store.close()
+    # A new process (nothing cached): its first write loads the whole tenant, not only the rows it wrote.
+    again = _store(tmp_path, promote_at=8)
+    again.bind(SIG)
+    again.upsert(items[60:])
+    ids, scores = _exact(rows, items, rows[3], q, 10)
+    hits = again.query(rows[3], q, 10)
+    assert [h.memory_id for h in hits] == ids and [h.score for h in hits] == pytest.approx(scores, abs=1e-5)
+    assert again._cache.loads == 1
+    # Another tenant's search never sees these rows.
+    assert again.query(rows[3], SearchQuery(api_key_id="other", now=NOW), 10) == []
+    again.close()
+
+
+def test_a_write_loads_a_tenant_only_into_free_room(tmp_path: Path) -> None:
+    """Loading on write never evicts: a tenant that searches keep warm stays, a tenant that is only written to
+    is loaded by its first search instead."""
+    store = _store(tmp_path, promote_at=8, cache_max_mb=0.2)  # room for one 400-row tenant (159 KB), not two
+    store.bind(SIG)
+    searched, written = _rows(400, seed=4), _rows(400, seed=5)
+    store.upsert(_items(searched, "a"))
+    store.query(searched[0], SearchQuery(api_key_id="a", now=NOW), 1)
+    cached = store._cache.peek("a")
+    written_items = _items(written, "b")
+    store.upsert(written_items[:200])
+    store.upsert(written_items[200:])
+    assert store._cache.peek("a") is cached and store._cache.peek("b") is None
+    assert store._cache.evictions == 0
+    hit = store.query(written[9], SearchQuery(api_key_id="b", now=NOW), 1)[0]
+    assert hit.memory_id == written_items[9].memory_id
+    store.close()

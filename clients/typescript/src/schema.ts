@@ -1146,7 +1146,7 @@ export interface components {
         KeyLimits: {
             /**
              * Concurrentrequests
-             * @description Requests in flight at once in one process (``[server] concurrent_requests`` when ``None``).
+             * @description Requests in flight at once across the deployment's processes (``[server] concurrent_requests`` when ``None``).
              */
             concurrentRequests: number | null;
             /**
@@ -1162,7 +1162,7 @@ export interface components {
         KeyLimitsRequest: {
             /**
              * Concurrentrequests
-             * @description Requests in flight at once in one process (``[server] concurrent_requests`` when ``None``).
+             * @description Requests in flight at once across the deployment's processes (``[server] concurrent_requests`` when ``None``).
              */
             concurrentRequests?: number | null;
             /**
@@ -1563,6 +1563,11 @@ export interface components {
             ranks: {
                 [key: string]: number;
             };
+            /**
+             * Saidat
+             * @description When the memory's message was said (``metadata.said_at``); ``None`` when it records no such time.
+             */
+            saidAt: string | null;
             /**
              * Score
              * @description Its relevance to the query, in [0, 1], calibrated (docs/retrieval.md, "Score and floor").
@@ -1977,6 +1982,11 @@ export interface components {
             ranks: {
                 [key: string]: number;
             };
+            /**
+             * Saidat
+             * @description When the memory's message was said (:attr:`Memory.said_at`), so every surface shows it beside the hit and a "when did I …" question is answered by the hit itself; ``None`` when the memory records no such time.
+             */
+            saidAt: string | null;
             /** Score */
             score: number;
             /** Tier */

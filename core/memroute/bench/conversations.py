@@ -6,14 +6,21 @@ default, disjoint between tenants), with the turns in which one of them says som
 placed in their sessions, and 48 questions about the two people, each labelled with the turns that answer
 it. Every turn is one memory, stored one of two ways: **dated**, ``(7 January 2024) Maya said, "..."`` (as
 the LoCoMo paper stores turns), or **bare**, the turn's text alone (what an episodic memory of user messages
-holds). Questions fall in a **dev** or a **test** half (alternating within each tenant, in the order of a
-hash): tune on dev, report test.
+holds); either way with the metadata ``observe`` writes, ``said_at`` (its session's date) and ``speaker``.
+Questions fall in a **dev** or a **test** half (alternating within each tenant, in the order of a hash): tune
+on dev, report test.
+
+Two more categories (:mod:`memroute.bench.cue_dialogues`), reported apart so the first set's figures stay
+comparable: ``time`` questions, which name when something was said ("last week", "in September"), each asked
+at its own moment, and ``person`` questions, which name who said it; each against a *confuser* turn that only
+the time or the person tells apart.
 
 Legs, each through the public service on the same stored data, with no relevance floor (``min_score=0``):
 ``keyword`` (BM25 alone: FTS5 through memroute's keyword leg), ``cosine`` (plain cosine: the store's ranking
 refinements off, the whole question embedded), ``rrf`` (the naive recipe: Reciprocal Rank Fusion, k = 60, of
-those two rankings) and ``hybrid`` (memroute's). R@k: the share of a question's evidence turns among the
-top k, averaged over questions.
+those two rankings), ``hybrid`` (memroute's) and ``hybrid-plain`` (memroute's without reading time and people in
+the question, ``[memory] question_cues = false``; the three baselines are run without it too). R@k: the share
+of a question's evidence turns among the top k, averaged over questions.
 """
 
 from __future__ import annotations
@@ -30,15 +37,19 @@ from typing import Any
 
 import attrs
 
+from memroute.bench.cue_dialogues import CUE_QUESTIONS, CUE_TURNS
 from memroute.bench.dialogues import DIALOGUES
 from memroute.bench.quality import embedding_options, store_name
 from memroute.config.serialization import memory_to_dict
 from memroute.errors import ConfigError
 from memroute.models import Memory, utcnow
 
-__all__ = ["FORMATS", "KS", "LEGS", "Question", "questions", "run_conversations", "summary"]
+__all__ = ["CATEGORIES", "FORMATS", "KS", "LEGS", "Question", "questions", "run_conversations", "summary"]
 
-LEGS = ("keyword", "cosine", "rrf", "hybrid")
+LEGS = ("keyword", "cosine", "rrf", "hybrid-plain", "hybrid")
+CATEGORIES = ("facts", "time", "person")
+"""``facts``: the first 48 questions (each names a person, none a time); ``time`` and ``person``: the questions
+of :mod:`memroute.bench.cue_dialogues`."""
 FORMATS = ("dated", "bare")
 KS = (5, 10, 25, 50)
 SESSIONS = 25
@@ -53,17 +64,33 @@ class Question:
     text: str
     evidence: tuple[str, ...]
     split: str
+    category: str = "facts"
+    asked: datetime = attrs.field(factory=lambda: _session_date(SESSIONS))
+    """When the question is asked (its time words are relative to it): after the last session, or for a
+    ``time`` question its own moment."""
 
 
 def questions() -> list[Question]:
-    """Every question, with its split: each tenant's questions, ordered by a hash of tenant and text,
-    alternate between ``dev`` and ``test``."""
+    """Every question, with its split: each tenant's questions of one category, ordered by a hash of tenant
+    and text, alternate between ``dev`` and ``test``."""
     out = []
     for tenant, (_, _, asked) in DIALOGUES.items():
         ordered = sorted(asked, key=lambda q: zlib.crc32(f"{tenant}/{q[0]}".encode()))
         out += [Question(tenant=tenant, text=text, evidence=evidence, split=("dev", "test")[i % 2])
                 for i, (text, evidence) in enumerate(ordered)]
+    for tenant, cued in CUE_QUESTIONS.items():
+        for category in CATEGORIES[1:]:
+            kept = sorted((q for q in cued if q[2] == category),
+                          key=lambda q: zlib.crc32(f"{tenant}/{q[0]}".encode()))
+            out += [Question(tenant=tenant, text=text, evidence=evidence, split=("dev", "test")[i % 2],
+                             category=category, asked=_asked(*when))
+                    for i, (text, evidence, _, when) in enumerate(kept)]
     return out
+
+
+def _asked(session: int, days: int) -> datetime:
+    """Noon, ``days`` after the date of ``session``."""
+    return _session_date(session).replace(hour=12, minute=0) + timedelta(days=days)
 
 
 def real_conversations(seed: int = 29) -> list[list[str]]:
@@ -97,7 +124,9 @@ def render(text: str, speaker: str, session: int, form: str) -> str:
 def memories(per_tenant: int, form: str, conversations: list[list[str]]) -> Iterator[Memory]:
     """Every tenant's turns as memories: ``per_tenant`` real turns in :data:`SESSIONS` sessions (whole
     conversations, the speakers taking turns), each evidence turn placed in the middle of its session.
-    Memories are created in session order over the last 20 days (inside the default retention)."""
+    Memories are created in session order over the last 20 days (inside the default retention); each says
+    when it was said (``metadata.said_at``: its session's date, 30 seconds a turn from 19:00) and by whom
+    (``metadata.speaker``), as ``observe`` records a message."""
     now = utcnow()
     start = now - timedelta(days=20)
     step = timedelta(days=19) / SESSIONS
@@ -116,14 +145,16 @@ def memories(per_tenant: int, form: str, conversations: list[list[str]]) -> Iter
         sessions: list[list[tuple[str, str, str]]] = [
             [(f"turn:{index}", speaker, text) for index, (speaker, text) in
              enumerate(turns[s * size:(s + 1) * size], start=s * size)] for s in range(SESSIONS)]
-        for key, speaker, session, text in evidence:
+        for key, speaker, session, text in (*evidence, *CUE_TURNS.get(tenant, ())):
             rows = sessions[session]
             rows.insert(len(rows) // 2, (key, speaker, text))
         for session, rows in enumerate(sessions):
             for position, (key, speaker, text) in enumerate(rows):
                 moment = start + session * step + timedelta(seconds=30 * position)
+                said = _session_date(session) + timedelta(seconds=30 * position)
                 yield Memory(id=str(uuid.uuid5(_NAMESPACE, f"{tenant}/{key}")), api_key_id=tenant, key=key,
-                             content=render(text, speaker, session, form), created_at=moment, updated_at=moment)
+                             content=render(text, speaker, session, form), created_at=moment, updated_at=moment,
+                             metadata={"said_at": said.isoformat(), "speaker": speaker})
 
 
 def naive_rrf(*rankings: list[str], k: int = RRF_K) -> list[str]:
@@ -160,10 +191,14 @@ PLAIN_OPTIONS: dict[str, dict[str, Any]] = {"static": {"query_content_words": Fa
 PLAIN_VECTORS: dict[str, Any] = {"center": False, "hub_penalty": 0.0}
 
 
+NO_CUES: dict[str, Any] = {"question_cues": False}
+
+
 def measure(open_service: Callable[..., Any], data_dir: Path, embedding: dict[str, Any], form: str,
             per_tenant: int, conversations: list[list[str]],
             progress: Callable[[str], None] = lambda m: None) -> dict[str, Any]:
-    """Load one store (every tenant's turns, stored as ``form``) and evaluate every leg on every question."""
+    """Load one store (every tenant's turns, stored as ``form``) and evaluate every leg on every question: the
+    ``facts`` questions' figures at the top of the report, the other categories' under ``categories``."""
     lines = [json.dumps(memory_to_dict(m)) for m in memories(per_tenant, form, conversations)]
     depth = max(KS)
     with open_service(data_dir, embedding) as mem:
@@ -174,12 +209,13 @@ def measure(open_service: Callable[..., Any], data_dir: Path, embedding: dict[st
         loaded = time.perf_counter() - started
         progress(f"{form}: loaded {len(lines)} turns in {loaded:.1f} s")
         plain_embedding = {**embedding, **PLAIN_OPTIONS.get(str(embedding.get("source")), {})}
-        with open_service(data_dir, {"source": "none"}) as keyword_only, \
-                open_service(data_dir, plain_embedding, PLAIN_VECTORS) as plain:
+        with open_service(data_dir, {"source": "none"}, None, NO_CUES) as keyword_only, \
+                open_service(data_dir, plain_embedding, PLAIN_VECTORS, NO_CUES) as plain, \
+                open_service(data_dir, embedding, None, NO_CUES) as uncued:
 
             def keys(service: Any, question: Question, strategy: str, expected: tuple[str, ...]) -> list[str]:
                 result = service.search(question.text, api_key_id=question.tenant, strategy=strategy,
-                                        limit=depth, min_score=0.0, record_access=False)
+                                        limit=depth, min_score=0.0, record_access=False, now=question.asked)
                 if tuple(result.provenance.legs) != expected:
                     raise RuntimeError(f"a leg did not run as such: {result.provenance}")
                 return [hit.memory.key for hit in result.hits]
@@ -191,10 +227,15 @@ def measure(open_service: Callable[..., Any], data_dir: Path, embedding: dict[st
                     return keys(plain, question, "semantic", ("vector",))
                 if leg == "rrf":
                     return naive_rrf(rank("keyword", question), rank("cosine", question))
+                if leg == "hybrid-plain":
+                    return keys(uncued, question, "hybrid", ("keyword", "vector"))
                 return keys(mem, question, "hybrid", ("keyword", "vector"))
 
             started = time.perf_counter()
-            report = evaluate(rank, questions())
+            asked = questions()
+            report = evaluate(rank, [q for q in asked if q.category == "facts"])
+            report["categories"] = {category: evaluate(rank, [q for q in asked if q.category == category])
+                                    for category in CATEGORIES[1:]}
             report["seconds"] = {"load": round(loaded, 1), "queries": round(time.perf_counter() - started, 1)}
     return report
 
@@ -209,8 +250,8 @@ def run_conversations(
 ) -> dict[str, Any]:
     """The whole set: for each embedding source (or ``source:model``) and each way of storing a turn, one store
     and every leg.
-    ``open_service(data_dir, embedding_options, vector_options=None)`` as for
-    :func:`memroute.bench.quality.run_quality`."""
+    ``open_service(data_dir, embedding_options, vector_options=None, memory_options=None)`` as for
+    :func:`memroute.bench.quality.run_quality` (``memory_options``: ``[memory]`` settings for that service)."""
     conversations = real_conversations()
     report: dict[str, Any] = {"questions": len(questions()), "tenants": len(DIALOGUES),
                               "turns_per_tenant": per_tenant, "results": {}}
@@ -223,15 +264,16 @@ def run_conversations(
     return report
 
 
-def summary(report: dict[str, Any], split: str = "test") -> str:
-    """One Markdown table of one split: a row per (source, storage, leg), R@k across."""
+def summary(report: dict[str, Any], split: str = "test", category: str = "facts") -> str:
+    """One Markdown table of one split of one category: a row per (source, storage, leg), R@k across."""
     out = ["| embeddings | turns stored | leg | " + " | ".join(f"R@{k}" for k in KS) + " |",
            "|---|---|---|" + "---|" * len(KS)]
-    names = {"keyword": "BM25 alone", "cosine": "plain cosine", "rrf": "naive RRF", "hybrid": "**memroute hybrid**"}
+    names = {"keyword": "BM25 alone", "cosine": "plain cosine", "rrf": "naive RRF",
+             "hybrid-plain": "memroute hybrid, question's words only", "hybrid": "**memroute hybrid**"}
     for model, by_form in report["results"].items():
         for form, result in by_form.items():
             for leg in LEGS:
-                cell = result[split][leg]
+                cell = (result if category == "facts" else result["categories"][category])[split][leg]
                 out.append(f"| {model} | {form} | {names[leg]} | "
                            + " | ".join(f"{cell[f'R@{k}']:.3f}" for k in KS) + " |")
     return "\n".join(out)

@@ -231,7 +231,8 @@ def search(ctx: click.Context, api_key: str, strategy: str | None, limit: int | 
     click.echo(f"{len(preview.memories)} result(s), {preview.total_tokens}{budget} tokens, from {r.backend} via "
                f"{'+'.join(r.legs) or 'none'}{note}")
     for m in preview.memories:
-        click.echo(f"{m.score:.4f} {m.tier:<8} {m.id}  [{m.type}] {m.key}\n    {m.content}")
+        said = f" (said {m.said_at:%Y-%m-%d})" if m.said_at is not None else ""
+        click.echo(f"{m.score:.4f} {m.tier:<8} {m.id}  [{m.type}] {m.key}{said}\n    {m.content}")
 
 
 @click.command(name="import")

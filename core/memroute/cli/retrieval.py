@@ -65,8 +65,9 @@ def reindex(ctx: click.Context, force: bool, as_json: bool) -> None:
               help="Also benchmark memroute serve: search and add over HTTP vs in-process, 1 vs 8 writers, for a "
                    "tenant of each --sizes (default: 5,000 memories; 1,000 with --quick).")
 @click.option("--naive", is_flag=True,
-              help="Compare hybrid search with a naive FTS5 + numpy + RRF recipe and indexing with the embedding "
-                   "source's own batch rate, on real chat turns (--sizes; needs memroute[bench]).")
+              help="Compare memroute with a naive FTS5 + numpy + RRF recipe on real chat turns: the first and warm "
+                   "searches after a bulk import, a chat loop (observe, then augment), indexing against the "
+                   "embedding source's own batch rate, and where the time goes (--sizes; needs memroute[bench]).")
 @click.option("--indexing", is_flag=True,
               help="Measure indexing (import + flush, add + flush) against each embedding source's own batch rate "
                    "on 2,000 real chat turns (--models; --sizes sets the count; needs memroute[bench]).")
@@ -108,7 +109,7 @@ def bench(ctx: click.Context, sizes: str, single_adds: int, tenants: int, per_te
         _bench_quality(ctx, [m.strip() for m in models.split(",") if m.strip()], distractors, output)
         return
     if naive:
-        _bench_naive(ctx, "1000" if quick else sizes, output)
+        _bench_naive(ctx, "1000" if quick else sizes, output, quick)
         return
     if indexing:
         explicit = ctx.get_parameter_source("sizes") is not click.core.ParameterSource.DEFAULT
@@ -272,8 +273,9 @@ def _bench_quality(ctx: click.Context, models: list[str], distractors: int, outp
     if distractors < 0:
         raise click.BadParameter("must be 0 or more", param_hint="--distractors")
 
-    def open_fresh(path: Path, embedding: dict[str, Any], vector_options: dict[str, Any] | None = None) -> Any:
-        return Memroute.open(base, data_dir=str(path), embedding=embedding,
+    def open_fresh(path: Path, embedding: dict[str, Any], vector_options: dict[str, Any] | None = None,
+                   memory_options: dict[str, Any] | None = None) -> Any:
+        return Memroute.open(base, data_dir=str(path), embedding=embedding, memory=memory_options or {},
                              vectors={"store": "sqlite-vec", **(vector_options or {})},
                              backends={"primary": "main", "fallbacks": [],
                                        "instances": {"main": {"type": "sqlite", "options": {}}}})
@@ -290,6 +292,9 @@ def _bench_quality(ctx: click.Context, models: list[str], distractors: int, outp
     click.echo("\nDev split (calibration):\n" + summary(report, "dev"))
     click.echo("\nConversations: evidence recall, test split\n" + conversation_summary(talk, "test"))
     click.echo("\nConversations, dev split\n" + conversation_summary(talk, "dev"))
+    for category in ("time", "person"):
+        click.echo(f"\nConversations, {category} questions, test split\n"
+                   + conversation_summary(talk, "test", category))
     if output:
         Path(output).write_text(json.dumps({**report, "conversations": talk}, indent=2, default=str),
                                 encoding="utf-8")
@@ -325,7 +330,7 @@ def _bench_learning(ctx: click.Context, filler: int, output: str | None) -> None
         Path(output).write_text(json.dumps(report, indent=2, default=str), encoding="utf-8")
 
 
-def _bench_naive(ctx: click.Context, sizes: str, output: str | None) -> None:
+def _bench_naive(ctx: click.Context, sizes: str, output: str | None, quick: bool = False) -> None:
     import tempfile
 
     from memroute.bench.speed import run_naive_comparison
@@ -341,7 +346,8 @@ def _bench_naive(ctx: click.Context, sizes: str, output: str | None) -> None:
         raise click.BadParameter("expected comma-separated integers", param_hint="--sizes") from None
 
     def open_fresh(path: Path) -> Any:
-        return Memroute.open(base, data_dir=str(path), backends={
+        # [memory] enabled: the chat loop's observe and augment are the product path, on whatever else is configured.
+        return Memroute.open(base, data_dir=str(path), memory={"enabled": True}, backends={
             "primary": "main", "fallbacks": [], "instances": {"main": {"type": "sqlite", "options": {}}}})
 
     def embedder_for(service: Any) -> Any:
@@ -352,9 +358,10 @@ def _bench_naive(ctx: click.Context, sizes: str, output: str | None) -> None:
             raise click.ClickException("--naive needs an embedding source ([embedding] source)")
         return embedder
 
+    scale: dict[str, Any] = {"query_count": 20, "first": 5, "turns": 24} if quick else {}
     with tempfile.TemporaryDirectory(prefix="memroute-naive-") as tmp:
         report = run_naive_comparison(open_fresh, embedder_for, sizes=size_list, root=Path(tmp),
-                                      progress=lambda m: click.echo(f"... {m}", err=True))
+                                      progress=lambda m: click.echo(f"... {m}", err=True), **scale)
     echo_json(report)
     if output:
         Path(output).write_text(json.dumps(report, indent=2, default=str), encoding="utf-8")

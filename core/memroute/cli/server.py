@@ -177,7 +177,7 @@ def keys_rotate(ctx: click.Context, key_id: str, as_json: bool) -> None:
 @click.option("--requests-per-minute", type=click.IntRange(0, 10**9), default=None,
               help="Requests a minute across every server process (0: unlimited).")
 @click.option("--concurrent-requests", type=click.IntRange(0, 10**9), default=None,
-              help="Requests in flight at once in one server process (0: unlimited).")
+              help="Requests in flight at once, across every server process (0: unlimited).")
 @click.option("--default", "use_default", is_flag=True,
               help="Forget the key's own limits: the [server] defaults apply.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")

@@ -134,11 +134,15 @@ class MemorySettings:
     """Reciprocal Rank Fusion constant ``k`` (``MEMORY_RRF_K``), for ``fusion = "rrf"``."""
     vec_top_k: int = attrs.field(default=20, validator=_range(1, 1000))
     """Default number of vector-leg candidates (``MEMORY_VEC_TOP_K``)."""
-    min_score: float = attrs.field(default=0.02, validator=_range(0.0, 1.0))
+    min_score: float = attrs.field(default=0.18, validator=_range(0.0, 1.0))
     """The relevance floor (``MEMORY_MIN_SCORE``): a semantic or hybrid search, ``augment`` and the preview
     leave out memories whose relevance (a calibrated score in [0, 1], docs/retrieval.md, "Score and floor")
-    is below it; 0 turns it off. The default keeps 97-99 % of the answers ranked in the top 5 on held-out
-    data and drops most of the rest (:data:`memroute.retrieval.relevance.DEFAULT_MIN_SCORE`)."""
+    is below it; 0 turns it off. The default hides at most 3 % of the answers ranked in the top 5 on the
+    benchmark's dev split (:data:`memroute.retrieval.relevance.DEFAULT_MIN_SCORE`)."""
+    question_cues: bool = True
+    """Read the time and the people a question names ("what did I say yesterday", "what did Maria say about
+    the move") and prefer the memories said then, or by them (docs/retrieval.md, "Time and people in
+    questions"); false searches the question's words alone."""
     rerank_enabled: bool = False
     """Re-score the top fused candidates of semantic / hybrid searches with the ``[rerank]`` reranker (the
     reference's ``rerankEnabled``; off by default: see docs/retrieval.md, "Reranking")."""
@@ -349,7 +353,17 @@ class ServerSettings:
     """Requests one API key may make a minute, across every process of the deployment (429 after); 0:
     unlimited. A key can have its own (``memroute keys limits``)."""
     concurrent_requests: int = attrs.field(default=64, validator=_range(0, 10**9))
-    """Requests one API key may have in flight at once in one server process (429 beyond); 0: unlimited."""
+    """Requests one API key may have in flight at once, across every process of the deployment (429 beyond);
+    0: unlimited."""
+    concurrency_lease_s: float = attrs.field(default=30.0, validator=_range(1, 3600))
+    """How long a process's claim on a key's concurrency slots lasts in the state store unless renewed (every
+    third of it): the slots of a process that died come free this long after."""
+    fair_queueing: bool = True
+    """Serve the requests waiting for the event loop round-robin across API keys, not first come, first served:
+    one key's backlog never waits in front of another key's request (``memroute.server.fair_queue``)."""
+    queued_requests: int = attrs.field(default=64, validator=_range(0, 10**9))
+    """Requests of one API key that may wait for their turn on the event loop in one server process (429
+    beyond); 0: unlimited. Only reached while other requests hold the loop."""
     request_timeout_s: float = attrs.field(default=60.0, validator=_range(0.1, 86_400))
     """Seconds a request may take before its response starts (504 after); streams then run to the end."""
     maintenance_interval_s: float = attrs.field(default=3600.0, validator=_range(0, 365 * 86_400))

@@ -7,8 +7,15 @@ search p50 from 5 to 137 ms). Every key has
   PostgreSQL), so it holds across every server process. A process does not write the store per request: it
   claims a slice of the minute's budget at a time (:data:`CLAIM_FRACTION` of it) and counts it down locally;
   a process that stops leaves its unused slice unspent for the rest of that minute, nothing more.
-- a **concurrency cap**: requests in flight at once. In-flight requests belong to one process, so the cap holds
-  per server process (with ``--workers N`` a key may have N times the cap in flight).
+- a **concurrency cap**: requests in flight at once, across every process too. A process holds a *lease* on
+  some of the key's slots in the state store (:class:`_Slots`): it admits requests against the slots it holds
+  without asking the store, claims more when they run out (a little more than it needs, so that a busy key
+  does not write the store per request), and renews its leases in the background (:meth:`FairUse.renew`,
+  every third of :attr:`FairUse.lease_s`). When a request ends, the slots it no longer uses go back
+  (:meth:`FairUse.give_back`: under a cap of 16 all of them, so a sequential client served by several processes
+  in turn is never refused by a slot one of them holds idle; from 16 up it keeps a few ahead). A process that
+  dies (``kill -9``) stops renewing: its slots come free when its lease expires, ``lease_s`` later (``[server]
+  concurrency_lease_s``, 30 s by default).
 
 Both come from the deployment's defaults (``[server] requests_per_minute``, ``concurrent_requests``) unless the
 key has limits of its own (:meth:`FairUse.set_limits`: ``memroute keys limits``, ``PUT /api/keys/{id}/limits``),
@@ -19,6 +26,7 @@ A refusal says when to retry (:class:`RateLimited`, 429 with ``Retry-After`` on 
 from __future__ import annotations
 
 import math
+import secrets
 import threading
 import time
 from typing import Any, Final
@@ -33,6 +41,9 @@ LIMITS_TTL_S: Final = 5.0
 """Seconds a process reuses a key's limits before reading them again: a change reaches every process this fast."""
 CLAIM_FRACTION: Final = 0.05
 """The share of a key's per-minute budget one process claims from the shared count at once (at least 1)."""
+SLOT_REFUSAL_TTL_S: Final = 0.5
+"""After the store refused a key a slot, this process refuses the key's next requests for this long without
+asking the store again (a flood of refusals would otherwise be a flood of writes)."""
 _NAMESPACE: Final = "fair_use"
 _MAX_LIMIT: Final = 10**9
 _BOUNDS: Final = {"ge": 0, "le": _MAX_LIMIT}
@@ -51,7 +62,8 @@ class KeyLimits:
     requests_per_minute: int | None = attrs.field(default=None, validator=_limit, metadata=_BOUNDS)
     """Requests a minute across the deployment's processes (``[server] requests_per_minute`` when ``None``)."""
     concurrent_requests: int | None = attrs.field(default=None, validator=_limit, metadata=_BOUNDS)
-    """Requests in flight at once in one process (``[server] concurrent_requests`` when ``None``)."""
+    """Requests in flight at once across the deployment's processes (``[server] concurrent_requests`` when
+    ``None``)."""
 
     def to_dict(self) -> dict[str, int | None]:
         return {"requestsPerMinute": self.requests_per_minute, "concurrentRequests": self.concurrent_requests}
@@ -63,6 +75,19 @@ class RateLimited(Exception):
     def __init__(self, message: str, retry_after_s: int) -> None:
         super().__init__(message)
         self.retry_after_s = retry_after_s
+
+
+@attrs.define
+class _Slots:
+    """This process's lease on some of one key's concurrency slots (the state store has every process's)."""
+
+    held: int = 0
+    slack: int = 0
+    """Slots kept beyond those in use (:func:`_slack`), so that a key's next requests need no store write."""
+    cap: int = 0
+    expires: float = 0.0
+    """When the lease runs out (the clock's time: compared with other processes' leases in the store)."""
+    refused_until: float = 0.0
 
 
 @attrs.define
@@ -80,10 +105,20 @@ class FairUse:
     ``state``: the deployment's :class:`~memroute.deployment.state.StateStore`; ``clock``: seconds (tests)."""
 
     def __init__(self, state: Any, *, requests_per_minute: int, concurrent_requests: int,
-                 clock: Any = time.time) -> None:
+                 lease_s: float = 30.0, holder: str | None = None, clock: Any = time.time) -> None:
+        from memroute.deployment.state import lease_holder_id
+
         self.state = state
         self.default = KeyLimits(requests_per_minute=requests_per_minute, concurrent_requests=concurrent_requests)
+        self.lease_s = lease_s
+        """How long a lease on a key's slots lasts unless renewed (:meth:`renew`)."""
+        self.holder = holder or f"{lease_holder_id()}:{secrets.token_hex(3)}"
+        """This process (and this object: two services in one process are two holders) in the store's leases."""
         self._clock = clock
+        self._slots: dict[str, _Slots] = {}
+        self._lease_lock = threading.Lock()
+        """Held across a lease's store write and the matching local update, so two threads' writes and
+        updates cannot cross."""
         self._lock = threading.Lock()
         self._limits: dict[str, tuple[float, KeyLimits]] = {}
         self._budgets: dict[str, _Budget] = {}
@@ -133,11 +168,8 @@ class FairUse:
                 return False
             limits = self.effective(key_id)
         cap = limits.concurrent_requests or 0
-        with self._lock:
-            in_flight = self._in_flight.get(key_id, 0)
-            if cap and in_flight >= cap:
-                raise RateLimited(f"too many requests in flight for this API key (at most {cap} at once)", 1)
-            self._in_flight[key_id] = in_flight + 1
+        if not self._hold_slot(key_id, cap, store=store):
+            return False
         try:
             counted = self._count(key_id, limits.requests_per_minute or 0, store=store)
         except BaseException:
@@ -147,18 +179,121 @@ class FairUse:
             self.release(key_id)
         return counted
 
+    def _hold_slot(self, key_id: str, cap: int, *, store: bool) -> bool:
+        """Count one more request of ``key_id`` in flight: at once against the slots this process holds, else
+        after claiming more from the store (False when that is needed and ``store`` is False)."""
+        refused = RateLimited(f"too many requests in flight for this API key (at most {cap} at once)", 1)
+        now = self._clock()
+        with self._lock:
+            in_flight = self._in_flight.get(key_id, 0)
+            slots = self._slots.get(key_id)
+            if cap and in_flight >= cap:
+                raise refused
+            if cap and slots is not None and now < slots.refused_until:
+                raise refused
+            # A lease is used until two thirds of it have passed; renew() extends it long before that.
+            if not cap or (slots is not None and in_flight < slots.held and now < slots.expires - self.lease_s / 3):
+                self._in_flight[key_id] = in_flight + 1
+                return True
+        if not store:
+            return False
+        with self._lease_lock:
+            granted = self._set_lease(key_id, in_flight + max(1, _slack(cap)), cap, now)
+            with self._lock:
+                slots = self._slots.setdefault(key_id, _Slots())
+                slots.held, slots.expires, slots.slack, slots.cap = granted, now + self.lease_s, _slack(cap), cap
+                in_flight = self._in_flight.get(key_id, 0)
+                if in_flight >= granted:
+                    slots.refused_until = now + SLOT_REFUSAL_TTL_S
+                    raise refused
+                self._in_flight[key_id] = in_flight + 1
+        return True
+
+    def renew(self) -> None:
+        """Renew this process's leases on the keys it has requests in flight for, down to what it uses (plus a
+        little), and give up the others. The server calls it every third of :attr:`lease_s` from a thread."""
+        with self._lock:
+            plan = {key_id: (self._in_flight.get(key_id, 0), slots.held) for key_id, slots in self._slots.items()}
+        for key_id, (in_flight, held) in plan.items():
+            cap = self.effective(key_id).concurrent_requests or 0
+            wanted = min(max(held, in_flight), in_flight + _slack(cap)) if in_flight and cap else 0
+            with self._lease_lock:
+                now = self._clock()
+                kept = self._set_lease(key_id, wanted, cap, now)
+                with self._lock:
+                    slots = self._slots.get(key_id)
+                    if slots is None:
+                        continue
+                    if kept:
+                        slots.held, slots.expires = kept, now + self.lease_s
+                    elif not self._in_flight.get(key_id):
+                        del self._slots[key_id]
+                    else:  # requests in flight and no slot in the store for them: the next one claims again
+                        slots.held, slots.expires = 0, 0.0
+
+    def _set_lease(self, key_id: str, wanted: int, cap: int, now: float) -> int:
+        """Store this process's lease on ``key_id``'s slots as ``wanted`` or as many as the other processes' live
+        leases leave free (none: no lease); how many it holds now."""
+        kept = 0
+
+        def change(current: Any) -> dict[str, Any]:
+            nonlocal kept
+            holders = _live_holders(current, now)
+            holders.pop(self.holder, None)
+            kept = max(0, min(wanted, cap - sum(int(lease["slots"]) for lease in holders.values())))
+            if kept:
+                holders[self.holder] = {"slots": kept, "expires": now + self.lease_s}
+            return {"holders": holders}
+
+        self.state.update_value(_NAMESPACE, f"slots:{key_id}", change)
+        return kept
+
+    def release_all(self) -> None:
+        """Give up every lease this process holds (on shutdown)."""
+        with self._lock:
+            keys = list(self._slots)
+            self._slots.clear()
+        for key_id in keys:
+            self._set_lease(key_id, 0, 0, self._clock())
+
     def _cached(self, key_id: str) -> KeyLimits | None:
         with self._lock:
             cached = self._limits.get(key_id)
         return cached[1] if cached is not None and time.monotonic() - cached[0] < LIMITS_TTL_S else None
 
-    def release(self, key_id: str) -> None:
+    def release(self, key_id: str) -> bool:
+        """One request of ``key_id`` is over. True when this process now holds more of the key's slots than it
+        uses plus its slack: call :meth:`give_back` (with the store), or other processes may be refused the
+        slots until the next :meth:`renew`."""
         with self._lock:
             left = self._in_flight.get(key_id, 0) - 1
             if left > 0:
                 self._in_flight[key_id] = left
             else:
                 self._in_flight.pop(key_id, None)
+            slots = self._slots.get(key_id)
+            return slots is not None and slots.held > max(0, left) + slots.slack
+
+    def give_back(self, key_id: str) -> None:
+        """Shrink this process's lease on ``key_id``'s slots to the requests in flight and its slack (a key with
+        a cap under 16 keeps none: a sequential client served by several processes in turn must not be refused
+        by a slot one of them no longer uses)."""
+        with self._lease_lock:
+            with self._lock:
+                slots = self._slots.get(key_id)
+                if slots is None:
+                    return
+                in_flight, slack, cap = self._in_flight.get(key_id, 0), slots.slack, slots.cap
+            now = self._clock()
+            kept = self._set_lease(key_id, in_flight + slack, cap, now)
+            with self._lock:
+                slots = self._slots.get(key_id)
+                if slots is None:
+                    return
+                if kept or self._in_flight.get(key_id):
+                    slots.held, slots.expires = kept, now + self.lease_s
+                else:
+                    del self._slots[key_id]
 
     def in_flight(self, key_id: str) -> int:
         with self._lock:
@@ -207,3 +342,18 @@ class FairUse:
 
         self.state.update_value(_NAMESPACE, f"rate:{key_id}", take)
         return granted
+
+
+def _slack(cap: int) -> int:
+    """The slots a process keeps beyond those in use: for a cap of 16 or more, one more than a sixteenth of it
+    (64: 5), so that a key's next requests need no store write; none under 16, where the cap is exact."""
+    return cap // 16 + 1 if cap >= 16 else 0
+
+
+def _live_holders(current: Any, now: float) -> dict[str, dict[str, Any]]:
+    """The leases in a stored slots value that have not expired (a dead process's go here)."""
+    holders = current.get("holders") if isinstance(current, dict) else None
+    if not isinstance(holders, dict):
+        return {}
+    return {holder: dict(lease) for holder, lease in holders.items()
+            if isinstance(lease, dict) and float(lease.get("expires", 0)) > now and int(lease.get("slots", 0)) > 0}

@@ -457,9 +457,13 @@ class Conversation:
         query = query_text(request)
         if not query:
             return Augmentation(request=request, skipped="no user message")
+        # "What did I say yesterday" is relative to when the message was said, when the request says (a
+        # conversation replayed or imported through the proxy); a malformed time is refused, as observe does.
+        header = message_time_from_headers(headers)
+        said = None if header is None else parse_said_at(header, "x-memroute-message-time")
         try:
             result, searched = self._retrieve(query, api_key_id, session_id if session_scope else None, settings,
-                                              reuse, cached_only)
+                                              reuse, cached_only, said)
         except Exception:
             log.exception("memroute: retrieval failed; the request goes out without memory")
             return Augmentation(request=request, query=query, skipped="retrieval failed")
@@ -482,9 +486,10 @@ class Conversation:
         return attrs.evolve(done, request=augmented, block=block, count=count)
 
     def _retrieve(self, query: str, api_key_id: str, session_id: str | None, settings: MemorySettings,
-                  reuse: bool, cached_only: bool = False) -> tuple[SearchResult | None, bool]:
+                  reuse: bool, cached_only: bool = False,
+                  now: datetime | None = None) -> tuple[SearchResult | None, bool]:
         """The retrieval for ``query`` (``None`` with ``cached_only`` when it would have to search) and whether
-        this call searched."""
+        this call searched. ``now``: what the message's times are relative to (default the clock)."""
         # The budget walk runs over a deep candidate list (vec_top_k is a search's default, not a cap on what
         # fits the budget); strategy `recent` injects the newest memories, as the reference's chat path does
         # (it sends no query for it).
@@ -493,14 +498,14 @@ class Conversation:
         def search() -> SearchResult:
             return self.store.search(text, api_key_id=api_key_id, strategy=settings.strategy,
                                      max_tokens=settings.max_tokens, limit=BUDGET_CANDIDATES, session_id=session_id,
-                                     record_access=False)
+                                     record_access=False, now=now)
 
         cache = self.cache
         # Typed decay reads access telemetry, which moves no data version: nothing is reused with it on.
         if cache is None or not reuse or settings.typed_decay_enabled:
             return (None, False) if cached_only else (search(), True)
         version = cache.version(api_key_id)  # before the search: a write landing meanwhile makes the entry stale
-        key = (api_key_id, text[:4096], session_id, settings)
+        key = (api_key_id, text[:4096], session_id, settings, now)
         window, type_windows = settings.search_windows()
         scope = SearchQuery(api_key_id=api_key_id, session_id=session_id, retention_days=window,
                             type_windows=type_windows)

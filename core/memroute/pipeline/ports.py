@@ -57,9 +57,10 @@ class MemoryStore(Protocol):
         session_id: str | None = None,
         type: MemoryType | str | None = None,
         record_access: bool = True,
+        now: datetime | str | None = None,
     ) -> SearchResult:
         """Ranked memories of ``api_key_id`` for ``query`` (each counted as an access unless
-        ``record_access=False``)."""
+        ``record_access=False``); a time the query names is relative to ``now`` (default the clock)."""
 
     def record_access(self, memory_ids: Iterable[str], *, api_key_id: str) -> None:
         """Count one access of each of these memories of ``api_key_id`` (in the background)."""

@@ -28,10 +28,14 @@ from memroute.retrieval.fusion import DEFAULT_KEYWORD_WEIGHT, fuse, fuse_scores,
 from memroute.retrieval.gil import checkpoint
 from memroute.retrieval.indexer import Indexer, IndexQueue, store_identity
 from memroute.retrieval.ordering import order_hits, order_pairs, recency_key
+from memroute.retrieval.question import QuestionCues, fitting, prefer, read_question
 from memroute.retrieval.relevance import Calibration, iter_scored
 from memroute.routing.manager import ManagedSearch, MemoryManager
 
-__all__ = ["BUDGET_TOKENS_PER_MEMORY", "CANDIDATE_CAP", "MIN_CANDIDATES", "RECENT_MATCH_DEPTH", "RetrievalEngine"]
+__all__ = [
+    "BUDGET_TOKENS_PER_MEMORY", "CANDIDATE_CAP", "CUE_SCAN_DEPTH", "MIN_CANDIDATES", "RECENT_MATCH_DEPTH",
+    "RetrievalEngine",
+]
 
 log = logging.getLogger("memroute.retrieval")
 
@@ -44,6 +48,9 @@ BUDGET_TOKENS_PER_MEMORY = 16
 :meth:`RetrievalEngine.budget_depth`): a one-sentence fact, ``ceil(len / 4)`` of about 64 characters."""
 RECENT_MATCH_DEPTH = 200
 """Keyword matches the ``exact`` strategy puts in recency order (at least; ten times the limit when larger)."""
+CUE_SCAN_DEPTH = 1000
+"""The newest memories an open-ended question of time or people ("what did I say yesterday?") looks through for
+the ones that fit it (:mod:`memroute.retrieval.question`)."""
 DEEPER_AT = 0.5
 """A tenant whose budgeted searches went to the full depth at least this often (running average) has its
 candidates fetched at the full depth at once (see :meth:`RetrievalEngine.search`)."""
@@ -225,6 +232,10 @@ class RetrievalEngine:
         for another memory of the size of those chosen, it ranks again at the full depth, so small memories
         still fill the budget.
 
+        A question that names a time or a person (``[memory] question_cues``) is searched without its time
+        words, and the memories said then, or by that person, move up the fused ranking
+        (:mod:`memroute.retrieval.question`); one of nothing but a time or a person lists what fits.
+
         Which depth answers is decided on the ranking at the budget's depth, always; what is learned per
         tenant is only how the candidates are fetched. A tenant whose recent budgeted searches mostly went
         to the full depth (:data:`DEEPER_AT` of an average over :data:`DEEPER_WEIGHT`) has both legs fetched
@@ -238,12 +249,20 @@ class RetrievalEngine:
             return self._recency(query, max_tokens)
         if query.strategy == "exact":
             return self._recent_matching(query, max_tokens)
+        cues = read_question(query.text, query.now) if self.settings.question_cues else None
+        if cues is not None and cues.open_ended:
+            answered = self._fitting(query, cues, max_tokens)
+            if answered.hits:
+                return answered
+            cues = None  # nothing was said then, or by them: the question's words as asked ("what's due in June?")
+        if cues is not None and cues.text != query.text:
+            query = attrs.evolve(query, text=cues.text)  # the legs match the topic, not "yesterday"
         full = self.candidate_depth(query.limit)
         depth = full if max_tokens is None else self.budget_depth(query.limit, max_tokens)
         walk = max_tokens is not None and depth < full
         ahead = walk and self.reranker is None and self._deeper.get(query.api_key_id, 0.0) >= DEEPER_AT
         legs = self._fetch(query, full if ahead else depth, max_tokens)
-        hits, provenance, saturated = self._rank(query, legs, depth, max_tokens, floor)
+        hits, provenance, saturated = self._rank(query, legs, depth, max_tokens, floor, cues)
         chosen = fit_budget(hits, max_tokens, query.limit)
         if walk and saturated and max_tokens is not None and len(chosen) < query.limit:
             sizes = sorted(hit.tokens for hit in chosen)
@@ -251,7 +270,7 @@ class RetrievalEngine:
             if deeper:
                 if not ahead:
                     legs = self._fetch(query, full, max_tokens)
-                hits, provenance, _ = self._rank(query, legs, full, max_tokens, floor)
+                hits, provenance, _ = self._rank(query, legs, full, max_tokens, floor, cues)
                 chosen = fit_budget(hits, max_tokens, query.limit)
             self._learn(query.api_key_id, deeper)
         elif walk:
@@ -296,11 +315,11 @@ class RetrievalEngine:
         return legs
 
     def _rank(self, query: SearchQuery, legs: _Legs, depth: int, max_tokens: int | None,
-              floor: float) -> tuple[Iterator[SearchHit], Provenance, bool]:
+              floor: float, cues: QuestionCues | None = None) -> tuple[Iterator[SearchHit], Provenance, bool]:
         """The fused (or single-leg) ranking from the best ``depth`` candidates of each leg (at most what
-        ``legs`` fetched), each hit scored with its relevance as it is taken and those below ``floor`` left
-        out; how it was served; and whether a leg returned all ``depth`` it was asked for (so there may be
-        more)."""
+        ``legs`` fetched), the memories that fit the question's time and people (``cues``) moved up, each hit
+        scored with its relevance as it is taken and those below ``floor`` left out; how it was served; and
+        whether a leg returned all ``depth`` it was asked for (so there may be more)."""
         reasons = list(legs.reasons)
         served = legs.keyword
         keyword_hits: list[tuple[Memory, float]] = []
@@ -330,6 +349,8 @@ class RetrievalEngine:
         else:
             hits = fuse_scores(keyword_hits, vector_hits, keyword_weight=self.keyword_weight)
             legs_used, used = ("keyword", "vector"), "hybrid"
+        if cues is not None:
+            hits = prefer(hits, cues)
         candidates = legs.vector[:vector_depth] if legs.vector is not None and vector_hits is not None else None
         scored = self._scored(query, hits, candidates, fused=used == "hybrid", floor=floor)
         reranked = rerank_error = None
@@ -401,6 +422,21 @@ class RetrievalEngine:
             reasons.append("empty query: most recent memories")
         return SearchResult(hits=tuple(fit_budget(hits, max_tokens, query.limit)),
                             provenance=self._recency_provenance(query, served, ("recency",), reasons))
+
+    def _fitting(self, query: SearchQuery, cues: QuestionCues, max_tokens: int | None) -> SearchResult:
+        """An open-ended question of time or people ("what did I say yesterday?", "what did Maria say?"): the
+        memories that fit it among the newest :data:`CUE_SCAN_DEPTH`, newest event first (there is no topic to
+        rank them by)."""
+        served = self.manager.search(attrs.evolve(query, text="", strategy="exact", limit=CUE_SCAN_DEPTH))
+        found = fitting((h.memory for h in served.hits if query.admits(h.memory)), cues)
+        marks = {**({"time": 1.0} if cues.window is not None else {}), **({"person": 1.0} if cues.names else {})}
+        hits = [
+            SearchHit(memory=memory, score=1.0 / rank, tier="recency", ranks={"recency": rank},
+                      leg_scores={"recency": 1.0 / rank, **marks})
+            for rank, memory in enumerate(found, start=1)
+        ]
+        return SearchResult(hits=tuple(fit_budget(hits, max_tokens, query.limit)),
+                            provenance=self._recency_provenance(query, served, ("recency",), []))
 
     def _recent_matching(self, query: SearchQuery, max_tokens: int | None) -> SearchResult:
         """Strategy ``exact`` with a query (the reference's behaviour): only memories that match it (a

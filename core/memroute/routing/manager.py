@@ -29,9 +29,11 @@ from memroute.config.settings import ManagerSettings
 from memroute.errors import BackendError, BackendUnavailableError, ConfigError, PluginError, ValidationError
 from memroute.interfaces import (
     AccessRecorder,
+    HistoryNote,
     MemoryAccess,
     MemoryBackend,
     MemoryHistory,
+    RecordedWrites,
     ReindexMarkers,
     tenant_routed,
 )
@@ -124,6 +126,9 @@ class MemoryManager:
         self._access = AccessLog(self.write_access, interval_s=self.settings.access_flush_interval_s)
         self._scope = threading.local()
         """``synced``: the backends found in sync within this thread's :meth:`read_scope` (absent outside one)."""
+        self._recorders = frozenset(b.name for b in self.backends
+                                    if b.capabilities.history and isinstance(b, RecordedWrites))
+        """The backends that record an add's history in its transaction (a protocol check costs ~10 us: once)."""
 
     @property
     def backends(self) -> list[MemoryBackend]:
@@ -313,6 +318,112 @@ class MemoryManager:
             except Exception as exc:
                 outcomes.append(exc)
         return outcomes
+
+    @property
+    def records_in_write(self) -> bool:
+        """Whether the primary records an add's history in the add's own transaction
+        (:class:`~memroute.interfaces.RecordedWrites`): the service then adds through :meth:`create_recorded`."""
+        return self.primary.name in self._recorders
+
+    def create_recorded(self, news: Sequence[NewMemory],
+                        notes: Sequence[HistoryNote]) -> builtins.list[Memory | Exception]:
+        """:meth:`create_many`, each stored item's history entry (``notes[i]``: actor and event) written by the
+        backend that takes the write, in the same transaction (:class:`~memroute.interfaces.RecordedWrites`), so
+        no crash leaves a memory without its entry or an entry without its memory. A backend without that (a
+        fallback serving writes during an outage) writes as :meth:`create_many` does and the entries follow by
+        :meth:`append_history`, with what each add replaced read from that backend first.
+
+        A batch that fails for a reason other than every backend being unavailable (a history statement is one
+        of them) is written again item by item, so an item only ever fails with its own error."""
+        batch = list(news)
+        marks = list(notes)
+        if not all(isinstance(n, NewMemory) for n in batch) or len(marks) != len(batch):
+            raise ValidationError("create_recorded: expected one HistoryNote per NewMemory", [("news", "type")])
+        self._ensure_open()
+        timeout = self.settings.operation_timeout_s + len(batch) * BULK_SECONDS_PER_MEMORY
+        late: builtins.list[HistoryEntry] = []
+
+        def call(backend: MemoryBackend) -> builtins.list[Memory | Exception]:
+            late.clear()  # an attempt on another backend before this one recorded nothing
+            if backend.name in self._recorders:
+                return _created_many(backend, batch, cast("RecordedWrites", backend).create_many_recorded(batch, marks))
+            return _created_then_noted(backend, batch, marks, late)
+
+        try:
+            with self._write_lock:
+                served, outcomes = self._write(BackendCall("create", call, writes=True, timeout_s=timeout))
+                self._replication.journal_puts(served, [m for m in outcomes if isinstance(m, Memory)])
+        except Exception as exc:
+            cause = exc.__cause__ if isinstance(exc, BackendUnavailableError) else exc
+            if len(batch) == 1 or isinstance(cause, BackendUnavailableError) or not isinstance(cause, Exception):
+                raise
+            log.warning("create_recorded: the batch of %d failed (%s); writing its items one by one", len(batch), exc)
+            outcomes = []
+            for new, note in zip(batch, marks, strict=True):
+                try:
+                    outcomes.extend(self.create_recorded([new], [note]))
+                except Exception as item_exc:
+                    outcomes.append(item_exc)
+            return outcomes
+        if late:
+            self.append_history(late)
+        return outcomes
+
+    def update_recorded(self, before: Memory, patch: MemoryPatch, note: HistoryNote) -> Memory | None:
+        """:meth:`update` of the memory ``before`` (read by the caller: its id and tenant), its history entry written
+        in the update's transaction by a backend that records it there, else appended after the write (from
+        ``before``, as the caller read it). ``None`` when the memory is gone."""
+        if not isinstance(patch, MemoryPatch):
+            raise ValidationError("update: expected a MemoryPatch", [("patch", "type")])
+        self._ensure_open()
+        late: builtins.list[HistoryEntry] = []
+
+        def call(backend: MemoryBackend) -> Memory | None:
+            late.clear()
+            if backend.name in self._recorders:
+                return _updated(backend, before.id, cast("RecordedWrites", backend).update_recorded(
+                    before.api_key_id, before.id, patch, note))
+            routed = tenant_routed(backend)
+            updated = _updated(backend, before.id, backend.update(before.id, patch) if routed is None
+                               else routed.update_owned(before.api_key_id, before.id, patch))
+            if updated is not None and (entry := HistoryEntry.of_change(before, updated, actor=note.actor,
+                                                                        event=note.event)) is not None:
+                late.append(entry)
+            return updated
+
+        with self._write_lock:
+            served, updated = self._write(BackendCall("update", call, writes=True))
+            if updated is not None:
+                self._replication.journal(served, OP_PUT, lambda: put_payload(updated))
+        if late:
+            self.append_history(late)
+        return updated
+
+    def delete_recorded(self, before: Memory, note: HistoryNote) -> bool:
+        """:meth:`delete` of the memory ``before`` (read by the caller), its history entry (what it said) written
+        in the delete's transaction by a backend that records it there, else appended after the write."""
+        self._ensure_open()
+        late: builtins.list[HistoryEntry] = []
+
+        def call(backend: MemoryBackend) -> bool:
+            late.clear()
+            if backend.name in self._recorders:
+                return cast("RecordedWrites", backend).delete_recorded(before.api_key_id, before.id, note)
+            routed = tenant_routed(backend)
+            deleted = (backend.delete(before.id) if routed is None
+                       else routed.delete_owned(before.api_key_id, before.id))
+            if deleted and (entry := HistoryEntry.of_change(before, None, actor=note.actor,
+                                                            event=note.event)) is not None:
+                late.append(entry)
+            return deleted
+
+        with self._write_lock:
+            served, deleted = self._write(BackendCall("delete", call, writes=True))
+            if deleted:
+                self._replication.journal(served, OP_DELETE, lambda: delete_payload(before.id, before.api_key_id))
+        if late:
+            self.append_history(late)
+        return bool(deleted)
 
     def put(self, memory: Memory) -> None:
         """Store exactly ``memory`` (import, restore); replicated like a create."""
@@ -799,8 +910,39 @@ def _created(backend: MemoryBackend, new: NewMemory, memory: Memory) -> Memory:
     return memory
 
 
-def _created_many(backend: MemoryBackend, news: Sequence[NewMemory]) -> builtins.list[Memory | Exception]:
-    outcomes: builtins.list[Memory | Exception] = list(backend.create_many(news))
+def _created_then_noted(backend: MemoryBackend, news: Sequence[NewMemory], notes: Sequence[HistoryNote],
+                        entries: builtins.list[HistoryEntry]) -> builtins.list[Memory | Exception]:
+    """The adds on a backend that does not record history in its writes: what each replaced is read first, the
+    writes made, and their entries put in ``entries`` (for :meth:`MemoryManager.append_history`)."""
+    current: dict[tuple[str, str], Memory | None] = {}
+    for new in news:
+        slot = (new.api_key_id, new.key)
+        if slot not in current:
+            found = backend.get_by_key(*slot)
+            current[slot] = found if found is not None and found.api_key_id == new.api_key_id else None
+    outcomes = _created_many(backend, news) if backend.capabilities.batch_create else [
+        _create_one(backend, new) for new in news]
+    for new, note, outcome in zip(news, notes, outcomes, strict=True):
+        if isinstance(outcome, Memory):
+            slot = (new.api_key_id, new.key)
+            entry = HistoryEntry.of_change(current[slot], outcome, actor=note.actor, event=note.event)
+            if entry is not None:
+                entries.append(entry)
+            current[slot] = outcome  # a later add of the batch to the same key changes this one
+    return outcomes
+
+
+def _create_one(backend: MemoryBackend, new: NewMemory) -> Memory | Exception:
+    try:
+        return _created(backend, new, backend.create(new))
+    except CLIENT_ERRORS as exc:
+        return exc
+
+
+def _created_many(backend: MemoryBackend, news: Sequence[NewMemory],
+                  answer: Sequence[Memory | Exception] | None = None) -> builtins.list[Memory | Exception]:
+    """Check a backend's answer to a batch of creates (``answer``; default: its ``create_many``)."""
+    outcomes: builtins.list[Memory | Exception] = list(backend.create_many(news) if answer is None else answer)
     if len(outcomes) != len(news):
         raise BackendError(f"backend {backend.name!r} answered create_many of {len(news)} with {len(outcomes)} "
                            "outcomes", backend=backend.name)

@@ -5,6 +5,7 @@ its scope through :class:`~memroute.server.auth.ScopedRouter` (a test walks ``ap
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
@@ -18,7 +19,8 @@ from memroute.aio import DEFAULT_MAX_WORKERS, AsyncMemroute
 from memroute.config.settings import ServerSettings
 from memroute.server.docs_pages import install_docs_pages
 from memroute.server.errors import install_error_handlers
-from memroute.server.fair_use import FairUseMiddleware
+from memroute.server.fair_queue import LoopTurns
+from memroute.server.fair_use import FairUseMiddleware, renew_leases
 from memroute.server.middleware import GuardMiddleware
 from memroute.server.openapi import install_openapi
 
@@ -46,10 +48,17 @@ def create_app(mem: Any, *, settings: ServerSettings | None = None, close_servic
         maintenance = Maintenance(mem, settings)
         app.state.maintenance = maintenance
         maintenance.start()
+        fair_use = mem.fair_use
+        leases = asyncio.create_task(renew_leases(fair_use))  # concurrency slots held in the state store
         try:
             yield
         finally:
+            leases.cancel()
             maintenance.stop()
+            try:
+                fair_use.release_all()  # the slots this process held are free at once, not after the lease
+            except Exception:
+                log.warning("shutdown: giving up the leases on concurrency slots failed", exc_info=True)
             await app.state.proxy.aclose()
             await app.state.memroute_async.aclose()  # settles its calls; the service stays open here
             try:
@@ -83,7 +92,10 @@ def create_app(mem: Any, *, settings: ServerSettings | None = None, close_servic
         app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
                            allow_methods=["GET", "POST", "PUT", "DELETE"],
                            allow_headers=["authorization", "content-type", "x-api-key", "x-memroute-user"], max_age=600)
-    app.add_middleware(FairUseMiddleware, mem=mem)  # inside the guard: a refusal gets its headers too
+    # Inside the guard (a refusal gets its headers too, and a body is read whole before a request takes a turn).
+    turns = LoopTurns(settings.queued_requests) if settings.fair_queueing else None
+    app.state.loop_turns = turns
+    app.add_middleware(FairUseMiddleware, mem=mem, turns=turns)
     app.add_middleware(GuardMiddleware, settings=settings, proxy_max_body_bytes=mem.settings.proxy.max_body_bytes)
     return app
 

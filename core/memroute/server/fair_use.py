@@ -2,15 +2,20 @@
 rate and concurrency cap (:mod:`memroute.deployment.fair_use`) before any route runs — REST, the storage
 protocol, MCP and the proxy alike — and refused with ``429`` and ``Retry-After`` beyond them.
 
+Then the request waits for its key's turn on the event loop (:class:`~memroute.server.fair_queue.LoopTurns`,
+round-robin across keys), unless ``[server] fair_queueing`` is off.
+
 The gate only needs to know *which* key is calling, not whether it may: the route's own authentication still
 answers 401 / 403. So the key's id is remembered per secret hash for :data:`KEY_TTL_S` (a revoked key passes the
-gate for at most that long, and is refused by the route), and a request without a key passes untouched.
+gate for at most that long, and is refused by the route). A request without a key is not counted; it waits for
+its turn in the queue that requests without a key share.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, Final
@@ -21,14 +26,17 @@ from memroute.deployment.fair_use import RateLimited
 from memroute.deployment.keys import hash_secret
 from memroute.errors import AuthenticationError
 from memroute.server.errors import api_error_body, api_style
+from memroute.server.fair_queue import LoopTurns, QueueFull
 
-__all__ = ["KEY_TTL_S", "MAX_HELD_REFUSALS", "REFUSAL_DELAY_S", "FairUseMiddleware"]
+__all__ = ["KEY_TTL_S", "MAX_HELD_REFUSALS", "REFUSAL_DELAY_S", "FairUseMiddleware", "renew_leases"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+log = logging.getLogger("memroute.server")
 
 KEY_TTL_S: Final = 5.0
 REFUSAL_DELAY_S: Final = 0.25
@@ -56,9 +64,10 @@ def _presented_token(scope: Scope) -> str | None:
 class FairUseMiddleware:
     """Wraps the app (inside the guard); ``mem`` is the served :class:`~memroute.service.Memroute`."""
 
-    def __init__(self, app: ASGIApp, mem: Any) -> None:
+    def __init__(self, app: ASGIApp, mem: Any, turns: LoopTurns | None = None) -> None:
         self.app = app
         self.mem = mem
+        self.turns = turns
         self._key_ids: dict[str, tuple[float, str | None]] = {}
         self._held: dict[str, int] = {}
 
@@ -69,7 +78,7 @@ class FairUseMiddleware:
         token = _presented_token(scope)
         key_id = await self._key_id(token) if token else None
         if key_id is None:
-            await self.app(scope, receive, send)
+            await self._in_turn(None, scope, receive, send)
             return
         fair_use = self.mem.fair_use
         try:
@@ -83,9 +92,36 @@ class FairUseMiddleware:
             await self._refuse(scope, send, refused)
             return
         try:
-            await self.app(scope, receive, send)
+            await self._in_turn(key_id, scope, receive, send)
         finally:
-            fair_use.release(key_id)
+            if fair_use.release(key_id):
+                await self._give_back(key_id)
+
+    async def _give_back(self, key_id: str) -> None:
+        """Return the concurrency slots this process no longer uses to the state store (inline when it is in
+        this process, like admitting; else from a worker thread). A failure is logged: renewal retries it."""
+        fair_use = self.mem.fair_use
+        try:
+            if self._in_process():
+                fair_use.give_back(key_id)
+            else:
+                await anyio.to_thread.run_sync(fair_use.give_back, key_id)
+        except Exception:
+            log.warning("fair use: giving back a key's concurrency slots failed", exc_info=True)
+
+    async def _in_turn(self, key_id: str | None, scope: Scope, receive: Receive, send: Send) -> None:
+        """Run the app in the key's turn on the event loop (:mod:`memroute.server.fair_queue`); requests without
+        a key share one queue. A full queue is a 429 like the key's limits."""
+        if self.turns is None:
+            await self.app(scope, receive, send)
+            return
+        try:
+            await self.turns.take(key_id)
+        except QueueFull as refused:
+            await self._slow_down(key_id or "")
+            await self._refuse(scope, send, refused)
+            return
+        await self.app(scope, receive, send)
 
     async def _slow_down(self, key_id: str) -> None:
         """Hold a refusal for :data:`REFUSAL_DELAY_S` before answering it. A client that retries at once (a
@@ -137,3 +173,15 @@ class FairUseMiddleware:
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                                 (b"retry-after", str(refused.retry_after_s).encode())]})
         await send({"type": "http.response.body", "body": body})
+
+
+async def renew_leases(fair_use: Any) -> None:
+    """Renew this process's leases on its keys' concurrency slots every third of their length, from a worker
+    thread (:meth:`memroute.deployment.fair_use.FairUse.renew`), until cancelled. A failed renewal is logged;
+    the leases it missed expire, and the next request claims its slot again."""
+    while True:
+        await asyncio.sleep(fair_use.lease_s / 3)
+        try:
+            await anyio.to_thread.run_sync(fair_use.renew)
+        except Exception:
+            log.warning("fair use: renewing the leases on concurrency slots failed", exc_info=True)

@@ -29,7 +29,7 @@ from memroute.config.limits import InputLimits
 from memroute.config.settings import MemrouteSettings, load_settings
 from memroute.deployment.group_commit import GroupCommit
 from memroute.errors import ConfigError, ValidationError
-from memroute.interfaces import EmbeddingSource, MemoryBackend, VectorStore
+from memroute.interfaces import EmbeddingSource, HistoryNote, MemoryBackend, VectorStore
 from memroute.models import (
     AGENT_KEY,
     HistoryEvent,
@@ -302,12 +302,21 @@ class Memroute(DeploymentMethods, ConversationMethods, HistoryMethods, EndUserMe
 
     def _write_adds(self, pending: Sequence[_PendingAdd]) -> builtins.list[Memory | Exception]:
         """The group commit's batch (:mod:`memroute.deployment.group_commit`): concurrent adds, already validated,
-        in one backend write; then one indexer wake for all of them, and their history."""
+        in one backend write; then one indexer wake for all of them, and their history: in the same transaction
+        when the primary records it there (``MemoryManager.records_in_write``: SQLite), else right after."""
         news = [p.new for p in pending]
+        if self._manager.records_in_write:
+            notes = [HistoryNote(actor=p.actor, event=p.event) for p in pending]
+            try:
+                outcomes: builtins.list[Memory | Exception] = self._manager.create_recorded(news, notes)
+            except Exception as exc:  # a lone add's own error, or one every add of the batch shares
+                outcomes = [exc] * len(news)
+            self._retrieval.on_written([m for m in outcomes if isinstance(m, Memory)])
+            return outcomes
         priors = self._priors_by_key([(n.api_key_id, n.key) for n in news])
         if len(news) == 1:  # a lone add: exactly the single-write path
             try:
-                outcomes: builtins.list[Memory | Exception] = [self._manager.create(news[0])]
+                outcomes = [self._manager.create(news[0])]
             except Exception as exc:
                 outcomes = [exc]
         else:
@@ -372,6 +381,11 @@ class Memroute(DeploymentMethods, ConversationMethods, HistoryMethods, EndUserMe
         before = self._owned(memory_id, tenant)
         if before is None:
             return None
+        if self._manager.records_in_write:  # the entry in the update's own transaction
+            updated = self._manager.update_recorded(before, patch, HistoryNote(actor=actor, event=event))
+            if updated is not None:
+                self._retrieval.on_written([updated])
+            return updated
         updated = self._manager.update(memory_id, patch, api_key_id=tenant)
         if updated is not None:
             self._retrieval.on_written([updated])
@@ -391,6 +405,11 @@ class Memroute(DeploymentMethods, ConversationMethods, HistoryMethods, EndUserMe
         return self._delete_owned(before, actor)
 
     def _delete_owned(self, memory: Memory, actor: str) -> bool:
+        if self._manager.records_in_write:  # the entry in the delete's own transaction
+            deleted = self._manager.delete_recorded(memory, HistoryNote(actor=actor))
+            if deleted:
+                self._retrieval.on_deleted(memory.id, memory.api_key_id)
+            return deleted
         deleted = self._manager.delete(memory.id, api_key_id=memory.api_key_id)
         if deleted:
             self._retrieval.on_deleted(memory.id, memory.api_key_id)
@@ -523,6 +542,7 @@ class Memroute(DeploymentMethods, ConversationMethods, HistoryMethods, EndUserMe
         record_access: bool = True,
         agent: str | None = None,
         min_score: float | None = None,
+        now: datetime | str | None = None,
     ) -> SearchResult:
         """Ranked memories of ``api_key_id`` for ``query``. ``strategy``: ``exact``/``recent`` (newest
         first), ``semantic`` or ``hybrid`` (default: the configured one). Expired memories, memories outside
@@ -533,7 +553,13 @@ class Memroute(DeploymentMethods, ConversationMethods, HistoryMethods, EndUserMe
         Each memory returned counts as an access (``access_count``, ``last_accessed_at``; recorded in the
         background, see :meth:`record_access`), as the reference's retrieval does; ``record_access=False``
         reads without counting (previews do). ``min_score`` (0..1) overrides ``[memory] min_score``, the
-        relevance floor, for this search: ``0`` returns the plain ranking (what a benchmark measures)."""
+        relevance floor, for this search: ``0`` returns the plain ranking (what a benchmark measures).
+
+        A question that names a time ("what did I say yesterday about the trip") or a person ("what did Maria
+        say about the move") prefers the memories said then, or by them (``[memory] question_cues``;
+        docs/retrieval.md, "Time and people in questions"); ``now`` (an aware datetime or ISO 8601 text; default
+        the clock) is what "yesterday" is relative to, and the moment expiry is judged at. Each hit's
+        ``said_at`` says when its memory was said."""
         if not isinstance(query, str):
             raise ValidationError("query: expected a string", [("query", "type")])
         tenant = require_tenant(api_key_id)
@@ -550,7 +576,7 @@ class Memroute(DeploymentMethods, ConversationMethods, HistoryMethods, EndUserMe
             api_key_id=tenant, text=query[:4096], strategy=chosen,
             limit=limit if limit is not None else self.settings.memory.vec_top_k,
             session_id=session_id, retention_days=window, type_windows=type_windows, type=type,
-            agent=None if agent is None else require_agent(agent),
+            agent=None if agent is None else require_agent(agent), now=utcnow() if now is None else now,
         )
         result = self._retrieval.search(search_query, max_tokens=max_tokens,
                                         min_score=None if min_score is None else float(min_score))
@@ -578,6 +604,7 @@ class Memroute(DeploymentMethods, ConversationMethods, HistoryMethods, EndUserMe
         max_tokens: int | None = None,
         limit: int | None = None,
         session_id: str | None = None,
+        now: datetime | str | None = None,
     ) -> RetrievalPreview:
         """What retrieval returns for ``query`` within a token budget, typed (the reference's
         retrieve-preview, the Playground, ``memroute search``): each memory with its tier, per-leg ranks and
@@ -588,7 +615,7 @@ class Memroute(DeploymentMethods, ConversationMethods, HistoryMethods, EndUserMe
         budget = self.memory_settings().max_tokens if max_tokens is None else max_tokens
         count = 20 if limit is None else _check_range("limit", limit, 1, 100)
         result = self.search(query, api_key_id=api_key_id, strategy=strategy, max_tokens=budget, limit=count,
-                             session_id=session_id, record_access=False)
+                             session_id=session_id, record_access=False, now=now)
         return self._preview_of(query, require_tenant(api_key_id), result.hits, result, budget, count)
 
 

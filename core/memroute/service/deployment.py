@@ -66,7 +66,8 @@ class DeploymentMethods(ServiceBase):
             if fair_use is None:
                 server = self.settings.server
                 fair_use = FairUse(self.state, requests_per_minute=server.requests_per_minute,
-                                   concurrent_requests=server.concurrent_requests)
+                                   concurrent_requests=server.concurrent_requests,
+                                   lease_s=server.concurrency_lease_s)
                 self._fair_use = fair_use
             return fair_use
 

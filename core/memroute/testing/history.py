@@ -11,8 +11,9 @@ from typing import ClassVar
 
 import pytest
 
-from memroute.interfaces import MemoryBackend, MemoryHistory
-from memroute.models import HistoryEntry, HistoryEvent, Memory, NewMemory, new_memory_id, utcnow
+from memroute.errors import ConflictError
+from memroute.interfaces import HistoryNote, MemoryBackend, MemoryHistory, RecordedWrites
+from memroute.models import HistoryEntry, HistoryEvent, Memory, MemoryPatch, NewMemory, new_memory_id, utcnow
 
 __all__ = ["HistoryTests"]
 
@@ -25,6 +26,13 @@ def _keeper(backend: MemoryBackend) -> MemoryHistory:
         pytest.skip(f"{type(backend).__name__} declares capability history=False")
     assert isinstance(backend, MemoryHistory), (
         f"{type(backend).__name__} declares history but lacks append_history / history / purge_history")
+    return backend
+
+
+def _recorder(backend: MemoryBackend) -> RecordedWrites:
+    _keeper(backend)
+    if not isinstance(backend, RecordedWrites):
+        pytest.skip(f"{type(backend).__name__} records history after its writes (no create_many_recorded)")
     return backend
 
 
@@ -87,3 +95,56 @@ class HistoryTests:
         assert len(keeper.history(_B, theirs.id)) == 1, "a purge of tenant A touched tenant B"
         assert keeper.purge_history(None, before=utcnow()) == 1
         assert keeper.history(_B, theirs.id) == [] and len(keeper.history(_A, kept.id)) == 1
+
+    def test_recorded_creates_write_each_entry_with_its_memory(self, backend: MemoryBackend) -> None:
+        """``create_many_recorded`` (:class:`~memroute.interfaces.RecordedWrites`): each stored item's entry is
+        what :meth:`HistoryEntry.of_change` says of the row it replaced and the one it stored, with its note's
+        actor and event; an unchanged upsert records nothing; an item that fails records nothing."""
+        recorder = _recorder(backend)
+        keeper = _keeper(backend)
+        first, moved, same, theirs = recorder.create_many_recorded(
+            [NewMemory(api_key_id=_A, key="profile:location", content="Lives in Lisbon"),
+             NewMemory(api_key_id=_A, key="profile:location", content="Lives in Berlin"),
+             NewMemory(api_key_id=_A, key="profile:location", content="Lives in Berlin"),
+             NewMemory(api_key_id=_B, key="profile:location", content="Lives in Oslo")],
+            [HistoryNote(actor="api"), HistoryNote(actor="extractor:regex", event=HistoryEvent.SUPERSEDED),
+             HistoryNote(actor="api"), HistoryNote(actor="mcp")])
+        assert isinstance(first, Memory) and isinstance(moved, Memory) and isinstance(same, Memory)
+        assert isinstance(theirs, Memory) and first.id == moved.id == same.id != theirs.id
+        got = keeper.history(_A, first.id)
+        assert [(e.event, e.actor, e.old_content, e.new_content) for e in got] == [
+            (HistoryEvent.CREATED, "api", None, "Lives in Lisbon"),
+            (HistoryEvent.SUPERSEDED, "extractor:regex", "Lives in Lisbon", "Lives in Berlin")], (
+            "one entry per change, none for the unchanged upsert")
+        assert [(e.event, e.actor) for e in keeper.history(_B, theirs.id)] == [(HistoryEvent.CREATED, "mcp")]
+        assert keeper.history(_B, first.id) == [], "tenant B read tenant A's history"
+        taken = recorder.create_many_recorded(
+            [NewMemory(api_key_id=_A, key="other", content="reuses an id", id=first.id),
+             NewMemory(api_key_id=_A, key="tea", content="Likes tea")],
+            [HistoryNote(actor="api"), HistoryNote(actor="api")])
+        assert isinstance(taken[0], ConflictError) and isinstance(taken[1], Memory)
+        assert len(keeper.history(_A, first.id)) == 2, "a failed item recorded an entry"
+        assert [e.new_content for e in keeper.history(_A, taken[1].id)] == ["Likes tea"]
+
+    def test_recorded_updates_and_deletes_write_their_entries(self, backend: MemoryBackend) -> None:
+        """``update_recorded`` / ``delete_recorded``: the entry of what the row said before and after, with the
+        note's actor and event; another tenant's id changes nothing and records nothing."""
+        recorder = _recorder(backend)
+        keeper = _keeper(backend)
+        [memory] = recorder.create_many_recorded([NewMemory(api_key_id=_A, key="k", content="Drinks tea")],
+                                                 [HistoryNote(actor="api")])
+        assert isinstance(memory, Memory)
+        assert recorder.update_recorded(_B, memory.id, MemoryPatch(content="stolen"), HistoryNote(actor="x")) is None
+        assert recorder.delete_recorded(_B, memory.id, HistoryNote(actor="x")) is False
+        updated = recorder.update_recorded(_A, memory.id, MemoryPatch(content="Drinks coffee"),
+                                           HistoryNote(actor="cli", event=HistoryEvent.SUPERSEDED))
+        assert updated is not None and updated.content == "Drinks coffee"
+        assert recorder.update_recorded(_A, memory.id, MemoryPatch(content="Drinks coffee"),
+                                        HistoryNote(actor="cli")) is not None  # unchanged: no entry
+        assert recorder.delete_recorded(_A, memory.id, HistoryNote(actor="retention")) is True
+        assert backend.get(memory.id) is None
+        assert [(e.event, e.actor, e.old_content, e.new_content) for e in keeper.history(_A, memory.id)] == [
+            (HistoryEvent.CREATED, "api", None, "Drinks tea"),
+            (HistoryEvent.SUPERSEDED, "cli", "Drinks tea", "Drinks coffee"),
+            (HistoryEvent.DELETED, "retention", "Drinks coffee", None)]
+        assert keeper.history(_B, memory.id) == []

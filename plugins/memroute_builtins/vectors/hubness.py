@@ -40,6 +40,8 @@ HUB_REFRESH = 0.5
 """Every row's term is recomputed once the tenant has grown or shrunk by this share since the last time
 (rows added in between get their own term against every current row at once)."""
 HUB_BLOCK = 1024
+_FEW_ROWS = 32
+"""Up to this many rows, :func:`neighbourhood` multiplies on the calling thread (no BLAS thread pool)."""
 """Rows per block of the neighbourhood computation (bounds its scratch memory to ``HUB_BLOCK x n`` floats)."""
 
 
@@ -65,7 +67,13 @@ def neighbourhood(vectors: np.ndarray, rows: np.ndarray, middle: np.ndarray, nei
     centred /= np.maximum(np.linalg.norm(centred, axis=1, keepdims=True), np.float32(1e-12))
     for start in range(0, rows.shape[0], HUB_BLOCK):
         part = rows[start:start + HUB_BLOCK]
-        sims = centred[part] @ centred.T  # off the per-query path; BLAS is worth waking here
+        if part.shape[0] <= _FEW_ROWS:
+            # The rows a write added since the last search: this runs on the search path (the next search after
+            # each add in a chat), where waking BLAS's thread pool cost a search 10-15 ms on a busy 2-core machine
+            # (see matrix_cache._scores); einsum stays on the calling thread.
+            sims = np.einsum("ij,kj->ik", centred[part], centred)
+        else:
+            sims = centred[part] @ centred.T  # a full recomputation, rare: BLAS is worth waking here
         sims[np.arange(part.shape[0]), part] = -np.inf  # a row is not its own neighbour
         out[start:start + part.shape[0]] = _top_mean(sims, k)
     return out

@@ -14,6 +14,7 @@ from __future__ import annotations
 import types
 import typing
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar, Union
 
 import attrs
@@ -122,7 +123,9 @@ else:
     )
     FoundMemory = model_from_attrs(
         Memory, "FoundMemory", exclude=("api_key_id",), descriptions=MEMORY_DESCRIPTIONS,
-        extra={"score": (float, "Relevance to the query in [0, 1], calibrated: comparable across searches.")},
+        extra={"score": (float, "Relevance to the query in [0, 1], calibrated: comparable across searches."),
+               "said_at": (datetime | None, "When the user said it (ISO-8601, UTC), for a remembered message; "
+                                            "null when the memory records no such time.")},
         doc="One memory found by memory_search, best first.",
     )
     HistoryEntryOut = model_from_attrs(

@@ -195,7 +195,8 @@ class MemoryTools:
         memory_update, memory_delete) and a relevance score."""
         result = self.mem.search(query, api_key_id=caller.tenant, type=type, max_tokens=max_tokens, limit=limit,
                                  agent=agent)
-        found = [to_output(FoundMemory, hit.memory, score=round(hit.score, 6)) for hit in result.hits]
+        found = [to_output(FoundMemory, hit.memory, score=round(hit.score, 6), said_at=hit.said_at)
+                 for hit in result.hits]
         return SearchOut(
             memories=found, count=len(found), total_tokens=sum(hit.tokens for hit in result.hits),
             strategy=result.provenance.strategy_used, degraded=result.provenance.degraded,

@@ -57,7 +57,7 @@ from memroute.errors import (
     MemrouteError,
     ValidationError,
 )
-from memroute.interfaces import BackendCapabilities, ComponentContext, MemoryAccess, MemoryBackend
+from memroute.interfaces import BackendCapabilities, ComponentContext, HistoryNote, MemoryAccess, MemoryBackend
 from memroute.models import (
     BackendHit,
     HealthResult,
@@ -399,7 +399,7 @@ class SqliteBackend(MemoryBackend):
         # searches keep writes in a transaction that reads its change count, so they stay kept.
         if self._tenants.keeps(new.api_key_id):
             with self._write_kept("create a memory", (new.api_key_id,)) as write:
-                memory = self._upsert(write.connection, new)
+                _before, memory = self._upsert(write.connection, new)
                 write.changed.append(memory.id)
             self._invalidate((memory.id,), (memory,))
             self._written.add([(_row_values(memory), memory)])
@@ -426,12 +426,28 @@ class SqliteBackend(MemoryBackend):
         text SQLite cannot encode) is returned in its place and the others are still committed: each item is
         one write statement, and a failed statement leaves nothing behind in the transaction. A failure of
         the database itself rolls the whole batch back and raises."""
+        return self._create_many(news, None)
+
+    def create_many_recorded(self, news: Sequence[NewMemory],
+                             notes: Sequence[HistoryNote]) -> builtins.list[Memory | MemrouteError]:
+        """:meth:`create_many` with each stored item's history entry inserted in the same transaction
+        (:class:`~memroute.interfaces.RecordedWrites`): one commit for the memories and their history, and a
+        failure of either (the database's, or a statement of the history's) rolls both back and raises. The
+        entry says what the upsert found in the row it replaced, read inside the transaction."""
+        if len(notes) != len(news):
+            raise ValidationError(f"create_many_recorded: {len(news)} memories but {len(notes)} notes",
+                                  [("notes", "length")])
+        return self._create_many(news, notes)
+
+    def _create_many(self, news: Sequence[NewMemory],
+                     notes: Sequence[HistoryNote] | None) -> builtins.list[Memory | MemrouteError]:
         outcomes: builtins.list[Memory | MemrouteError] = []
         written: builtins.list[tuple[tuple[Any, ...], Memory]] = []
+        entries: builtins.list[HistoryEntry] = []
         with self._write_kept("create memories", {new.api_key_id for new in news}) as write:
-            for new in news:
+            for at, new in enumerate(news):
                 try:
-                    memory = self._upsert(write.connection, new)
+                    before, memory = self._upsert(write.connection, new)
                 except ConflictError as exc:
                     outcomes.append(exc)
                     continue
@@ -443,21 +459,28 @@ class SqliteBackend(MemoryBackend):
                 outcomes.append(memory)
                 written.append((_row_values(memory), memory))
                 write.changed.append(memory.id)
+                if notes is not None and (entry := HistoryEntry.of_change(
+                        before, memory, actor=notes[at].actor, event=notes[at].event)) is not None:
+                    entries.append(entry)
+            if entries:
+                history_sql.append(write.connection, entries)
         self._invalidate([m.id for _row, m in written], [m for _row, m in written])
         self._written.add(written)
         return outcomes
 
-    def _upsert(self, connection: apsw.Connection, new: NewMemory) -> Memory:
-        """One upsert inside the caller's write transaction."""
+    def _upsert(self, connection: apsw.Connection, new: NewMemory) -> tuple[Memory | None, Memory]:
+        """One upsert inside the caller's write transaction: the memory it replaced (``None``: a new key) and the
+        one it stored."""
         memory = new.as_memory()
         if connection.execute(_SQL_INSERT_NEW, _row_values(memory)).fetchall():
-            return memory
+            return None, memory
         row = connection.execute(_SQL_GET_BY_KEY, (new.api_key_id, new.key)).fetchone()
         if row is None:  # the key is free, so the id is what collided
             raise ConflictError(f"memory id {new.id} is already used by another memory", backend=self.name)
-        memory = new.merged_into(_to_memory(row))
+        before = _to_memory(row)
+        memory = new.merged_into(before)
         self._update_row(connection, memory)
-        return memory
+        return before, memory
 
     @staticmethod
     def _update_row(connection: apsw.Connection, memory: Memory) -> None:
@@ -541,7 +564,29 @@ class SqliteBackend(MemoryBackend):
     def update(self, memory_id: str, patch: MemoryPatch) -> Memory | None:
         return self._update(memory_id, patch, None)
 
-    def _update(self, memory_id: str, patch: MemoryPatch, owner: str | None) -> Memory | None:
+    def update_recorded(self, api_key_id: str, memory_id: str, patch: MemoryPatch,
+                        note: HistoryNote) -> Memory | None:
+        """:meth:`update_owned` with its history entry in the same transaction (:class:`RecordedWrites`)."""
+        return self._update(memory_id, patch, api_key_id, note)
+
+    def delete_recorded(self, api_key_id: str, memory_id: str, note: HistoryNote) -> bool:
+        """:meth:`delete_owned` with its history entry (what the row said) in the same transaction."""
+        require_id(memory_id)
+        with self._write_kept("delete a memory", (api_key_id,)) as write:
+            write.changed.append(memory_id)
+            rows = write.connection.execute(
+                f"DELETE FROM memories WHERE id = ? AND api_key_id = ? RETURNING {_COLUMNS}",
+                (memory_id, api_key_id)).fetchall()
+            if rows and (entry := HistoryEntry.of_change(_to_memory(rows[0]), None, actor=note.actor,
+                                                         event=note.event)) is not None:
+                history_sql.append(write.connection, [entry])
+        if rows:
+            self._invalidate((memory_id,))
+            self._written.discard((memory_id,))
+        return bool(rows)
+
+    def _update(self, memory_id: str, patch: MemoryPatch, owner: str | None,
+                note: HistoryNote | None = None) -> Memory | None:
         require_id(memory_id)
         with self._write_kept("update a memory") as write:
             connection = write.connection
@@ -563,6 +608,9 @@ class SqliteBackend(MemoryBackend):
                         f"cannot rename memory {memory_id} to key {memory.key!r}: memory {clash[0]} of the same "
                         "api key already has that key", backend=self.name)
             self._update_row(connection, memory)
+            if note is not None and (entry := HistoryEntry.of_change(existing, memory, actor=note.actor,
+                                                                     event=note.event)) is not None:
+                history_sql.append(connection, [entry])
         self._invalidate((memory_id,), (memory,))
         self._written.add([(_row_values(memory), memory)])
         return memory

@@ -136,7 +136,12 @@ class TenantMatrix:
     @property
     def nbytes(self) -> int:
         """Bytes held by the arrays (allocated capacity, not just the live rows)."""
-        return self.capacity * (self.dimensions * 4 + 8 + ID_BYTES + ID_TEXT_BYTES + 4 + 8 + 8 + 4)
+        return self.bytes_for(self.capacity, self.dimensions)
+
+    @staticmethod
+    def bytes_for(rows: int, dimensions: int) -> int:
+        """What a matrix of ``rows`` rows of ``dimensions`` holds (see :attr:`nbytes`)."""
+        return rows * (dimensions * 4 + 8 + ID_BYTES + ID_TEXT_BYTES + 4 + 8 + 8 + 4)
 
     def _codes(self, sessions: Sequence[str]) -> np.ndarray:
         codes = self._session_codes
@@ -210,6 +215,10 @@ class TenantMatrix:
             self._center = center_of(self.vectors[:n])
             self._center_n = n
         return self._center
+
+    def prepare_center(self) -> None:
+        """Compute the center now (when a load, not a search, should pay for it). Caller holds ``lock``."""
+        self._centering()
 
     def hub_terms(self, neighbours: int, max_rows: int, center: bool, min_rows: int = 0) -> np.ndarray | None:
         """Every live row's hub term, shrunk for a small tenant (:func:`hub_shrink`), or ``None`` when the
@@ -316,6 +325,11 @@ class MatrixCache:
                 found = self._entries[api_key_id] = TenantMatrix(dimensions)
             self._entries.move_to_end(api_key_id)
             return found
+
+    def has_room(self, nbytes: int) -> bool:
+        """Whether ``nbytes`` more fit without evicting anything."""
+        with self._lock:
+            return self._total + nbytes <= self.max_bytes
 
     def peek(self, api_key_id: str) -> TenantMatrix | None:
         """The tenant's matrix if cached, without touching the LRU order (for write-through updates)."""

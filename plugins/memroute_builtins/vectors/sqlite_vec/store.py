@@ -551,6 +551,8 @@ class SqliteVecStore(VectorStore):
         for owner, delta in deltas.items():
             matrix = self._cache.peek(owner)
             if matrix is None:
+                if delta.added:
+                    self._warm(index, owner)
                 continue
             old, new = generations[owner]
             with matrix.lock:
@@ -563,9 +565,40 @@ class SqliteVecStore(VectorStore):
                     matrix.remove(delta.removed)
                 if delta.added:
                     matrix.append(self._rows(index, delta.added))
+                    self._prepare(matrix)
                 matrix.generation = new
             if delta.added and not self._cache.account(owner, matrix):
                 self._cache.discard(owner)
+
+    def _warm(self, index: _Index, api_key_id: str) -> None:
+        """Load a large tenant's matrix that rows were just written to, when it fits the cache's free room
+        (it never evicts a tenant that searches use for one that is only written), with its center and hub terms.
+
+        The indexer writes here, in the background: a tenant bulk-imported or chatting is about to be searched,
+        and without this its first search paid the load (60 ms at 10k vectors, 0.35 s at 100k, on top of a
+        3-35 ms search). Later writes keep the matrix current by :meth:`_replay`."""
+        count = self._pool.get().execute("SELECT count(*) FROM memroute_vec_ids WHERE api_key_id = ?",
+                                         (api_key_id,)).fetchone()[0]
+        if not self._cache.has_room(TenantMatrix.bytes_for(int(count), index.dimensions)):
+            return
+        matrix = self._cache.entry(api_key_id, index.dimensions)
+        with matrix.lock:
+            if matrix.generation is None:
+                self._load(matrix, index, api_key_id)
+                self._prepare(matrix)
+        if not self._cache.account(api_key_id, matrix):
+            self._cache.discard(api_key_id)
+
+    def _prepare(self, matrix: TenantMatrix) -> None:
+        """Compute now what the next search of this matrix would: its center and its rows' hub terms (a full
+        recomputation is a product of the tenant's rows with themselves, 0.1 s at 2,000 rows on a busy machine;
+        a row added since, one row against all). The writer pays for it, not the search after the write.
+        Caller holds ``matrix.lock``."""
+        if self.settings.center:
+            matrix.prepare_center()
+        if self._hub_penalty > 0:
+            matrix.hub_terms(self.settings.hub_neighbours, self.settings.hub_max_rows, self.settings.center,
+                             self.settings.hub_min_rows)
 
     def delete(self, memory_ids: Sequence[str]) -> None:
         if isinstance(memory_ids, str):

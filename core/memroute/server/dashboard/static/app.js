@@ -368,7 +368,10 @@ function renderPreview(preview, injection) {
     const ranks = item.ranks || {}, scores = item.legScores || {};
     row.insertCell().append(el("span", item.tier, "badge tier"));
     row.insertCell().append(el("code", item.key));
-    row.insertCell().textContent = item.content;
+    const content = row.insertCell();
+    content.textContent = item.content;
+    // When the memory was said (a remembered message): what a "when did I …" question asks for.
+    if (item.saidAt) content.append(" ", el("small", `said ${item.saidAt.slice(0, 10)}`, "said"));
     row.insertCell().textContent = Number(item.score).toFixed(2);
     row.insertCell().textContent = leg(ranks.keyword, scores.keyword);
     row.insertCell().textContent = leg(ranks.vector, scores.vector);

@@ -1,0 +1,24 @@
+"""A single durable add with its history entry in the add's own transaction against the same add with the entry
+written in a second step, in one run (``pytest -m bench tests/bench/test_history_write_bench.py -s``; figures in
+docs/performance.md). Printed, not asserted: timings on a shared machine are noisy."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import memroute
+from memroute.bench.history_write import run_history_write_bench
+
+pytestmark = pytest.mark.bench
+
+
+def test_single_adds_with_history_in_the_write_against_a_second_step(tmp_path):
+    def open_service(path):
+        return memroute.open({}, data_dir=str(path), embedding={"source": "none"}, manager={"health_interval_s": 0})
+
+    report = run_history_write_bench(open_service, tmp_path, adds=2000)
+    print(json.dumps(report, indent=2))
+    assert report["recorded"] == {"in_transaction": True, "second_step": True}
+    assert report["in_transaction_vs_second_step_p50"] > 0
