@@ -464,6 +464,14 @@ class EmbeddingSource(abc.ABC):
     def embed(self, text: str) -> np.ndarray:
         return self.embed_batch([text])[0]
 
+    def embed_query(self, text: str) -> np.ndarray:
+        """The vector of a search query, matched against memories embedded by :meth:`embed_batch`.
+
+        The same as :meth:`embed` unless the model was trained to read the two sides differently: a
+        retrieval model such as e5 embeds ``"query: ..."`` against ``"passage: ..."``, and a question
+        embedded as a passage ranks its answer lower."""
+        return self.embed(text)
+
     def signature(self) -> EmbeddingSignature:
         if self.dimensions is None:
             self.embed("dimension probe")

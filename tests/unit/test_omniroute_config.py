@@ -75,8 +75,17 @@ def test_an_ignored_variable_warns_naming_it(name, value):
     assert loaded == load_settings({}, environ={})
 
 
+@pytest.mark.parametrize(("value", "model"), [("Xenova/all-MiniLM-L6-v2", "all-MiniLM-L6-v2"),
+                                              ("Xenova/multilingual-e5-small", "multilingual-e5-small")])
+def test_a_transformers_model_memroute_runs_is_mapped(value, model):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        loaded = settings(MEMORY_TRANSFORMERS_MODEL=value)
+    assert loaded.embedding.options["transformers"] == {"model": model}
+
+
 @pytest.mark.parametrize(("name", "value"), [
-    ("MEMORY_TRANSFORMERS_MODEL", "Xenova/all-MiniLM-L6-v2"), ("MEMORY_STATIC_MODEL", "minishlab/potion-base-8M"),
+    ("MEMORY_STATIC_MODEL", "minishlab/potion-base-8M"),
     ("OUTBOUND_SSRF_GUARD_ENABLED", "true"), ("OMNIROUTE_MCP_ENFORCE_SCOPES", "true"),
     ("OMNIROUTE_ALLOW_PRIVATE_PROVIDER_URLS", "false"),
 ])

@@ -1,7 +1,8 @@
 """Fit an embedding source's relevance model (:mod:`memroute.retrieval.relevance`) on the dev split of the
 quality benchmark, and check it on the test split.
 
-``python -m memroute.bench.calibrate --models static,transformers`` loads the quality benchmark's stores
+``python -m memroute.bench.calibrate --models static,transformers`` (a source, or ``source:model`` such as
+``transformers:multilingual-e5-small``) loads the quality benchmark's stores
 (:mod:`memroute.bench.quality`: facts with and without 2,000 real chat turns per tenant) and asks, through the
 public service with no relevance floor, the benchmark's questions plus those with several answers and the
 off-topic ones of :mod:`memroute.bench.relevance_questions`. Every candidate of a hybrid search (up to 100)
@@ -29,7 +30,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from memroute.bench.quality import _memories, chat_distractors, queries, split_of
+from memroute.bench.quality import _memories, chat_distractors, embedding_options, queries, split_of, store_name
 from memroute.bench.relevance_questions import INDIRECT, MIXED, OFF_TOPIC
 from memroute.config.serialization import memory_to_dict
 from memroute.retrieval.relevance import DEFAULT_MIN_SCORE, Calibration
@@ -175,8 +176,8 @@ def calibrate(open_service: Callable[..., Any], model: str, root: Path,
     for count in sorted({0, per_tenant}):
         chosen = {tenant: turns[:count] for tenant, turns in distractors.items()}
         lines = [json.dumps(memory_to_dict(m)) for m in _memories(chosen)]
-        data_dir = root / f"{model}-{count}"
-        with open_service(data_dir, {"source": model}) as mem:
+        data_dir = root / f"{store_name(model)}-{count}"
+        with open_service(data_dir, embedding_options(model)) as mem:
             mem.import_jsonl(lines)
             if not mem.flush(timeout=3600):
                 raise RuntimeError("indexing did not finish")

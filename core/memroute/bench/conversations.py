@@ -39,6 +39,7 @@ import attrs
 
 from memroute.bench.cue_dialogues import CUE_QUESTIONS, CUE_TURNS
 from memroute.bench.dialogues import DIALOGUES
+from memroute.bench.quality import embedding_options, store_name
 from memroute.config.serialization import memory_to_dict
 from memroute.errors import ConfigError
 from memroute.models import Memory, utcnow
@@ -247,7 +248,8 @@ def run_conversations(
     root: Path,
     progress: Callable[[str], None] = lambda m: None,
 ) -> dict[str, Any]:
-    """The whole set: for each embedding source and each way of storing a turn, one store and every leg.
+    """The whole set: for each embedding source (or ``source:model``) and each way of storing a turn, one store
+    and every leg.
     ``open_service(data_dir, embedding_options, vector_options=None, memory_options=None)`` as for
     :func:`memroute.bench.quality.run_quality` (``memory_options``: ``[memory]`` settings for that service)."""
     conversations = real_conversations()
@@ -257,8 +259,8 @@ def run_conversations(
         for form in FORMATS:
             progress(f"conversations: {model}, turns stored {form}")
             report["results"].setdefault(model, {})[form] = measure(
-                open_service, root / f"conversations-{model}-{form}", {"source": model}, form, per_tenant,
-                conversations, progress)
+                open_service, root / f"conversations-{store_name(model)}-{form}", embedding_options(model), form,
+                per_tenant, conversations, progress)
     return report
 
 

@@ -196,7 +196,7 @@ def _knn_samples(embedder: Any, contents: list[str], texts: list[str]) -> dict[s
     samples = []
     for text in texts:
         began = time.perf_counter()
-        query = embedder.embed(text)
+        query = embedder.embed_query(text)
         scores = matrix @ query
         top = np.argpartition(-scores, 30)[:30]
         top[np.argsort(-scores[top])]

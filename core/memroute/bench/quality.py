@@ -185,6 +185,18 @@ def measure(open_service: Callable[..., Any], data_dir: Path, embedding: dict[st
     return report
 
 
+def embedding_options(name: str) -> dict[str, Any]:
+    """The ``[embedding]`` options a benchmark's model name stands for: an embedding source (``static``), or a
+    source and one of its models (``transformers:all-MiniLM-L6-v2``)."""
+    source, _, model = name.partition(":")
+    return {"source": source, **({"model": model} if model else {})}
+
+
+def store_name(name: str) -> str:
+    """A model name as a directory name."""
+    return name.replace(":", "-").replace("/", "-")
+
+
 def run_quality(
     open_service: Callable[..., Any],
     *,
@@ -193,7 +205,8 @@ def run_quality(
     root: Path,
     progress: Callable[[str], None] = lambda m: None,
 ) -> dict[str, Any]:
-    """The whole benchmark: for each embedding source, a store without distractors and one with
+    """The whole benchmark: for each embedding source (or ``source:model``, :func:`embedding_options`), a store
+    without distractors and one with
     ``per_tenant`` chat turns per tenant. ``open_service(data_dir, embedding_options, vector_options=None)``
     opens the engine (``vector_options``: the sqlite-vec store's, e.g. ``{"center": False}``)."""
     distractors = chat_distractors(per_tenant) if per_tenant else {}
@@ -203,7 +216,8 @@ def run_quality(
         for count in sorted({0, per_tenant}):
             progress(f"{model}, {count} chat distractors per tenant")
             report["results"].setdefault(model, {})[str(count)] = measure(
-                open_service, root / f"{model}-{count}", {"source": model}, count, distractors, progress)
+                open_service, root / f"{store_name(model)}-{count}", embedding_options(model), count, distractors,
+                progress)
     return report
 
 

@@ -255,7 +255,7 @@ def run_naive_comparison(
             # The baselines embed every question afresh (no cache); memroute's hybrid search runs first on each
             # question, so it too pays the embedding (its semantic search after it finds the vector cached).
             uncached = getattr(embedder, "inner", embedder)
-            naive = NaiveRecipe(stored, vectors, uncached.embed)
+            naive = NaiveRecipe(stored, vectors, uncached.embed_query)
 
             def hybrid(text: str) -> Any:
                 return mem.search(text, api_key_id=_TENANT, strategy="hybrid", limit=10)

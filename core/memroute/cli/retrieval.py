@@ -56,7 +56,8 @@ def reindex(ctx: click.Context, force: bool, as_json: bool) -> None:
                    "labelled sentences, and R@5 / R@10 of evidence turns in multi-session conversations through "
                    "observe vs storing every turn (docs/pipeline.md; needs memroute[bench]).")
 @click.option("--models", default="static,transformers", show_default=True,
-              help="With --quality: the embedding sources to measure.")
+              help="With --quality: the embedding sources to measure (a source, or source:model such as "
+                   "transformers:multilingual-e5-small).")
 @click.option("--distractors", type=int, default=2000, show_default=True,
               help="With --quality: real chat turns per tenant (distractors, and the conversations' length); "
                    "with --learning: real chat turns mixed into each user's conversations [default there: 500].")

@@ -34,7 +34,8 @@ class OmnirouteEnvWarning(UserWarning):
 
 
 REFERENCE_ENV: Final[dict[str, str]] = {
-    "MEMORY_TRANSFORMERS_MODEL": "mapped when it names all-MiniLM-L6-v2 (memroute ships it); otherwise ignored",
+    "MEMORY_TRANSFORMERS_MODEL": "mapped to [embedding.transformers] model when it names all-MiniLM-L6-v2 or "
+                                 "multilingual-e5-small (memroute runs both); otherwise ignored",
     "MEMORY_STATIC_MODEL": "mapped when it names potion-base-8M (memroute ships it); otherwise ignored",
     "MEMORY_STATIC_CACHE_DIR": "ignored: memroute's static model comes with the package, nothing is downloaded",
     "DATA_DIR": "ignored: memroute's data directory is MEMROUTE_DATA_DIR",
@@ -101,9 +102,14 @@ def reference_env_layer(environ: Mapping[str, str]) -> tuple[dict[str, Any], lis
         ignored.append(f"{name} is set but memroute does not use it: {why}")
 
     transformers = environ.get("MEMORY_TRANSFORMERS_MODEL", "").strip()
-    if transformers and "all-minilm-l6-v2" not in transformers.lower():
-        ignore("MEMORY_TRANSFORMERS_MODEL", "memroute never downloads a model; its transformers source runs the "
-               "bundled all-MiniLM-L6-v2, or an ONNX export named by [embedding.transformers] model_path")
+    known = next((name for name in ("all-MiniLM-L6-v2", "multilingual-e5-small")
+                  if name.lower() in transformers.lower()), None) if transformers else None
+    if known:
+        _set(layer, ("embedding", "options", "transformers", "model"), known)
+    elif transformers:
+        ignore("MEMORY_TRANSFORMERS_MODEL", "memroute never downloads a model; its transformers source runs "
+               "multilingual-e5-small or all-MiniLM-L6-v2 from their packages, or an ONNX export named by "
+               "[embedding.transformers] model_path")
     static = environ.get("MEMORY_STATIC_MODEL", "").strip()
     if static and "potion-base-8m" not in static.lower():
         ignore("MEMORY_STATIC_MODEL", "memroute never downloads a model; its static source runs the bundled "

@@ -23,10 +23,12 @@ def uncached(source: EmbeddingSource) -> EmbeddingSource:
     return source.inner if isinstance(source, CachedEmbeddingSource) else source
 
 
-def cache_key(source: str, model: str, dimensions: int | None, text: str) -> str:
-    """``source:model:dim:sha256(text)``: the reference's key (``dim`` 0 while unknown)."""
+def cache_key(source: str, model: str, dimensions: int | None, text: str, *, query: bool = False) -> str:
+    """``source:model:dim:sha256(text)``: the reference's key (``dim`` 0 while unknown); a search query's
+    vector is kept apart, ``source:model:dim:query:sha256(text)`` (a retrieval model embeds a query and a
+    memory of the same text differently)."""
     digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-    return f"{source}:{model or 'unknown'}:{dimensions or 0}:{digest}"
+    return f"{source}:{model or 'unknown'}:{dimensions or 0}:{'query:' if query else ''}{digest}"
 
 
 class CachedEmbeddingSource(EmbeddingSource):
@@ -73,21 +75,29 @@ class CachedEmbeddingSource(EmbeddingSource):
         """``embed_batch([text])[0]`` (the same vector, a fresh writable copy, the same cache counts) without the
         batch's bookkeeping: a search embeds one query text, and on a miss the batch path's lists, second key
         and stack were a quarter of the wrapper's cost."""
+        return self._one(text, query=False)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """The wrapped source's :meth:`~memroute.interfaces.EmbeddingSource.embed_query`, cached under its own
+        key."""
+        return self._one(text, query=True)
+
+    def _one(self, text: str, *, query: bool) -> np.ndarray:
         (text,) = validate_texts([text])
         inner = self.inner
         dimensions = inner.dimensions
-        key = cache_key(inner.source, inner.model, dimensions, text)
+        key = cache_key(inner.source, inner.model, dimensions, text, query=query)
         cached = self.cache.get(key) if self.cache.enabled else MISSING
         if cached is not MISSING:
             return np.array(cached)
-        fresh = inner.embed_batch([text])
+        fresh = inner.embed_query(text)[None] if query else inner.embed_batch([text])
         if len(fresh) != 1:
             raise EmbeddingError(f"{inner.source} returned {len(fresh)} vectors for 1 texts",
                                  reason="request_failed", source=inner.source)
         stored = np.array(fresh[0], dtype=np.float32)
         stored.flags.writeable = False
         if inner.dimensions != dimensions:  # the first call measured it: key by it, so the next lookup hits
-            key = cache_key(inner.source, inner.model, inner.dimensions, text)
+            key = cache_key(inner.source, inner.model, inner.dimensions, text, query=query)
         self.cache.set(key, stored)
         return np.array(stored)
 

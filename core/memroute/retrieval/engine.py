@@ -481,7 +481,7 @@ class RetrievalEngine:
             return None
         try:
             text = keyword_query(query.text) if embedder.query_content_words else query.text
-            vector = embedder.embed(text)
+            vector = embedder.embed_query(text)
             checkpoint()
             return list(store.query(vector, query, k))
         except Exception as exc:

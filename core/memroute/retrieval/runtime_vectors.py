@@ -355,7 +355,7 @@ class VectorSwitch:
                 return store
             store.bind(engine.index_signature())
             probe = SearchQuery(api_key_id="memroute-settings-probe", text="probe", strategy="semantic", limit=1)
-            store.query(engine.embedder.embed("memroute settings probe"), probe, 1)
+            store.query(engine.embedder.embed_query("memroute settings probe"), probe, 1)
         except Exception as exc:
             store.close()
             raise ValidationError(f"qdrant probe failed: {where}: {type(exc).__name__}: {exc}",

