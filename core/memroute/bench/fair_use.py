@@ -32,18 +32,9 @@ __all__ = ["run_fair_use_bench"]
 
 
 def _quiet_p50(url: str, secret: str, searches: int) -> dict[str, float]:
-    import httpx
+    from memroute.bench.http import _p
 
-    from memroute.bench.http import _QUERIES, _p
-
-    samples = []
-    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {secret}"}, timeout=60) as client:
-        for index in range(searches):
-            started = time.perf_counter()
-            response = client.post("/api/memory/search", json={"query": _QUERIES[index % len(_QUERIES)]})
-            samples.append(time.perf_counter() - started)
-            response.raise_for_status()
-    return _p(samples)
+    return _p(_quiet_samples(url, secret, searches))
 
 
 def _flood(url: str, secret: str, clients: int, stop: threading.Event, answers: dict[str, int]) -> None:
