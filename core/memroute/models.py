@@ -528,7 +528,10 @@ class NewMemory:
         )
 
     def merged_into(self, existing: Memory) -> Memory:
-        """The upsert result when ``existing`` already holds this key: id and created_at are kept."""
+        """The upsert result when ``existing`` already holds this key: id and created_at are kept, and
+        ``updated_at`` never goes back: an add built before the one it replaces but written after it (two
+        concurrent adds of one key) is stamped no earlier than what it replaced, so the newest write is the
+        newest ``updated_at``."""
         return attrs.evolve(
             existing,
             content=self.content,
@@ -536,7 +539,7 @@ class NewMemory:
             type=self.type,
             session_id=self.session_id,
             expires_at=self.expires_at,
-            updated_at=self.now,
+            updated_at=max(self.now, existing.updated_at),
         )
 
 
@@ -589,7 +592,8 @@ class MemoryPatch:
         return not self.changes()
 
     def applied_to(self, memory: Memory) -> Memory:
-        return attrs.evolve(memory, **self.changes(), updated_at=self.now)
+        """``memory`` with this patch's changes; ``updated_at`` never goes back (see :meth:`NewMemory.merged_into`)."""
+        return attrs.evolve(memory, **self.changes(), updated_at=max(self.now, memory.updated_at))
 
 
 # --- listing -------------------------------------------------------------------------------------------

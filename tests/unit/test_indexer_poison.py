@@ -13,12 +13,11 @@ from memroute.testing.numpy_store import NumpyVectorStore
 
 
 class Refusing(NumpyVectorStore):
-    """Refuses any batch holding the memory it was told is poison (as Qdrant refuses a non-UUID id)."""
-
-    poison: set[str] = set()
+    """Refuses any batch holding a memory of the session ``poison`` (as Qdrant refuses a non-UUID id). By
+    session, not id, so the refusal is in place before the memory exists and the indexer never races it."""
 
     def upsert(self, items):
-        if any(item.memory_id in self.poison for item in items):
+        if any(item.session_id == "poison" for item in items):
             raise VectorStoreError("point id refused")
         super().upsert(items)
 
@@ -27,9 +26,7 @@ def test_a_poison_memory_is_dead_lettered_and_the_others_are_indexed(tmp_path):
     settings = load_settings({"data_dir": str(tmp_path / "d"), "manager": {"health_interval_s": 0}}, use_env=False)
     store = Refusing()
     with Memroute(settings, embedder=HashingEmbeddingSource(), vector_store=store) as mem:
-        poison = mem.add(api_key_id="a", content="the poison memory")
-        store.poison = {poison.id}
-        mem._retrieval.indexer.markers.mark_all_for_reindex()  # internals: re-queue it under the refusal
+        poison = mem.add(api_key_id="a", content="the poison memory", session_id="poison")
         others = [mem.add(api_key_id=tenant, content=f"{tenant} note {i}") for tenant in "ab" for i in range(4)]
         assert mem.flush(20) is True, "a poison item blocked the index queue"
         assert {m.id for m in others} <= store.ids()

@@ -74,6 +74,16 @@ def test_upsert_merge_keeps_id_and_created_at_and_merges_metadata_shallowly():
     assert merged.type is MemoryType.EPISODIC and merged.session_id == "s2" and merged.expires_at is None
 
 
+def test_an_upsert_or_patch_built_before_the_write_it_follows_never_moves_updated_at_back():
+    # Two concurrent adds of one key: the later-built one can be queued first, so the earlier-built one is
+    # written last; the stored row must still carry the newest updated_at of the two writes.
+    existing = memory(updated_at=NOW + timedelta(hours=2))
+    new = NewMemory(api_key_id="k", key="k1", content="built first, written last", now=NOW + timedelta(hours=1))
+    assert new.merged_into(existing).updated_at == NOW + timedelta(hours=2)
+    assert MemoryPatch(content="late", now=NOW + timedelta(hours=1)).applied_to(existing).updated_at == \
+        NOW + timedelta(hours=2)
+
+
 def test_patch_distinguishes_unset_from_none():
     patch = MemoryPatch(expires_at=None, content="x")
     assert patch.changes() == {"expires_at": None, "content": "x"}
