@@ -25,7 +25,6 @@ of a question's evidence turns among the top k, averaged over questions.
 
 from __future__ import annotations
 
-import json
 import random
 import time
 import uuid
@@ -39,8 +38,7 @@ import attrs
 
 from memroute.bench.cue_dialogues import CUE_QUESTIONS, CUE_TURNS
 from memroute.bench.dialogues import DIALOGUES
-from memroute.bench.quality import embedding_options, store_name
-from memroute.config.serialization import memory_to_dict
+from memroute.bench.quality import embedding_options, load_store, store_name
 from memroute.errors import ConfigError
 from memroute.models import Memory, utcnow
 
@@ -199,15 +197,10 @@ def measure(open_service: Callable[..., Any], data_dir: Path, embedding: dict[st
             progress: Callable[[str], None] = lambda m: None) -> dict[str, Any]:
     """Load one store (every tenant's turns, stored as ``form``) and evaluate every leg on every question: the
     ``facts`` questions' figures at the top of the report, the other categories' under ``categories``."""
-    lines = [json.dumps(memory_to_dict(m)) for m in memories(per_tenant, form, conversations)]
     depth = max(KS)
     with open_service(data_dir, embedding) as mem:
-        started = time.perf_counter()
-        mem.import_jsonl(lines)
-        if not mem.flush(timeout=3600):
-            raise RuntimeError("indexing did not finish")
-        loaded = time.perf_counter() - started
-        progress(f"{form}: loaded {len(lines)} turns in {loaded:.1f} s")
+        count, loaded = load_store(mem, memories(per_tenant, form, conversations), timeout=3600)
+        progress(f"{form}: loaded {count} turns in {loaded:.1f} s")
         plain_embedding = {**embedding, **PLAIN_OPTIONS.get(str(embedding.get("source")), {})}
         with open_service(data_dir, {"source": "none"}, None, NO_CUES) as keyword_only, \
                 open_service(data_dir, plain_embedding, PLAIN_VECTORS, NO_CUES) as plain, \

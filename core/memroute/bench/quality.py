@@ -151,19 +151,25 @@ PLAIN_VECTORS: dict[str, Any] = {"center": False, "hub_penalty": 0.0}
 """The sqlite-vec options that turn its ranking refinements off (for the ``cosine`` baseline)."""
 
 
+def load_store(mem: Any, memories: Iterable[Memory], *, timeout: float) -> tuple[int, float]:
+    """Import ``memories`` into ``mem`` through its JSONL import and wait until every vector is written: how
+    many, and the seconds it took (the benchmarks' load time)."""
+    lines = [json.dumps(memory_to_dict(m)) for m in memories]
+    started = time.perf_counter()
+    mem.import_jsonl(lines)
+    if not mem.flush(timeout=timeout):
+        raise RuntimeError("indexing did not finish")
+    return len(lines), time.perf_counter() - started
+
+
 def measure(open_service: Callable[..., Any], data_dir: Path, embedding: dict[str, Any], per_tenant: int,
             distractors: dict[str, list[str]], progress: Callable[[str], None] = lambda m: None) -> dict[str, Any]:
     """Load one store (facts plus ``per_tenant`` distractors each) and evaluate every leg on every query."""
     chosen = {tenant: turns[:per_tenant] for tenant, turns in distractors.items()}
-    lines = [json.dumps(memory_to_dict(m)) for m in _memories(chosen)]
     selected = queries()
     with open_service(data_dir, embedding) as mem:
-        started = time.perf_counter()
-        mem.import_jsonl(lines)
-        if not mem.flush(timeout=1800):
-            raise RuntimeError("indexing did not finish")
-        loaded = time.perf_counter() - started
-        progress(f"loaded {len(lines)} memories in {loaded:.1f} s")
+        count, loaded = load_store(mem, _memories(chosen), timeout=1800)
+        progress(f"loaded {count} memories in {loaded:.1f} s")
         plain_embedding = {**embedding, **PLAIN_OPTIONS.get(str(embedding.get("source")), {})}
         with open_service(data_dir, {"source": "none"}) as keyword_only, \
                 open_service(data_dir, plain_embedding, PLAIN_VECTORS) as plain:
