@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -115,9 +116,11 @@ class ThreadConnections:
     """One apsw connection per thread to the same database file, closed together.
 
     A connection belongs to its thread for as long as the thread lives. Servers run on pools whose threads come
-    and go (anyio retires an idle worker after 10 s), so the connection of a thread that has ended is closed the
-    next time a thread opens one: open handles stay bounded by the live threads instead of growing with every
-    burst of requests (one server held ~150 handles on each database after four bursts of 120)."""
+    and go (anyio retires an idle worker after 10 s), so a connection is closed when its thread ends: the
+    thread's local storage holds the only strong reference, and apsw closes a connection it frees. Open handles
+    stay bounded by the live threads instead of growing with every burst of requests (one server held ~150
+    handles on each database after four bursts of 120). One kept alive past its thread by a reference cycle
+    is closed the next time a thread opens a connection."""
 
     def __init__(self, path: str | Path, *, prepare: PrepareHook | None = None, busy_timeout_ms: int = 5000,
                  synchronous: str = "NORMAL", on_open: Callable[[apsw.Connection], Any] | None = None) -> None:
@@ -127,7 +130,7 @@ class ThreadConnections:
         self._synchronous = synchronous
         self._on_open = on_open
         self._local = threading.local()
-        self._owners: dict[apsw.Connection, threading.Thread] = {}
+        self._owners: weakref.WeakKeyDictionary[apsw.Connection, threading.Thread] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
         self._closed = False
 
@@ -147,7 +150,7 @@ class ThreadConnections:
         return connection
 
     def open_count(self) -> int:
-        """Connections open now (live threads' and not yet reclaimed ended threads')."""
+        """Connections open now (live threads', and any an ended thread left in a reference cycle)."""
         with self._lock:
             return len(self._owners)
 
@@ -174,7 +177,7 @@ class ThreadConnections:
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            connections, self._owners = list(self._owners), {}
+            connections, self._owners = list(self._owners), weakref.WeakKeyDictionary()
         for connection in connections:
             _close_quietly(connection)
         self._local = threading.local()
