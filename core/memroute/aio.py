@@ -19,6 +19,7 @@ import concurrent.futures
 import contextvars
 import functools
 import threading
+from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
@@ -27,7 +28,66 @@ from memroute.models import Memory
 from memroute.retrieval import gil
 from memroute.service import Memroute
 
-__all__ = ["HANDOFF_FROM_WORKERS", "AsyncMemroute", "auto_workers", "default_handoff", "open_async"]
+__all__ = ["HANDOFF_FROM_WORKERS", "AsyncMemroute", "auto_workers", "caller", "default_handoff", "open_async"]
+
+caller: contextvars.ContextVar[str | None] = contextvars.ContextVar("memroute_aio_caller", default=None)
+"""Whom the calls made in this context are for (``memroute serve`` sets the request's API key). Calls that name a
+caller share the pool's workers fairly between callers (:class:`FairShares`); calls that name none are handed
+to the pool as they come."""
+
+
+class FairShares:
+    """A pool's workers shared fairly between callers. At most ``width`` calls (the pool's size) are handed to
+    the pool at once; the others wait in a queue per caller, and a worker that comes free goes to the caller
+    first in line, who then goes to the back of the line (a newcomer joins just before the caller served
+    last). So a caller with a backlog of fifty calls never sits in front of another's call: that one waits for
+    the calls running and at most one more of each other busy caller, where a first-come pool queues it behind
+    all fifty. Used from one event loop."""
+
+    def __init__(self, width: int) -> None:
+        self.width = width
+        self.running = 0
+        self._waiting: OrderedDict[str, deque[asyncio.Future[None]]] = OrderedDict()
+        self._last: str | None = None
+
+    async def enter(self, who: str) -> None:
+        """Wait for a worker of ``who``'s share; the caller must :meth:`leave` once its call has finished."""
+        if self.running < self.width and not self._waiting:
+            self.running += 1
+            return
+        granted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if who not in self._waiting:
+            self._waiting[who] = deque()
+            if self._last is not None and self._last in self._waiting:
+                self._waiting.move_to_end(self._last)  # a newcomer goes before the caller served last
+        self._waiting[who].append(granted)
+        try:
+            await granted
+        except asyncio.CancelledError:
+            if granted.done() and not granted.cancelled():
+                self.leave()  # handed a worker as it was cancelled: pass it on
+            else:
+                queue = self._waiting.get(who)
+                if queue is not None and granted in queue:
+                    queue.remove(granted)
+                    if not queue:
+                        del self._waiting[who]
+            raise
+
+    def leave(self) -> None:
+        """A call finished: its worker goes to the caller first in line (``running`` stays), or is free."""
+        while self._waiting:
+            who, queue = next(iter(self._waiting.items()))
+            granted = queue.popleft()
+            if queue:
+                self._waiting.move_to_end(who)
+            else:
+                del self._waiting[who]
+            if not granted.done():
+                granted.set_result(None)
+                self._last = who
+                return
+        self.running -= 1
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -119,6 +179,7 @@ class AsyncMemroute:
             max_workers=max_workers, thread_name_prefix="memroute-aio",
             initializer=gil.enable_in_this_thread, initargs=(self.gil_handoff,))
         self.max_workers = max_workers
+        self._shares = FairShares(max_workers)
         self._inflight: set[concurrent.futures.Future[Any]] = set()
         self._inflight_lock = threading.Lock()
         self._closing = False
@@ -142,11 +203,21 @@ class AsyncMemroute:
     async def _run(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         if self._closing:
             raise BackendUnavailableError("this AsyncMemroute is closed")
+        who = caller.get()
+        if who is not None:
+            await self._shares.enter(who)
         # What loop.run_in_executor does (submit, then wrap_future), keeping the concurrent future so that
         # settle() / aclose() can wait for calls that were cancelled on the loop but still run in a thread.
         # The caller's context variables go with the call, as with asyncio.to_thread.
         context = contextvars.copy_context()
-        future = self._executor.submit(context.run, functools.partial(fn, *args, **kwargs))
+        try:
+            future = self._executor.submit(context.run, functools.partial(fn, *args, **kwargs))
+        except BaseException:
+            if who is not None:
+                self._shares.leave()
+            raise
+        if who is not None:
+            future.add_done_callback(functools.partial(_leave_on, asyncio.get_running_loop(), self._shares))
         with self._inflight_lock:
             self._inflight.add(future)
         future.add_done_callback(self._done)
@@ -239,6 +310,14 @@ class AsyncMemroute:
                 yield memory
             if len(chunk) < _EXPORT_CHUNK:
                 return
+
+
+def _leave_on(loop: asyncio.AbstractEventLoop, shares: FairShares, _future: concurrent.futures.Future[Any]) -> None:
+    """A shared call finished in its thread (or was dropped before it started): free its worker on the loop."""
+    try:
+        loop.call_soon_threadsafe(shares.leave)
+    except RuntimeError:
+        pass  # the loop has closed: nothing waits on it any more
 
 
 def _take(iterator: Iterator[Memory], count: int) -> builtins.list[Memory]:

@@ -22,6 +22,7 @@ from typing import Any, Final
 
 import anyio.to_thread
 
+from memroute import aio
 from memroute.deployment.fair_use import RateLimited
 from memroute.deployment.keys import hash_secret
 from memroute.errors import AuthenticationError
@@ -121,7 +122,13 @@ class FairUseMiddleware:
             await self._slow_down(key_id or "")
             await self._refuse(scope, send, refused)
             return
-        await self.app(scope, receive, send)
+        # The worker threads are shared by key too (memroute.aio.FairShares): a flood's calls that go to a
+        # thread wait behind each other, not in front of another key's.
+        token = aio.caller.set(key_id or "")
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            aio.caller.reset(token)
 
     async def _slow_down(self, key_id: str) -> None:
         """Hold a refusal for :data:`REFUSAL_DELAY_S` before answering it. A client that retries at once (a
