@@ -92,6 +92,20 @@ def test_healthz_keeps_answering_during_a_flood_of_deep_bodies(memroute_server):
     assert health and set(health) == {200}
 
 
+def _whole_reply(sock) -> str:
+    """One HTTP response read off ``sock``: its head, then as many body bytes as its content-length says (the
+    two can arrive in separate packets)."""
+    data = b""
+    while b"\r\n\r\n" not in data and (chunk := sock.recv(65536)):
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                   if line.lower().startswith(b"content-length:")), 0)
+    while len(body) < length and (chunk := sock.recv(65536)):
+        body += chunk
+    return (head + b"\r\n\r\n" + body).decode()
+
+
 def test_a_body_sent_too_slowly_is_a_408(tmp_path):
     import socket
 
@@ -102,6 +116,6 @@ def test_a_body_sent_too_slowly_is_a_408(tmp_path):
         with socket.create_connection((host, int(port)), timeout=30) as sock:
             sock.sendall(b"POST /api/memory/search HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-type: application/json\r\n"
                          b"content-length: 100\r\n\r\n{\"query\":")  # ... and the rest never comes
-            reply = sock.recv(65536).decode()
+            reply = _whole_reply(sock)
     assert reply.startswith("HTTP/1.1 408")
     assert json.loads(reply.split("\r\n\r\n", 1)[1])["error"]["message"].startswith("request body not received")
