@@ -16,9 +16,11 @@ from __future__ import annotations
 import asyncio
 import builtins
 import concurrent.futures
+import contextlib
 import contextvars
 import functools
 import threading
+import time
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -31,29 +33,56 @@ from memroute.service import Memroute
 __all__ = ["HANDOFF_FROM_WORKERS", "AsyncMemroute", "auto_workers", "caller", "default_handoff", "open_async"]
 
 caller: contextvars.ContextVar[str | None] = contextvars.ContextVar("memroute_aio_caller", default=None)
-"""Whom the calls made in this context are for (``memroute serve`` sets the request's API key). Calls that name a
-caller share the pool's workers fairly between callers (:class:`FairShares`); calls that name none are handed
-to the pool as they come."""
+"""Whom the calls made in this context are for (``memroute serve`` sets the request's API key). The pool's
+workers are shared fairly between callers (:class:`FairShares`); calls that name none are one caller together,
+served as they come."""
+
+_ANONYMOUS = "\x00anonymous"
+"""The share of the calls made without a :data:`caller` (no API key id is this)."""
 
 
 class FairShares:
-    """A pool's workers shared fairly between callers. At most ``width`` calls (the pool's size) are handed to
-    the pool at once; the others wait in a queue per caller, and a worker that comes free goes to the caller
-    first in line, who then goes to the back of the line (a newcomer joins just before the caller served
-    last). So a caller with a backlog of fifty calls never sits in front of another's call: that one waits for
-    the calls running and at most one more of each other busy caller, where a first-come pool queues it behind
-    all fifty. Used from one event loop."""
+    """A pool's workers shared fairly between callers, with the light ones first.
 
-    def __init__(self, width: int) -> None:
+    At most ``width`` calls are handed to the pool at once; the others wait in a queue per caller, and a worker
+    that comes free goes to the caller first in line, who then goes to the back of the line (a newcomer joins
+    just before the caller served last). So a caller with a backlog of fifty calls never sits in front of
+    another's call, where a first-come pool queues it behind all fifty.
+
+    Two more things keep a flood from slowing a light caller (one with no backlog: nothing waiting here):
+
+    - **Headroom**: ``headroom`` more workers than ``width``, only for a caller with nothing running or waiting,
+      so its call starts at once instead of waiting for one of the flood's to end.
+    - **Stepping aside**: while a light caller's call runs (in the pool, or on the loop: :meth:`in_call`), the
+      running calls of a caller with a backlog pause at their next stage boundary
+      (:func:`memroute.retrieval.gil.checkpoint`, :meth:`step_aside`) until it ends, at most
+      :attr:`max_step_aside_s` at each boundary. On a machine with few cores the calls of one process share
+      one GIL: a light call running beside two of the flood's gets a third of it and runs several times slower;
+      stepped around, it runs at nearly its unloaded speed, and the flood, which has a backlog anyway, waits.
+
+    Used from one event loop (:meth:`enter`, :meth:`leave`); :meth:`in_call` and :meth:`step_aside` from any
+    thread."""
+
+    max_step_aside_s = 0.05
+    """The longest a call steps aside at one stage boundary: a stream of light calls slows a flood, never stops it."""
+
+    def __init__(self, width: int, *, headroom: int = 0) -> None:
         self.width = width
+        self.headroom = headroom
         self.running = 0
+        self._held: dict[str, int] = {}
+        """Workers each caller holds (granted on the loop, given back by :meth:`leave`)."""
         self._waiting: OrderedDict[str, deque[asyncio.Future[None]]] = OrderedDict()
         self._last: str | None = None
+        self._active: dict[str, int] = {}
+        """Calls running now, per caller: in a worker or on the loop (:meth:`in_call`); any thread."""
+        self._changed = threading.Condition()
 
     async def enter(self, who: str) -> None:
         """Wait for a worker of ``who``'s share; the caller must :meth:`leave` once its call has finished."""
-        if self.running < self.width and not self._waiting:
-            self.running += 1
+        if (self.running < self.width and not self._waiting) or (
+                self.running < self.width + self.headroom and who not in self._held and who not in self._waiting):
+            self._grant_to(who)
             return
         granted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         if who not in self._waiting:
@@ -65,7 +94,7 @@ class FairShares:
             await granted
         except asyncio.CancelledError:
             if granted.done() and not granted.cancelled():
-                self.leave()  # handed a worker as it was cancelled: pass it on
+                self.leave(who)  # handed a worker as it was cancelled: pass it on
             else:
                 queue = self._waiting.get(who)
                 if queue is not None and granted in queue:
@@ -74,20 +103,66 @@ class FairShares:
                         del self._waiting[who]
             raise
 
-    def leave(self) -> None:
-        """A call finished: its worker goes to the caller first in line (``running`` stays), or is free."""
-        while self._waiting:
-            who, queue = next(iter(self._waiting.items()))
+    def leave(self, who: str) -> None:
+        """A call of ``who`` finished: its worker goes to the caller first in line, or is free."""
+        held = self._held.get(who, 0) - 1
+        if held > 0:
+            self._held[who] = held
+        else:
+            self._held.pop(who, None)
+        self.running -= 1
+        while self._waiting and self.running < self.width:
+            first, queue = next(iter(self._waiting.items()))
             granted = queue.popleft()
             if queue:
-                self._waiting.move_to_end(who)
+                self._waiting.move_to_end(first)
             else:
-                del self._waiting[who]
+                del self._waiting[first]
             if not granted.done():
+                self._grant_to(first)
                 granted.set_result(None)
-                self._last = who
-                return
-        self.running -= 1
+                self._last = first
+
+    def _grant_to(self, who: str) -> None:
+        self.running += 1
+        self._held[who] = self._held.get(who, 0) + 1
+
+    @contextlib.contextmanager
+    def in_call(self, who: str | None) -> Iterator[None]:
+        """Count a call of ``who`` as running for as long as the block runs (``None``: nothing is counted)."""
+        if who is None:
+            yield
+            return
+        with self._changed:
+            self._active[who] = self._active.get(who, 0) + 1
+        try:
+            yield
+        finally:
+            with self._changed:
+                left = self._active[who] - 1
+                if left:
+                    self._active[who] = left
+                else:
+                    del self._active[who]
+                self._changed.notify_all()
+
+    def step_aside(self) -> None:
+        """At a stage boundary of a call of the current :data:`caller`: when that caller has a backlog and a
+        light caller's call is running, wait until it has ended (at most :attr:`max_step_aside_s`)."""
+        who = caller.get()
+        if who is None or who not in self._waiting:
+            return
+        deadline = time.monotonic() + self.max_step_aside_s
+        with self._changed:
+            while who in self._waiting and self._light_running(who):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self._changed.wait(left)
+
+    def _light_running(self, who: str) -> bool:
+        return any(other != who and other not in self._waiting for other in self._active)
+
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -175,11 +250,13 @@ class AsyncMemroute:
             gil_handoff = default_handoff(max_workers)
         self._sync = service
         self.gil_handoff = float(gil_handoff)
+        # One worker more than the share width when the pool is ours: the headroom a light caller's call starts
+        # on while a flood holds the others (FairShares). It is started only when used.
+        self._shares = FairShares(max_workers, headroom=0 if executor else 1)
         self._executor = executor or concurrent.futures.ThreadPoolExecutor(
-            max_workers=max_workers, thread_name_prefix="memroute-aio",
-            initializer=gil.enable_in_this_thread, initargs=(self.gil_handoff,))
+            max_workers=max_workers + 1, thread_name_prefix="memroute-aio",
+            initializer=gil.enable_in_this_thread, initargs=(self.gil_handoff, self._shares.step_aside))
         self.max_workers = max_workers
-        self._shares = FairShares(max_workers)
         self._inflight: set[concurrent.futures.Future[Any]] = set()
         self._inflight_lock = threading.Lock()
         self._closing = False
@@ -204,20 +281,19 @@ class AsyncMemroute:
         if self._closing:
             raise BackendUnavailableError("this AsyncMemroute is closed")
         who = caller.get()
-        if who is not None:
-            await self._shares.enter(who)
+        share = _ANONYMOUS if who is None else who
+        await self._shares.enter(share)
         # What loop.run_in_executor does (submit, then wrap_future), keeping the concurrent future so that
         # settle() / aclose() can wait for calls that were cancelled on the loop but still run in a thread.
         # The caller's context variables go with the call, as with asyncio.to_thread.
         context = contextvars.copy_context()
+        call = functools.partial(fn, *args, **kwargs)
         try:
-            future = self._executor.submit(context.run, functools.partial(fn, *args, **kwargs))
+            future = self._executor.submit(context.run, self._counted, who, call)
         except BaseException:
-            if who is not None:
-                self._shares.leave()
+            self._shares.leave(share)
             raise
-        if who is not None:
-            future.add_done_callback(functools.partial(_leave_on, asyncio.get_running_loop(), self._shares))
+        future.add_done_callback(functools.partial(_leave_on, asyncio.get_running_loop(), self._shares, share))
         with self._inflight_lock:
             self._inflight.add(future)
         future.add_done_callback(self._done)
@@ -226,6 +302,17 @@ class AsyncMemroute:
         except asyncio.CancelledError:
             future.cancel()  # now, not in a later callback: a queued call is dropped before a worker takes it
             raise
+
+    def _counted(self, who: str | None, call: Callable[[], R]) -> R:
+        with self._shares.in_call(who):
+            return call()
+
+    def run_inline(self, fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
+        """``fn(*args, **kwargs)`` right here, on the calling thread (the server runs a tenant's short searches
+        on the event loop), counted as a running call of the current :data:`caller`: while it runs, the pool's
+        calls of a caller with a backlog step aside (:class:`FairShares`)."""
+        with self._shares.in_call(caller.get()):
+            return fn(*args, **kwargs)
 
     def _done(self, future: concurrent.futures.Future[Any]) -> None:
         with self._inflight_lock:
@@ -312,10 +399,11 @@ class AsyncMemroute:
                 return
 
 
-def _leave_on(loop: asyncio.AbstractEventLoop, shares: FairShares, _future: concurrent.futures.Future[Any]) -> None:
+def _leave_on(loop: asyncio.AbstractEventLoop, shares: FairShares, who: str,
+              _future: concurrent.futures.Future[Any]) -> None:
     """A shared call finished in its thread (or was dropped before it started): free its worker on the loop."""
     try:
-        loop.call_soon_threadsafe(shares.leave)
+        loop.call_soon_threadsafe(shares.leave, who)
     except RuntimeError:
         pass  # the loop has closed: nothing waits on it any more
 

@@ -22,7 +22,7 @@ def test_a_second_caller_waits_for_one_call_of_a_busy_one_not_its_whole_backlog(
             await shares.enter(who)
             order.append(name)
             await asyncio.sleep(0)  # the call "runs"
-            shares.leave()
+            shares.leave(who)
 
         flood = [asyncio.create_task(call("flood", f"f{i}")) for i in range(6)]
         await asyncio.sleep(0)  # the flood is queued first
@@ -52,9 +52,9 @@ def test_a_cancelled_waiter_leaves_the_line_and_a_cancelled_grant_is_passed_on()
 
         later = asyncio.create_task(take("c"))
         await asyncio.sleep(0)
-        shares.leave()  # a's call finished: the worker goes to c, not to the cancelled b
+        shares.leave("a")  # a's call finished: the worker goes to c, not to the cancelled b
         await later
-        shares.leave()
+        shares.leave("c")
         return shares.running, served
 
     running, served = asyncio.run(main())
@@ -93,9 +93,100 @@ def test_calls_of_named_callers_through_the_async_api_are_shared_and_all_complet
             await mem.aclose()
 
     asyncio.run(main())
-    assert started.index("quiet") <= 4, started  # a first-come pool starts it 21st
+    assert started.index("quiet") <= 2, started  # on the headroom worker, at once; a first-come pool: 21st
 
 
 async def _settled(mem: AsyncMemroute) -> bool:
     await asyncio.sleep(0.05)  # the last worker is freed by a callback on the loop
     return mem._shares.running == 0
+
+
+def test_the_headroom_worker_is_for_a_caller_with_nothing_running_or_waiting() -> None:
+    async def main() -> list[str]:
+        shares = FairShares(1, headroom=1)
+        await shares.enter("flood")  # the one worker of the width
+        second = asyncio.create_task(shares.enter("flood"))  # flood already holds one: it waits
+        await asyncio.sleep(0)
+        assert not second.done() and shares.running == 1
+        await shares.enter("quiet")  # nothing running or waiting: the headroom, at once
+        third = asyncio.create_task(shares.enter("other"))  # the headroom is taken: it waits in line
+        await asyncio.sleep(0)
+        assert not third.done() and shares.running == 2
+        shares.leave("quiet")  # the pool is back at its width: nothing is handed on
+        await asyncio.sleep(0)
+        assert not second.done() and not third.done()
+        shares.leave("flood")  # now the line moves: flood was first in it
+        await asyncio.sleep(0)
+        served = [name for name, task in (("flood", second), ("other", third)) if task.done()]
+        shares.leave(served[0])
+        await asyncio.sleep(0)
+        assert second.done() and third.done()
+        return served
+
+    assert asyncio.run(main()) == ["flood"]
+
+
+def _flood_until(stop: threading.Event, passed: list[int]) -> None:
+    """A long call of the flood: a stage boundary every millisecond, counted."""
+    from memroute.retrieval.gil import checkpoint
+
+    while not stop.is_set():
+        checkpoint()
+        passed[0] += 1
+        time.sleep(0.001)
+
+
+@pytest.mark.parametrize("backlog", [True, False])
+def test_a_callers_backlogged_calls_step_aside_while_a_light_callers_call_runs(tmp_path, backlog) -> None:
+    """Real pool: the flood's running calls pass stage boundaries (``gil.checkpoint``) until another caller's call
+    runs; then they wait at their next one, until it ends. A caller without a backlog does not step aside."""
+
+    async def main() -> tuple[int, int, int]:
+        with memroute.open(data_dir=str(tmp_path)) as service:
+            mem = AsyncMemroute(service, max_workers=2, close_service=False)
+            mem._shares.max_step_aside_s = 30.0  # this test waits on the rule, not on the bound
+            stop, passed = threading.Event(), [0]
+            token = caller.set("flood")
+            calls = [asyncio.create_task(mem.run(_flood_until, stop, passed)) for _ in range(4 if backlog else 2)]
+            caller.reset(token)
+            while passed[0] < 20:  # both workers are in the flood's calls
+                await asyncio.sleep(0.005)
+            assert ("flood" in mem._shares._waiting) is backlog
+
+            def light_call() -> tuple[int, int]:
+                with mem._shares.in_call("quiet"):
+                    time.sleep(0.05)  # the calls already past a boundary reach their next one
+                    before = passed[0]
+                    time.sleep(0.1)
+                    return before, passed[0]
+
+            before, after = await asyncio.to_thread(light_call)
+            ended = passed[0]
+            while passed[0] < ended + 10:  # and the flood goes on once it has ended
+                await asyncio.sleep(0.005)
+            stop.set()
+            await asyncio.gather(*calls)
+            await mem.aclose()
+            return before, after, ended
+
+    before, after, _ended = asyncio.run(main())
+    if backlog:
+        assert after == before, (before, after)
+    else:
+        assert after > before, (before, after)
+
+
+def test_run_inline_counts_as_the_callers_running_call(tmp_path) -> None:
+    async def main() -> None:
+        with memroute.open(data_dir=str(tmp_path)) as service:
+            mem = AsyncMemroute(service, max_workers=2, close_service=False)
+            token = caller.set("quiet")
+            try:
+                assert mem.run_inline(lambda: dict(mem._shares._active)) == {"quiet": 1}
+            finally:
+                caller.reset(token)
+            assert mem.run_inline(lambda: dict(mem._shares._active)) == {}  # no caller: nothing counted
+            assert mem._shares._active == {}
+            await mem.aclose()
+
+    asyncio.run(main())

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 __all__ = ["DEFAULT_PAUSE", "checkpoint", "enable_in_this_thread"]
 
@@ -29,14 +30,20 @@ _local = threading.local()
 _sleep = time.sleep
 
 
-def enable_in_this_thread(pause: float = DEFAULT_PAUSE) -> None:
-    """Make :func:`checkpoint` sleep ``pause`` seconds on the calling thread (``0``: never)."""
+def enable_in_this_thread(pause: float = DEFAULT_PAUSE, step_aside: Callable[[], None] | None = None) -> None:
+    """Make :func:`checkpoint` sleep ``pause`` seconds on the calling thread (``0``: never), after calling
+    ``step_aside`` (the pool's way to let another caller's call go first: :class:`memroute.aio.FairShares`)."""
     _local.pause = float(pause)
+    _local.step_aside = step_aside
 
 
 def checkpoint() -> None:
-    """A stage boundary in a call: on a thread that enabled it, release the GIL briefly so that another thread
-    waiting for it (the event loop's) can run; elsewhere, nothing."""
+    """A stage boundary in a call: on a thread that enabled it, let the pool pause the call for another
+    caller's, then release the GIL briefly so that another thread waiting for it (the event loop's) can run;
+    elsewhere, nothing."""
+    step_aside = getattr(_local, "step_aside", None)
+    if step_aside is not None:
+        step_aside()
     pause = getattr(_local, "pause", 0.0)
     if pause:
         _sleep(pause)

@@ -165,7 +165,7 @@ async def search_memories(request: Request, principal: CurrentPrincipal, body: S
             budget.record(tenant, time.perf_counter() - started)
 
     if budget.allows(tenant):
-        return search()
+        return asvc(request).run_inline(search)
     return await asvc(request).run(search)
 
 
