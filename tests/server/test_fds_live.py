@@ -26,10 +26,13 @@ pytestmark = [pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="nee
 BURSTS = 4
 REQUESTS = 100
 PAUSE_S = 10.5
-"""Between bursts: anyio retires a worker thread idle for 10 s, so each burst starts threads of its own (the
-leak needed ended threads: a burst on the same threads reuses their connections)."""
-SLACK = 1.2
-"""How much more a later burst may hold per live thread than the first (measured: at most 1.05 times)."""
+"""After each burst, before counting: anyio retires a worker thread idle for 10 s, so the count is of the server
+at rest (its long-lived threads), and each burst starts threads of its own (the leak needed ended threads: a
+burst on the same threads reuses their connections)."""
+SLACK = 1.25
+"""How much more the server at rest may hold per live thread after a later burst than after the second: a
+long-lived thread is sometimes started by a later burst (the async API's pool starts its workers as needed),
+and threads differ in which databases they open (a key check opens state.db only, a search all three)."""
 
 
 def _threads(pid: int) -> int:
@@ -104,15 +107,15 @@ def test_a_live_servers_descriptors_stay_flat_over_bursts(tmp_path):
         secrets = [server.tenant_a, server.tenant_b]
         counts = []
         for number in range(BURSTS):
-            if number:
-                time.sleep(PAUSE_S)
             statuses = _burst(server, secrets, number)
             assert sorted(set(statuses)) == [200, 201, 404], statuses  # everything answered, none refused
+            time.sleep(PAUSE_S)
             counts.append((*_settled(pid, tmp_path), _threads(pid)))
-        # A database connection belongs to a live thread, and the pools' threads vary a little from burst to burst
-        # (anyio starts as many as the burst needs): descriptors per live thread stay flat. With the leak they
-        # grew ~18 a burst while the threads did not (49, 71, 89, 105 on 20, 20, 23, 22 threads).
-        _total, first_data, first_threads = counts[0]
-        assert first_data > 0  # the count looks at the right files
-        for _total, data, threads in counts[1:]:
-            assert data <= first_data * threads / first_threads * SLACK, counts
+        # A database connection belongs to a live thread: at rest, once the pools have retired the burst's
+        # threads, the server holds its long-lived threads' connections and nothing more, after every burst.
+        # With the leak it held ~18 more after each (49, 71, 89, 105 on 20, 20, 23, 22 threads). The first
+        # burst is the server's first, on pools that start cold: the second is the reference.
+        assert counts[0][1] > 0  # the count looks at the right files
+        _total, reference, reference_threads = counts[1]
+        for _total, data, threads in counts[2:]:
+            assert data <= reference * threads / reference_threads * SLACK, counts

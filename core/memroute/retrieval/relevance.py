@@ -109,40 +109,30 @@ def message_parts(text: str) -> list[str]:
     return parts[::-1] if len(parts) > 1 else []
 
 
-class _Terms:
-    """The content words of one text, matched against many memories (compiled once)."""
-
-    def __init__(self, text: str) -> None:
-        self.terms = sorted(content_terms(text), key=len, reverse=True)
-        self._denominator = len(self.terms) if len(self.terms) <= LONG_QUERY_TERMS else 2
-        self._pattern = re.compile(
-            r"(?<![\w'])(" + "|".join(re.escape(term) for term in self.terms) + r")s*(?![\w'])", re.IGNORECASE,
-        ) if self.terms else None
-
-    def coverage(self, text: str, folded: str) -> float:
-        if self._pattern is None or not any(term in folded for term in self.terms):  # cheap, and the common case
-            return 0.0
-        matched = {match.group(1).casefold() for match in self._pattern.finditer(text)}
-        return min(1.0, len(matched) / self._denominator)
-
-
 class QueryTerms:
     """The content words of one message, matched against many memories: the share of them a memory contains
     (the rule of :func:`memroute.retrieval.fusion.coverage`: a query of more than
     :data:`~memroute.retrieval.fusion.LONG_QUERY_TERMS` content words counts two matched words as full
     coverage; a query of stop words alone is no keyword evidence, 0.0, where fusion's rule says 1.0), the best
-    of the whole message's and each of its :func:`message_parts`'. Compiled once per search, since a search
-    scores up to a hundred candidates."""
+    of the whole message's and each of its :func:`message_parts`'. Built once per search, since a search
+    scores up to a hundred candidates; a candidate's words are read only when one of the query's appears in it
+    as a substring (the common case is that none does)."""
 
     def __init__(self, text: str) -> None:
-        self._whole = _Terms(text)
-        self.terms = self._whole.terms
-        self._parts = [_Terms(part) for part in message_parts(text)]
+        whole = content_terms(text)
+        self.terms = sorted(whole, key=len, reverse=True)
+        self._sets = [(terms, len(terms) if len(terms) <= LONG_QUERY_TERMS else 2)
+                      for terms in (whole, *(content_terms(part) for part in message_parts(text))) if terms]
 
     def coverage(self, memory: Memory) -> float:
+        if not self._sets:
+            return 0.0
         text = f"{memory.content} {memory.key.replace(':', ' ').replace('_', ' ')}"
-        folded = text.casefold()
-        return max([self._whole.coverage(text, folded), *(part.coverage(text, folded) for part in self._parts)])
+        folded = text.casefold().replace("\u2019", "'")
+        if not any(term in folded for term in self.terms):
+            return 0.0
+        words = content_terms(text)
+        return max(min(1.0, len(terms & words) / denominator) for terms, denominator in self._sets)
 
 
 def score_hits(hits: Sequence[SearchHit], text: str, calibration: Calibration | None, *,
