@@ -270,3 +270,39 @@ def summary(report: dict[str, Any], split: str = "test", category: str = "facts"
                 out.append(f"| {model} | {form} | {names[leg]} | "
                            + " | ".join(f"{cell[f'R@{k}']:.3f}" for k in KS) + " |")
     return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m memroute.bench.conversations``: the conversation set alone (``memroute bench --quality`` runs
+    it after the facts set), its vectors read through the benchmarks' disk cache."""
+    import argparse
+    import json
+    import sys
+    import tempfile
+
+    from memroute.bench.embedding_cache import DEFAULT_CACHE_DIR, VectorCache, bench_opener
+
+    parser = argparse.ArgumentParser(prog="python -m memroute.bench.conversations", description=__doc__)
+    parser.add_argument("--models", default="static,transformers")
+    parser.add_argument("--turns", type=int, default=2000, help="real chat turns per tenant")
+    parser.add_argument("--cache-dir", default=str(DEFAULT_CACHE_DIR),
+                        help="where embedded texts are kept between runs ('' for no cache)")
+    parser.add_argument("--output", default=None, help="also write the JSON report here")
+    args = parser.parse_args(argv)
+    cache = VectorCache(args.cache_dir) if args.cache_dir else None
+    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    with tempfile.TemporaryDirectory(prefix="memroute-conversations-") as tmp:
+        report = run_conversations(bench_opener(cache, {}, backends={
+            "primary": "main", "fallbacks": [], "instances": {"main": {"type": "sqlite", "options": {}}}}),
+            models=models, per_tenant=args.turns, root=Path(tmp),
+            progress=lambda message: print(f"... {message}", file=sys.stderr, flush=True))
+    if cache is not None:
+        report["embedding_cache"] = {"hits": cache.hits, "misses": cache.misses}
+    for split in ("test", "dev"):
+        print(f"\nConversations, facts questions, {split} split\n" + summary(report, split))
+    if args.output:
+        Path(args.output).write_text(json.dumps(report, indent=2, default=str), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
