@@ -3,12 +3,13 @@
 Four tenants, each one long conversation between two friends (:data:`memroute.bench.dialogues.DIALOGUES`):
 25 dated sessions of real chat turns from the ``chitchat-dataset`` package (2,000 turns per tenant by
 default, disjoint between tenants), with the turns in which one of them says something worth remembering
-placed in their sessions, and 48 questions about the two people, each labelled with the turns that answer
-it. Every turn is one memory, stored one of two ways: **dated**, ``(7 January 2024) Maya said, "..."`` (as
-the LoCoMo paper stores turns), or **bare**, the turn's text alone (what an episodic memory of user messages
-holds); either way with the metadata ``observe`` writes, ``said_at`` (its session's date) and ``speaker``.
-Questions fall in a **dev** or a **test** half (alternating within each tenant, in the order of a hash): tune
-on dev, report test.
+placed in their sessions, and 100 questions about the two people, each labelled with the turns that answer
+it (48 in :mod:`memroute.bench.dialogues`, 52 more in :mod:`memroute.bench.more_dialogues`). Every turn is
+one memory, stored one of two ways: **dated**, ``(7 January 2024) Maya said, "..."`` (as the LoCoMo paper
+stores turns), or **bare**, the turn's text alone (what an episodic memory of user messages holds); either way
+with the metadata ``observe`` writes, ``said_at`` (its session's date) and ``speaker``. Questions fall in a
+**dev** or a **test** half (alternating within each tenant and batch, in the order of a hash): tune on dev,
+report test.
 
 Two more categories (:mod:`memroute.bench.cue_dialogues`), reported apart so the first set's figures stay
 comparable: ``time`` questions, which name when something was said ("last week", "in September"), each asked
@@ -38,6 +39,7 @@ import attrs
 
 from memroute.bench.cue_dialogues import CUE_QUESTIONS, CUE_TURNS
 from memroute.bench.dialogues import DIALOGUES
+from memroute.bench.more_dialogues import MORE_QUESTIONS, MORE_TURNS
 from memroute.bench.quality import embedding_options, load_store, store_name
 from memroute.errors import ConfigError
 from memroute.models import Memory, utcnow
@@ -46,7 +48,8 @@ __all__ = ["CATEGORIES", "FORMATS", "KS", "LEGS", "Question", "questions", "run_
 
 LEGS = ("keyword", "cosine", "rrf", "hybrid-plain", "hybrid")
 CATEGORIES = ("facts", "time", "person")
-"""``facts``: the first 48 questions (each names a person, none a time); ``time`` and ``person``: the questions
+"""``facts``: the 100 questions of :mod:`memroute.bench.dialogues` and :mod:`memroute.bench.more_dialogues` (each
+names a person, none a time); ``time`` and ``person``: the questions
 of :mod:`memroute.bench.cue_dialogues`."""
 FORMATS = ("dated", "bare")
 KS = (5, 10, 25, 50)
@@ -69,13 +72,15 @@ class Question:
 
 
 def questions() -> list[Question]:
-    """Every question, with its split: each tenant's questions of one category, ordered by a hash of tenant
-    and text, alternate between ``dev`` and ``test``."""
+    """Every question, with its split: each tenant's questions of one category and batch, ordered by a hash of
+    tenant and text, alternate between ``dev`` and ``test``."""
     out = []
     for tenant, (_, _, asked) in DIALOGUES.items():
-        ordered = sorted(asked, key=lambda q: zlib.crc32(f"{tenant}/{q[0]}".encode()))
-        out += [Question(tenant=tenant, text=text, evidence=evidence, split=("dev", "test")[i % 2])
-                for i, (text, evidence) in enumerate(ordered)]
+        # Each batch apart, so a later batch never moves a question of an earlier one to the other side.
+        for batch in (asked, MORE_QUESTIONS.get(tenant, ())):
+            ordered = sorted(batch, key=lambda q: zlib.crc32(f"{tenant}/{q[0]}".encode()))
+            out += [Question(tenant=tenant, text=text, evidence=evidence, split=("dev", "test")[i % 2])
+                    for i, (text, evidence) in enumerate(ordered)]
     for tenant, cued in CUE_QUESTIONS.items():
         for category in CATEGORIES[1:]:
             kept = sorted((q for q in cued if q[2] == category),
@@ -143,7 +148,8 @@ def memories(per_tenant: int, form: str, conversations: list[list[str]]) -> Iter
         sessions: list[list[tuple[str, str, str]]] = [
             [(f"turn:{index}", speaker, text) for index, (speaker, text) in
              enumerate(turns[s * size:(s + 1) * size], start=s * size)] for s in range(SESSIONS)]
-        for key, speaker, session, text in (*evidence, *CUE_TURNS.get(tenant, ())):
+        placed = (*evidence, *MORE_TURNS.get(tenant, ()), *CUE_TURNS.get(tenant, ()))
+        for key, speaker, session, text in placed:
             rows = sessions[session]
             rows.insert(len(rows) // 2, (key, speaker, text))
         for session, rows in enumerate(sessions):
