@@ -131,3 +131,12 @@ def test_the_quality_bench_refuses_a_cache_dir_it_cannot_use(tmp_path, capsys) -
         main(["bench", "--quality", "--cache-dir", str(blocker / "cache")])
     err = capsys.readouterr().err
     assert exited.value.code == 2 and "embedding cache" in err and "Traceback" not in err
+
+
+def test_the_content_words_setting_can_be_tried_without_the_source_declaring_it(tmp_path) -> None:
+    cache = VectorCache(tmp_path / "cache")
+    declared = cached_embedder(cache, {}, data_dir=str(tmp_path), embedding={"source": "static"})
+    tried = cached_embedder(cache, {}, query_content_words=False, data_dir=str(tmp_path),
+                            embedding={"source": "static"})
+    assert declared is not None and tried is not None
+    assert declared.query_content_words is True and tried.query_content_words is False

@@ -108,9 +108,12 @@ class DiskCachedEmbeddingSource(EmbeddingSource):
     and only texts never seen by this model on that side reach ``inner`` (in one batch). It reports the
     wrapped source's identity and calibrated values, so the engine ranks exactly as it would with ``inner``."""
 
-    def __init__(self, inner: EmbeddingSource, cache: VectorCache) -> None:
+    def __init__(self, inner: EmbeddingSource, cache: VectorCache, *, query_content_words: bool | None = None) -> None:
         self.inner = inner
         self.cache = cache
+        self._query_content_words = query_content_words
+        """Set: embed a query's content words or the whole query whatever ``inner`` declares (a setting to try
+        on the dev split before a source declares it)."""
 
     @property
     def source(self) -> str:  # type: ignore[override]
@@ -134,6 +137,8 @@ class DiskCachedEmbeddingSource(EmbeddingSource):
 
     @property
     def query_content_words(self) -> bool:  # type: ignore[override]
+        if self._query_content_words is not None:
+            return self._query_content_words
         return self.inner.query_content_words
 
     @property
@@ -168,17 +173,19 @@ class DiskCachedEmbeddingSource(EmbeddingSource):
         self.inner.close()
 
 
-def cached_embedder(cache: VectorCache, config: Any = None, **overrides: Any) -> EmbeddingSource | None:
+def cached_embedder(cache: VectorCache, config: Any = None, *, query_content_words: bool | None = None,
+                    **overrides: Any) -> EmbeddingSource | None:
     """The embedding source the settings ``load_settings(config, **overrides)`` name, built as
-    :func:`memroute.open` would build it and wrapped in ``cache`` (``None``: the settings ask for none). Pass it
-    to ``Memroute.open(..., embedder=...)`` with the same settings."""
+    :func:`memroute.open` would build it and wrapped in ``cache`` (``None``: the settings ask for none;
+    ``query_content_words``: see :class:`DiskCachedEmbeddingSource`). Pass it to ``Memroute.open(...,
+    embedder=...)`` with the same settings."""
     settings: MemrouteSettings = load_settings(config, **overrides)
     if settings.embedding.source == "none":
         return None
     inner, _ = build_embedding_source(settings.embedding, get_plugin_manager(), settings.data_path)
     if inner is None:
         return None
-    return DiskCachedEmbeddingSource(uncached(inner), cache)
+    return DiskCachedEmbeddingSource(uncached(inner), cache, query_content_words=query_content_words)
 
 
 def bench_opener(cache: VectorCache | None, config: Any = None, **fixed: Any) -> Callable[..., Any]:
