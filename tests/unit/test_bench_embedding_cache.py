@@ -4,6 +4,7 @@ hits. The wrapped source is the real static model (bundled); a counting subclass
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 import numpy as np
@@ -140,3 +141,24 @@ def test_the_content_words_setting_can_be_tried_without_the_source_declaring_it(
                             embedding={"source": "static"})
     assert declared is not None and tried is not None
     assert declared.query_content_words is True and tried.query_content_words is False
+
+
+def test_a_second_conversation_run_reads_every_vector_from_the_cache(tmp_path, capsys) -> None:
+    from memroute.bench import conversations
+
+    reports = []
+    for run in ("first", "second"):
+        output = tmp_path / f"{run}.json"
+        conversations.main(["--models", "static", "--turns", "40", "--cache-dir", str(tmp_path / "cache"),
+                            "--output", str(output)])
+        reports.append(json.loads(output.read_text()))
+    first, second = (report["embedding_cache"] for report in reports)
+    assert first["misses"] > 0 and second["misses"] == 0 and second["hits"] > 0
+    assert _recall(reports[0]) == _recall(reports[1])  # the same rankings from cached vectors
+    assert "Conversations, facts questions, test split" in capsys.readouterr().out
+
+
+def _recall(report: dict) -> dict:
+    """The recall figures of a report, without its timings."""
+    return {model: {form: {split: legs for split, legs in result.items() if split in ("dev", "test", "all")}
+                    for form, result in forms.items()} for model, forms in report["results"].items()}
