@@ -373,6 +373,7 @@ def _bench_indexing(ctx: click.Context, models: list[str], count: str, output: s
     import tempfile
 
     from memroute.bench.indexing import run_indexing_comparison
+    from memroute.bench.quality import embedding_options
     from memroute.config.settings import load_settings
     from memroute.embedding import build_embedding_source
     from memroute.errors import MemrouteError
@@ -393,7 +394,7 @@ def _bench_indexing(ctx: click.Context, models: list[str], count: str, output: s
     models_dir = Path(tempfile.mkdtemp(prefix="memroute-indexing-models-"))
 
     def build_source(name: str) -> Any:
-        settings = load_settings(base, embedding={"source": name}).embedding
+        settings = load_settings(base, embedding=embedding_options(name)).embedding
         try:
             source, resolution = build_embedding_source(settings, plugins, models_dir)
         except MemrouteError as exc:
