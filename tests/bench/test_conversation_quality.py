@@ -1,5 +1,5 @@
 """Evidence recall on long conversations (run with ``pytest -m bench tests/bench``): on the **test** split of
-``memroute bench --quality``'s conversation set (4 tenants, 2,000 real chat turns each, 48 questions), with
+``memroute bench --quality``'s conversation set (4 tenants, 2,000 real chat turns each, 100 facts questions), with
 turns stored dated and bare, memroute's hybrid recalls at least as much evidence as BM25 alone, plain cosine
 and the naive RRF of the two, at every k (5, 10, 25, 50); and on the questions of time and of people (24 test
 questions), reading the time and the person never recalls less than the question's words alone, and beats every

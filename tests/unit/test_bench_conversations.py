@@ -3,6 +3,7 @@ smoke run goes through every leg. The full run is tests/bench/test_conversation_
 
 from __future__ import annotations
 
+import zlib
 from collections import Counter
 
 import memroute
@@ -21,17 +22,34 @@ from memroute.bench.conversations import (
 )
 from memroute.bench.cue_dialogues import CUE_TURNS
 from memroute.bench.dialogues import DIALOGUES
+from memroute.bench.more_dialogues import MORE_TURNS
 from memroute.retrieval.question import read_question
 
 
-def test_48_questions_over_4_tenants_each_with_known_evidence_split_in_equal_fixed_halves() -> None:
+def test_100_questions_over_4_tenants_each_with_known_evidence_split_in_fixed_halves() -> None:
     asked = [q for q in questions() if q.category == "facts"]
-    assert len(asked) == 48 and Counter(q.tenant for q in asked) == {tenant: 12 for tenant in DIALOGUES}
-    assert Counter(q.split for q in asked) == {"dev": 24, "test": 24}
+    assert len(asked) == 100 and Counter(q.tenant for q in asked) == {tenant: 25 for tenant in DIALOGUES}
+    assert Counter(q.split for q in asked) == {"dev": 52, "test": 48}  # 13 new a tenant: 7 dev, 6 test
+    assert len({(q.tenant, q.text) for q in asked}) == 100
     for q in asked:
-        evidence = {key for key, *_ in DIALOGUES[q.tenant][1]}
+        evidence = {key for key, *_ in (*DIALOGUES[q.tenant][1], *MORE_TURNS[q.tenant])}
         assert q.evidence and set(q.evidence) <= evidence, q
     assert [q for q in questions() if q.category == "facts"] == asked
+
+
+def test_the_first_48_questions_keep_the_side_they_had_before_the_second_batch() -> None:
+    # The split the first batch had on its own (12 a tenant, alternating in hash order), written out for one
+    # tenant so that a change of rule shows here; the rest by the same rule.
+    first = {(q.tenant, q.text): q.split for q in questions() if (q.tenant, q.text) in {
+        (tenant, text) for tenant, (_, _, asked) in DIALOGUES.items() for text, _ in asked}}
+    assert len(first) == 48 and Counter(first.values()) == {"dev": 24, "test": 24}
+    for tenant, (_, _, asked) in DIALOGUES.items():
+        ordered = sorted(asked, key=lambda q: zlib.crc32(f"{tenant}/{q[0]}".encode()))
+        assert [first[(tenant, text)] for text, _ in ordered] == ["dev", "test"] * 6
+    assert {text for (tenant, text), split in first.items() if tenant == "maya-tom" and split == "test"} == {
+        "How fast did Tom run his half marathon?", "What does Maya do for work now?",
+        "What does Maya's new flat overlook?", "What kind of dog did Tom get?", "Which city did Maya move to?",
+        "Why does Maya avoid bread and pasta?"}
 
 
 def test_time_and_person_questions_each_have_a_confuser_only_their_cue_tells_apart() -> None:
@@ -59,7 +77,8 @@ def test_turns_are_real_chat_with_the_evidence_in_its_session_stored_both_ways()
     dated = list(memories(200, "dated", conversations))
     bare = list(memories(200, "bare", conversations))
     assert [m.id for m in dated] == [m.id for m in bare] and len({m.id for m in dated}) == len(dated)
-    evidence_count = sum(len(turns) for _, turns, _ in DIALOGUES.values()) + sum(map(len, CUE_TURNS.values()))
+    evidence_count = (sum(len(turns) for _, turns, _ in DIALOGUES.values()) + sum(map(len, CUE_TURNS.values()))
+                      + sum(map(len, MORE_TURNS.values())))
     assert len(dated) == 4 * 200 + evidence_count
     by_key = {(m.api_key_id, m.key): (d, m) for d, m in zip(dated, bare, strict=True)}
     dated_turn, bare_turn = by_key[("maya-tom", "m1")]
@@ -80,7 +99,7 @@ def test_naive_rrf_and_recall_at_k() -> None:
     assert naive_rrf(["a", "b"], ["b", "c"]) == ["b", "a", "c"]
     asked = [q for q in questions() if q.tenant == "maya-tom" and q.category == "facts"]
     report = evaluate(lambda leg, q: list(q.evidence) if leg == "hybrid" else [], asked)
-    assert report["all"]["hybrid"] == {**{f"R@{k}": 1.0 for k in KS}, "n": 12}
+    assert report["all"]["hybrid"] == {**{f"R@{k}": 1.0 for k in KS}, "n": 25}
     assert report["all"]["keyword"]["R@50"] == 0.0
 
 
@@ -93,7 +112,7 @@ def test_smoke_run_every_leg_through_the_service(tmp_path) -> None:
     assert set(CATEGORIES) == {"facts", "time", "person"}
     for form in ("dated", "bare"):
         result = report["results"]["static"][form]
-        assert set(result["test"]) == set(LEGS) and result["test"]["hybrid"]["n"] == 24
+        assert set(result["test"]) == set(LEGS) and result["test"]["hybrid"]["n"] == 48
         for leg in LEGS:
             recalls = [result["all"][leg][f"R@{k}"] for k in KS]
             assert recalls == sorted(recalls) and 0.0 <= recalls[0] <= recalls[-1] <= 1.0

@@ -30,6 +30,7 @@ from typing import Any
 import attrs
 import numpy as np
 
+from memroute.bench.embedding_cache import DEFAULT_CACHE_DIR, VectorCache, bench_opener
 from memroute.bench.quality import _memories, chat_distractors, embedding_options, queries, split_of, store_name
 from memroute.bench.relevance_questions import INDIRECT, MIXED, OFF_TOPIC
 from memroute.config.serialization import memory_to_dict
@@ -196,11 +197,10 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m memroute.bench.calibrate", description=__doc__)
     parser.add_argument("--models", default="static,transformers")
     parser.add_argument("--distractors", type=int, default=2000)
+    parser.add_argument("--cache-dir", default=str(DEFAULT_CACHE_DIR),
+                        help="where embedded texts are kept between runs ('' for no cache)")
     args = parser.parse_args(argv)
-    from memroute.service import Memroute
-
-    def open_service(path: Path, embedding: dict[str, Any]) -> Any:
-        return Memroute.open({}, data_dir=str(path), embedding=embedding, vectors={"store": "sqlite-vec"})
+    open_service = bench_opener(VectorCache(args.cache_dir) if args.cache_dir else None, {})
 
     fitted: list[tuple[Calibration, list[Scored]]] = []
     keyword_rows: list[Scored] = []

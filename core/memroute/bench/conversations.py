@@ -3,12 +3,13 @@
 Four tenants, each one long conversation between two friends (:data:`memroute.bench.dialogues.DIALOGUES`):
 25 dated sessions of real chat turns from the ``chitchat-dataset`` package (2,000 turns per tenant by
 default, disjoint between tenants), with the turns in which one of them says something worth remembering
-placed in their sessions, and 48 questions about the two people, each labelled with the turns that answer
-it. Every turn is one memory, stored one of two ways: **dated**, ``(7 January 2024) Maya said, "..."`` (as
-the LoCoMo paper stores turns), or **bare**, the turn's text alone (what an episodic memory of user messages
-holds); either way with the metadata ``observe`` writes, ``said_at`` (its session's date) and ``speaker``.
-Questions fall in a **dev** or a **test** half (alternating within each tenant, in the order of a hash): tune
-on dev, report test.
+placed in their sessions, and 100 questions about the two people, each labelled with the turns that answer
+it (48 in :mod:`memroute.bench.dialogues`, 52 more in :mod:`memroute.bench.more_dialogues`). Every turn is
+one memory, stored one of two ways: **dated**, ``(7 January 2024) Maya said, "..."`` (as the LoCoMo paper
+stores turns), or **bare**, the turn's text alone (what an episodic memory of user messages holds); either way
+with the metadata ``observe`` writes, ``said_at`` (its session's date) and ``speaker``. Questions fall in a
+**dev** or a **test** half (alternating within each tenant and batch, in the order of a hash): tune on dev,
+report test.
 
 Two more categories (:mod:`memroute.bench.cue_dialogues`), reported apart so the first set's figures stay
 comparable: ``time`` questions, which name when something was said ("last week", "in September"), each asked
@@ -38,6 +39,7 @@ import attrs
 
 from memroute.bench.cue_dialogues import CUE_QUESTIONS, CUE_TURNS
 from memroute.bench.dialogues import DIALOGUES
+from memroute.bench.more_dialogues import MORE_QUESTIONS, MORE_TURNS
 from memroute.bench.quality import embedding_options, load_store, store_name
 from memroute.errors import ConfigError
 from memroute.models import Memory, utcnow
@@ -46,7 +48,8 @@ __all__ = ["CATEGORIES", "FORMATS", "KS", "LEGS", "Question", "questions", "run_
 
 LEGS = ("keyword", "cosine", "rrf", "hybrid-plain", "hybrid")
 CATEGORIES = ("facts", "time", "person")
-"""``facts``: the first 48 questions (each names a person, none a time); ``time`` and ``person``: the questions
+"""``facts``: the 100 questions of :mod:`memroute.bench.dialogues` and :mod:`memroute.bench.more_dialogues` (each
+names a person, none a time); ``time`` and ``person``: the questions
 of :mod:`memroute.bench.cue_dialogues`."""
 FORMATS = ("dated", "bare")
 KS = (5, 10, 25, 50)
@@ -69,13 +72,15 @@ class Question:
 
 
 def questions() -> list[Question]:
-    """Every question, with its split: each tenant's questions of one category, ordered by a hash of tenant
-    and text, alternate between ``dev`` and ``test``."""
+    """Every question, with its split: each tenant's questions of one category and batch, ordered by a hash of
+    tenant and text, alternate between ``dev`` and ``test``."""
     out = []
     for tenant, (_, _, asked) in DIALOGUES.items():
-        ordered = sorted(asked, key=lambda q: zlib.crc32(f"{tenant}/{q[0]}".encode()))
-        out += [Question(tenant=tenant, text=text, evidence=evidence, split=("dev", "test")[i % 2])
-                for i, (text, evidence) in enumerate(ordered)]
+        # Each batch apart, so a later batch never moves a question of an earlier one to the other side.
+        for batch in (asked, MORE_QUESTIONS.get(tenant, ())):
+            ordered = sorted(batch, key=lambda q: zlib.crc32(f"{tenant}/{q[0]}".encode()))
+            out += [Question(tenant=tenant, text=text, evidence=evidence, split=("dev", "test")[i % 2])
+                    for i, (text, evidence) in enumerate(ordered)]
     for tenant, cued in CUE_QUESTIONS.items():
         for category in CATEGORIES[1:]:
             kept = sorted((q for q in cued if q[2] == category),
@@ -143,7 +148,8 @@ def memories(per_tenant: int, form: str, conversations: list[list[str]]) -> Iter
         sessions: list[list[tuple[str, str, str]]] = [
             [(f"turn:{index}", speaker, text) for index, (speaker, text) in
              enumerate(turns[s * size:(s + 1) * size], start=s * size)] for s in range(SESSIONS)]
-        for key, speaker, session, text in (*evidence, *CUE_TURNS.get(tenant, ())):
+        placed = (*evidence, *MORE_TURNS.get(tenant, ()), *CUE_TURNS.get(tenant, ()))
+        for key, speaker, session, text in placed:
             rows = sessions[session]
             rows.insert(len(rows) // 2, (key, speaker, text))
         for session, rows in enumerate(sessions):
@@ -270,3 +276,39 @@ def summary(report: dict[str, Any], split: str = "test", category: str = "facts"
                 out.append(f"| {model} | {form} | {names[leg]} | "
                            + " | ".join(f"{cell[f'R@{k}']:.3f}" for k in KS) + " |")
     return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m memroute.bench.conversations``: the conversation set alone (``memroute bench --quality`` runs
+    it after the facts set), its vectors read through the benchmarks' disk cache."""
+    import argparse
+    import json
+    import sys
+    import tempfile
+
+    from memroute.bench.embedding_cache import DEFAULT_CACHE_DIR, VectorCache, bench_opener
+
+    parser = argparse.ArgumentParser(prog="python -m memroute.bench.conversations", description=__doc__)
+    parser.add_argument("--models", default="static,transformers")
+    parser.add_argument("--turns", type=int, default=2000, help="real chat turns per tenant")
+    parser.add_argument("--cache-dir", default=str(DEFAULT_CACHE_DIR),
+                        help="where embedded texts are kept between runs ('' for no cache)")
+    parser.add_argument("--output", default=None, help="also write the JSON report here")
+    args = parser.parse_args(argv)
+    cache = VectorCache(args.cache_dir) if args.cache_dir else None
+    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    with tempfile.TemporaryDirectory(prefix="memroute-conversations-") as tmp:
+        report = run_conversations(bench_opener(cache, {}, backends={
+            "primary": "main", "fallbacks": [], "instances": {"main": {"type": "sqlite", "options": {}}}}),
+            models=models, per_tenant=args.turns, root=Path(tmp),
+            progress=lambda message: print(f"... {message}", file=sys.stderr, flush=True))
+    if cache is not None:
+        report["embedding_cache"] = {"hits": cache.hits, "misses": cache.misses}
+    for split in ("test", "dev"):
+        print(f"\nConversations, facts questions, {split} split\n" + summary(report, split))
+    if args.output:
+        Path(args.output).write_text(json.dumps(report, indent=2, default=str), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -61,6 +61,9 @@ def reindex(ctx: click.Context, force: bool, as_json: bool) -> None:
 @click.option("--distractors", type=int, default=2000, show_default=True,
               help="With --quality: real chat turns per tenant (distractors, and the conversations' length); "
                    "with --learning: real chat turns mixed into each user's conversations [default there: 500].")
+@click.option("--cache-dir", "cache_dir", default="~/.cache/memroute-bench", show_default=True,
+              help="With --quality: keep the embedded texts here between runs, so a slow model is paid once (per "
+                   "source, model, query or passage, and text); '' embeds everything afresh.")
 @click.option("--http", "http", is_flag=True,
               help="Also benchmark memroute serve: search and add over HTTP vs in-process, 1 vs 8 writers, for a "
                    "tenant of each --sizes (default: 5,000 memories; 1,000 with --quick).")
@@ -92,7 +95,8 @@ def reindex(ctx: click.Context, force: bool, as_json: bool) -> None:
                    "(memroute_bench_*), dropped afterwards; the role needs CREATE on the database.")
 @click.pass_context
 def bench(ctx: click.Context, sizes: str, single_adds: int, tenants: int, per_tenant: int, queries: int,
-          quick: bool, output: str | None, quality: bool, learning: bool, models: str, distractors: int, http: bool,
+          quick: bool, output: str | None, quality: bool, learning: bool, models: str, distractors: int,
+          cache_dir: str, http: bool,
           naive: bool, indexing: bool, proxy: bool, max_tokens: int | None, async_: bool,
           async_workers: int | None, backend: str, dsn: str | None) -> None:
     """Benchmark the configured engine on synthetic data in a temporary directory (your data is untouched);
@@ -106,7 +110,7 @@ def bench(ctx: click.Context, sizes: str, single_adds: int, tenants: int, per_te
         _bench_learning(ctx, distractors if explicit else (60 if quick else 500), output)
         return
     if quality:
-        _bench_quality(ctx, [m.strip() for m in models.split(",") if m.strip()], distractors, output)
+        _bench_quality(ctx, [m.strip() for m in models.split(",") if m.strip()], distractors, output, cache_dir)
         return
     if naive:
         _bench_naive(ctx, "1000" if quick else sizes, output, quick)
@@ -258,27 +262,24 @@ def _proxy_bench(*, sizes: str, rounds: int, max_tokens: int | None) -> Any:
     return json.loads(run.stdout)
 
 
-def _bench_quality(ctx: click.Context, models: list[str], distractors: int, output: str | None) -> None:
+def _bench_quality(ctx: click.Context, models: list[str], distractors: int, output: str | None,
+                   cache_dir: str = "") -> None:
     import tempfile
 
     from memroute.bench.conversations import run_conversations
     from memroute.bench.conversations import summary as conversation_summary
+    from memroute.bench.embedding_cache import VectorCache, bench_opener
     from memroute.bench.quality import run_quality, summary, tables
     from memroute.config.settings import load_settings
-    from memroute.service import Memroute
 
     state = ctx.find_object(CliState)
     assert state is not None
     base = load_settings(state.config_path)
     if distractors < 0:
         raise click.BadParameter("must be 0 or more", param_hint="--distractors")
-
-    def open_fresh(path: Path, embedding: dict[str, Any], vector_options: dict[str, Any] | None = None,
-                   memory_options: dict[str, Any] | None = None) -> Any:
-        return Memroute.open(base, data_dir=str(path), embedding=embedding, memory=memory_options or {},
-                             vectors={"store": "sqlite-vec", **(vector_options or {})},
-                             backends={"primary": "main", "fallbacks": [],
-                                       "instances": {"main": {"type": "sqlite", "options": {}}}})
+    cache = VectorCache(cache_dir) if cache_dir else None
+    open_fresh = bench_opener(cache, base, backends={"primary": "main", "fallbacks": [],
+                                                     "instances": {"main": {"type": "sqlite", "options": {}}}})
 
     def progress(message: str) -> None:
         click.echo(f"... {message}", err=True)
@@ -372,6 +373,7 @@ def _bench_indexing(ctx: click.Context, models: list[str], count: str, output: s
     import tempfile
 
     from memroute.bench.indexing import run_indexing_comparison
+    from memroute.bench.quality import embedding_options
     from memroute.config.settings import load_settings
     from memroute.embedding import build_embedding_source
     from memroute.errors import MemrouteError
@@ -392,7 +394,7 @@ def _bench_indexing(ctx: click.Context, models: list[str], count: str, output: s
     models_dir = Path(tempfile.mkdtemp(prefix="memroute-indexing-models-"))
 
     def build_source(name: str) -> Any:
-        settings = load_settings(base, embedding={"source": name}).embedding
+        settings = load_settings(base, embedding=embedding_options(name)).embedding
         try:
             source, resolution = build_embedding_source(settings, plugins, models_dir)
         except MemrouteError as exc:

@@ -1,0 +1,51 @@
+"""The dev-split tuning of the conversation set (memroute.bench.conversation_tuning): the grid covers every
+setting once, stores load once and are reused, and a setting's figures are the recall of the dev questions
+only, through the real service with the static model."""
+
+from __future__ import annotations
+
+import json
+
+import attrs
+
+from memroute.bench import conversation_tuning
+from memroute.bench.conversation_tuning import Variant, dev_recall, grid, load_stores
+from memroute.bench.conversations import KS, questions
+from memroute.bench.embedding_cache import VectorCache
+
+
+def test_the_grid_covers_each_setting_once() -> None:
+    variants = grid()
+    assert len(variants) == 2 * 4 * 2 * 5 == len(set(variants))
+    assert Variant(center=False, hub_penalty=0.0, content_words=False, keyword_weight=1.0) in variants
+    assert "center=off hub=0 query=whole keyword_weight=1" in {v.label() for v in variants}
+
+
+def test_stores_load_once_and_a_setting_is_measured_on_dev_only(tmp_path, capsys) -> None:
+    cache = VectorCache(tmp_path / "cache")
+    said = []
+    paths = load_stores(cache, "static", tmp_path / "root", 60, said.append)
+    assert set(paths) == {"dated", "bare"} and len(said) == 2
+    assert json.loads((paths["bare"] / "memroute-bench-loaded.json").read_text()) == {
+        "model": "static", "form": "bare", "per_tenant": 60}
+    assert load_stores(cache, "static", tmp_path / "root", 60, said.append) == paths and len(said) == 2
+    assert len(load_stores(cache, "static", tmp_path / "root", 61, said.append)) == 2 and len(said) == 4
+
+    dev = [q for q in questions() if q.category == "facts" and q.split == "dev"]
+    plain = Variant(center=False, hub_penalty=0.0, content_words=False, keyword_weight=1.0)
+    figures = dev_recall(cache, "static", paths["bare"], plain, dev)
+    for leg in ("hybrid", "vector"):
+        recalls = [figures[leg][f"R@{k}"] for k in KS]
+        assert recalls == sorted(recalls) and recalls[0] > 0.0 and recalls[-1] <= 1.0
+    # The same setting measures the same; the keyword weight moves the hybrid only.
+    assert dev_recall(cache, "static", paths["bare"], plain, dev) == figures
+    heavy = dev_recall(cache, "static", paths["bare"], attrs.evolve(plain, keyword_weight=50.0), dev)
+    assert heavy["vector"] == figures["vector"]
+
+    conversation_tuning.main(["--model", "static", "--turns", "61", "--root", str(tmp_path / "root"),
+                              "--cache-dir", str(tmp_path / "cache"), "--hubs", "0", "--keyword-weights", "1",
+                              "--output", str(tmp_path / "rows.json")])
+    rows = json.loads((tmp_path / "rows.json").read_text())
+    assert len(rows) == 4 and [r["hybrid_mean"] for r in rows] == sorted((r["hybrid_mean"] for r in rows),
+                                                                          reverse=True)
+    assert "dev split, 52 facts questions, static" in capsys.readouterr().out
