@@ -6,8 +6,7 @@ for a living?", "that's so cool"), and they crowd a paraphrased answer out of th
 2018) ranks by ``2 cos(q, m) - r(q) - r(m)``, with ``r(m)`` the mean cosine of ``m`` to its ``k`` nearest
 neighbours; ``r(q)`` is the same for every memory of one query, so only the memory's own term moves the
 ranking. memroute ranks the sqlite-vec matrix tier by ``centred cosine(q, m) - penalty * shrink(n) * r(m)``,
-``r`` computed on the tenant's centred vectors (the same center as the centred query); for a model in
-:data:`UNCENTRED`, plain cosines in both terms.
+``r`` computed on the tenant's centred vectors (the same center as the centred query).
 
 Measured with ``memroute bench --quality`` (docs/retrieval.md), 2,000 chat turns per tenant, hybrid R@5 with
 the fusion re-calibrated alongside: chosen on the dev split (static 0.742 -> 0.773, transformers 0.734 ->
