@@ -48,7 +48,7 @@ def test_an_unrelated_question_does_not_return_every_memory(mem, request) -> Non
     if request.node.callspec.params["mem"] == "transformers:multilingual-e5-small":
         # Known shortfall (issue 34): e5's cosines sit high for any pair, and with its relevance model (refitted
         # by ``python -m memroute.bench.calibrate``) "spicy food" keeps 4 of the 7 above the default floor (Rust
-        # 0.38, cats 0.29, peanuts 0.28, TypeScript 0.22 against 0.18).
+        # 0.32, cats 0.25, peanuts 0.24, TypeScript 0.19 against 0.18).
         request.applymarker(pytest.mark.xfail(strict=True, reason="e5 keeps 4 of 7 above the default floor"))
     for budget in (None, 2000):
         found = mem.search("spicy food", api_key_id="alice", max_tokens=budget)

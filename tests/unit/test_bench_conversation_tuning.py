@@ -49,3 +49,20 @@ def test_stores_load_once_and_a_setting_is_measured_on_dev_only(tmp_path, capsys
     assert len(rows) == 4 and [r["hybrid_mean"] for r in rows] == sorted((r["hybrid_mean"] for r in rows),
                                                                           reverse=True)
     assert "dev split, 52 facts questions, static" in capsys.readouterr().out
+
+
+def test_a_trial_sets_what_the_model_does_not_declare(tmp_path) -> None:
+    """multilingual-e5-small declares the centred query, the calibrated default hub penalty, the whole question
+    and keyword weight 1.0; a trial of the other settings reaches the store, the embedder and fusion anyway
+    (opening does not embed, so the model is not loaded)."""
+    e5 = "transformers:multilingual-e5-small"
+    cache = VectorCache(tmp_path / "cache")
+    declared = Variant(center=True, hub_penalty=0.3, content_words=False, keyword_weight=1.0)
+    for variant in (declared, Variant(center=False, hub_penalty=0.75, content_words=True, keyword_weight=1.5)):
+        with conversation_tuning.open_trial(cache, e5, tmp_path / "store", variant) as mem:
+            status = mem.status()
+            store = status.vector_store["store"]
+            assert store["center"] is variant.center
+            assert store["hub_penalty"]["weight"] == variant.hub_penalty and store["hub_penalty"]["source"] == "set"
+            assert status.fusion["keyword_weight"] == variant.keyword_weight
+            assert mem._engine.embedder.query_content_words is variant.content_words

@@ -16,14 +16,7 @@ import memroute
 from memroute.errors import ConfigError
 from memroute.interfaces import ComponentContext, EmbeddingSignature, VectorItem
 from memroute.models import SearchQuery
-from memroute_builtins.vectors.hubness import (
-    CALIBRATED,
-    DEFAULT_PENALTY,
-    E5_SMALL,
-    UNCENTRED,
-    hub_shrink,
-    neighbourhood,
-)
+from memroute_builtins.vectors.hubness import CALIBRATED, DEFAULT_PENALTY, hub_shrink, neighbourhood
 from memroute_builtins.vectors.sqlite_vec.matrix_cache import center_of, centered_scores
 from memroute_builtins.vectors.sqlite_vec.store import SqliteVecSettings, SqliteVecStore
 
@@ -186,36 +179,6 @@ def test_the_penalty_is_the_bound_models_calibrated_value_unless_set(tmp_path: P
     store = _store(tmp_path / "c", hub_penalty=0.0)
     assert store._hub_penalty == 0.0 and store.describe()["hub_penalty"]["source"] == "set"
     store.close()
-
-
-def _plain_terms(rows: np.ndarray, neighbours: int = 10) -> np.ndarray:
-    sims = rows @ rows.T
-    np.fill_diagonal(sims, -np.inf)
-    return np.sort(sims, axis=1)[:, -neighbours:].mean(axis=1)
-
-
-def test_e5_ranks_by_plain_cosine_less_its_penalty_unless_centring_is_set(tmp_path: Path) -> None:
-    e5 = EmbeddingSignature(source="transformers", model=E5_SMALL, dimensions=32)
-    rows = _cone(200, seed=21)
-    items = _items(rows)
-    probe = _cone(1, seed=22)[0]
-    store = _store(tmp_path / "e5", e5)
-    assert E5_SMALL in UNCENTRED and (store._center, store._hub_penalty) == (False, CALIBRATED[E5_SMALL])
-    assert store.describe()["center"] is False
-    store.upsert(items)
-    hits = store.query(probe, SearchQuery(api_key_id="k", now=NOW), 10)
-    expected = rows @ probe - CALIBRATED[E5_SMALL] * hub_shrink(200) * _plain_terms(rows)
-    assert [h.memory_id for h in hits] == [items[i].memory_id for i in np.argsort(-expected, kind="stable")[:10]]
-    assert [h.cosine for h in hits] == pytest.approx([float(rows[items.index(next(
-        it for it in items if it.memory_id == h.memory_id))] @ probe) for h in hits], abs=1e-5)
-    store.close()
-    store = _store(tmp_path / "set", e5, center=True)
-    assert store._center is True and store.describe()["center"] is True
-    store.close()
-    for model in ("minishlab/potion-base-8M", "sentence-transformers/all-MiniLM-L6-v2@onnx-int8", "m"):
-        store = _store(tmp_path / model.replace("/", "-"), EmbeddingSignature(source="s", model=model, dimensions=32))
-        assert store._center is True  # every other model keeps the centred query
-        store.close()
 
 
 @pytest.mark.parametrize("options", [{"hub_penalty": -0.1}, {"hub_penalty": 3}, {"hub_neighbours": 0},

@@ -79,10 +79,10 @@ def _reference_large(store: SqliteVecStore, vector: np.ndarray, query: SearchQue
                 and (code is None or matrix.sessions[i] == code) and (cutoff is None or matrix.created[i] >= cutoff)]
     if not admitted:
         return []
-    centred = centered_probe(unit, matrix._centering()) if store._center else None
+    centred = centered_probe(unit, matrix._centering()) if settings.center else None
     probe = unit if centred is None else centred
     penalty = store._hub_penalty
-    hub = matrix.hub_terms(settings.hub_neighbours, settings.hub_max_rows, store._center,
+    hub = matrix.hub_terms(settings.hub_neighbours, settings.hub_max_rows, settings.center,
                            settings.hub_min_rows) if penalty > 0 else None
     scores = {}
     for i in admitted:

@@ -5,8 +5,11 @@ conversation set (:mod:`memroute.bench.conversations`, turns stored dated and ba
 between runs), then asks the dev split's facts questions of every setting of a grid: the centred query on or
 off, the hub penalty, the whole question or its content words embedded, and the keyword leg's weight in
 fusion. It prints each setting's hybrid and vector-leg recall at k = 5, 10, 25, 50 on dev, best first by
-hybrid recall averaged over the k and both ways of storing turns. The test split is never read: the winners go
-into the model's declared settings, and ``memroute bench --quality`` reports test.
+hybrid recall averaged over the k and both ways of storing turns. The test split is never read here. A trial
+sets each option directly (the store's ``center`` and ``hub_penalty``, the cached embedder's content-word
+queries, ``[memory] keyword_weight``), so any model can be tried on any setting without declaring it; a
+winner becomes the model's declared setting only if ``memroute bench --quality`` then shows a gain on the test
+split (multilingual-e5-small's dev winner did not, and was dropped: docs/performance.md).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import json
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -25,7 +28,10 @@ from memroute.bench.conversations import FORMATS, KS, Question, memories, questi
 from memroute.bench.embedding_cache import DEFAULT_CACHE_DIR, VectorCache, cached_embedder
 from memroute.bench.quality import embedding_options, load_store, store_name
 
-__all__ = ["Variant", "dev_recall", "grid", "load_stores", "main"]
+if TYPE_CHECKING:
+    from memroute.service import Memroute
+
+__all__ = ["Variant", "dev_recall", "grid", "load_stores", "main", "open_trial"]
 
 _LOADED = "memroute-bench-loaded.json"
 
@@ -80,16 +86,22 @@ def _overrides(path: Path, model: str, vectors: dict[str, Any] | None = None,
             "backends": {"primary": "main", "fallbacks": [], "instances": {"main": {"type": "sqlite", "options": {}}}}}
 
 
-def dev_recall(cache: VectorCache, model: str, path: Path, variant: Variant,
-               asked: list[Question]) -> dict[str, dict[str, float]]:
-    """``{"hybrid": {"R@5": ...}, "vector": {...}}`` of ``asked`` on the store at ``path`` under ``variant``."""
+def open_trial(cache: VectorCache, model: str, path: Path, variant: Variant) -> Memroute:
+    """The loaded store at ``path`` opened under ``variant``: every option of the setting is set, none is left
+    to what ``model`` declares (close it, or use it as a context manager)."""
     from memroute.service import Memroute
 
     overrides = _overrides(path, model, {"center": variant.center, "hub_penalty": variant.hub_penalty},
                            {"keyword_weight": variant.keyword_weight})
     embedder = cached_embedder(cache, {}, query_content_words=variant.content_words, **overrides)
+    return Memroute.open({}, embedder=embedder, **overrides)
+
+
+def dev_recall(cache: VectorCache, model: str, path: Path, variant: Variant,
+               asked: list[Question]) -> dict[str, dict[str, float]]:
+    """``{"hybrid": {"R@5": ...}, "vector": {...}}`` of ``asked`` on the store at ``path`` under ``variant``."""
     sums = {leg: [0.0] * len(KS) for leg in ("hybrid", "vector")}
-    with Memroute.open({}, embedder=embedder, **overrides) as mem:
+    with open_trial(cache, model, path, variant) as mem:
         for question in asked:
             wanted = set(question.evidence)
             for leg, strategy in (("hybrid", "hybrid"), ("vector", "semantic")):

