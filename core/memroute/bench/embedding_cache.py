@@ -27,7 +27,7 @@ import numpy as np
 
 from memroute.config.settings import MemrouteSettings, load_settings
 from memroute.embedding import build_embedding_source, validate_texts
-from memroute.embedding.cache import uncached
+from memroute.embedding.cache import WrappedEmbeddingSource, uncached
 from memroute.errors import ConfigError, EmbeddingError
 from memroute.interfaces import EmbeddingSource
 from memroute.plugins import get_plugin_manager
@@ -103,47 +103,23 @@ class VectorCache:
             self._db.close()
 
 
-class DiskCachedEmbeddingSource(EmbeddingSource):
+class DiskCachedEmbeddingSource(WrappedEmbeddingSource):
     """``inner`` behind a :class:`VectorCache`: memories are embedded as passages, search queries as queries,
     and only texts never seen by this model on that side reach ``inner`` (in one batch). It reports the
     wrapped source's identity and calibrated values, so the engine ranks exactly as it would with ``inner``."""
 
     def __init__(self, inner: EmbeddingSource, cache: VectorCache, *, query_content_words: bool | None = None) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.cache = cache
         self._query_content_words = query_content_words
         """Set: embed a query's content words or the whole query whatever ``inner`` declares (a setting to try
         on the dev split before a source declares it)."""
 
     @property
-    def source(self) -> str:  # type: ignore[override]
-        return self.inner.source
-
-    @property
-    def model(self) -> str:  # type: ignore[override]
-        return self.inner.model
-
-    @property
-    def dimensions(self) -> int | None:  # type: ignore[override]
-        return self.inner.dimensions
-
-    @property
-    def fusion_keyword_weight(self) -> float | None:  # type: ignore[override]
-        return self.inner.fusion_keyword_weight
-
-    @property
-    def relevance_calibration(self) -> tuple[float, float, float, float] | None:  # type: ignore[override]
-        return self.inner.relevance_calibration
-
-    @property
     def query_content_words(self) -> bool:  # type: ignore[override]
         if self._query_content_words is not None:
             return self._query_content_words
         return self.inner.query_content_words
-
-    @property
-    def in_process(self) -> bool | None:  # type: ignore[override]
-        return self.inner.in_process
 
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
         return self._embed(validate_texts(texts), side="passage")
@@ -168,9 +144,6 @@ class DiskCachedEmbeddingSource(EmbeddingSource):
         if not items:
             return np.zeros((0, self.inner.dimensions or 0), dtype=np.float32)
         return np.stack([found[key] for key in keys]).astype(np.float32, copy=False)
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 def cached_embedder(cache: VectorCache, config: Any = None, *, query_content_words: bool | None = None,

@@ -13,7 +13,7 @@ from memroute.embedding.ttl_cache import MISSING, TTLCache
 from memroute.errors import EmbeddingError
 from memroute.interfaces import EmbeddingSignature, EmbeddingSource
 
-__all__ = ["CachedEmbeddingSource", "cache_key", "uncached"]
+__all__ = ["CachedEmbeddingSource", "WrappedEmbeddingSource", "cache_key", "uncached"]
 
 
 def uncached(source: EmbeddingSource) -> EmbeddingSource:
@@ -31,18 +31,14 @@ def cache_key(source: str, model: str, dimensions: int | None, text: str, *, que
     return f"{source}:{model or 'unknown'}:{dimensions or 0}:{'query:' if query else ''}{digest}"
 
 
-class CachedEmbeddingSource(EmbeddingSource):
-    """Wraps a source with an LRU + TTL cache of vectors. Only misses reach the wrapped source, in one
-    batch, with duplicates embedded once. Cached vectors are read-only; returned arrays are fresh copies."""
+class WrappedEmbeddingSource(EmbeddingSource):
+    """A source in front of another (``inner``) that reports the wrapped source's identity and calibrated values,
+    so signatures, cache keys and rankings do not change when the wrapper is switched on or off. Subclasses add
+    what they wrap it for (:class:`CachedEmbeddingSource`; the benchmarks' disk cache)."""
 
-    def __init__(self, inner: EmbeddingSource, *, max_entries: int = 1000, ttl_ms: int = 300_000,
-                 clock: Callable[[], float] | None = None) -> None:
+    def __init__(self, inner: EmbeddingSource) -> None:
         self.inner = inner
-        kwargs: dict[str, Any] = {"clock": clock} if clock is not None else {}
-        self.cache: TTLCache[str, np.ndarray] = TTLCache(max_entries, ttl_ms / 1000.0, **kwargs)
 
-    # The wrapper reports the wrapped source's identity, so signatures and cache keys do not change when
-    # caching is switched on or off.
     @property
     def source(self) -> str:  # type: ignore[override]
         return self.inner.source
@@ -70,6 +66,23 @@ class CachedEmbeddingSource(EmbeddingSource):
     @property
     def in_process(self) -> bool | None:  # type: ignore[override]
         return self.inner.in_process
+
+    def signature(self) -> EmbeddingSignature:
+        return self.inner.signature()
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class CachedEmbeddingSource(WrappedEmbeddingSource):
+    """Wraps a source with an LRU + TTL cache of vectors. Only misses reach the wrapped source, in one
+    batch, with duplicates embedded once. Cached vectors are read-only; returned arrays are fresh copies."""
+
+    def __init__(self, inner: EmbeddingSource, *, max_entries: int = 1000, ttl_ms: int = 300_000,
+                 clock: Callable[[], float] | None = None) -> None:
+        super().__init__(inner)
+        kwargs: dict[str, Any] = {"clock": clock} if clock is not None else {}
+        self.cache: TTLCache[str, np.ndarray] = TTLCache(max_entries, ttl_ms / 1000.0, **kwargs)
 
     def embed(self, text: str) -> np.ndarray:
         """``embed_batch([text])[0]`` (the same vector, a fresh writable copy, the same cache counts) without the
@@ -131,9 +144,6 @@ class CachedEmbeddingSource(EmbeddingSource):
             return np.zeros((0, dim), dtype=np.float32)
         return np.stack([row for row in rows if row is not None]).astype(np.float32, copy=False)
 
-    def signature(self) -> EmbeddingSignature:
-        return self.inner.signature()
-
     def stats(self) -> dict[str, int]:
         """``hits``, ``misses``, ``size`` and ``max`` of the cache, for the engine status."""
         return self.cache.stats()
@@ -147,6 +157,3 @@ class CachedEmbeddingSource(EmbeddingSource):
         info: dict[str, Any] = describe() if callable(describe) else {"source": self.source, "model": self.model}
         info["cache"] = self.stats()
         return info
-
-    def close(self) -> None:
-        self.inner.close()
