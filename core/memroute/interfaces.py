@@ -51,6 +51,7 @@ __all__ = [
     "MemoryBackend",
     "MemoryHistory",
     "HistoryNote",
+    "RecordedImports",
     "RecordedWrites",
     "ReindexMarkers",
     "TenantRoutedDeletes",
@@ -373,6 +374,18 @@ class RecordedWrites(Protocol):
 
     def delete_recorded(self, api_key_id: str, memory_id: str, note: HistoryNote) -> bool:
         """:meth:`TenantRouting.delete_owned`, and its entry (what the memory said) in the same transaction."""
+        ...
+
+
+@runtime_checkable
+class RecordedImports(Protocol):
+    """A backend keeping history that writes a bulk import's history entries **in the import's own transaction**
+    (``memroute import``): the memories and their ``import`` entries are committed together, or neither. Other
+    backends get the entries by :meth:`MemoryHistory.append_history` after the write."""
+
+    def put_many_recorded(self, memories: Sequence[Memory], entries: Sequence[HistoryEntry]) -> int:
+        """:meth:`MemoryBackend.put_many`, and ``entries`` inserted in the same transaction (they were made from
+        the rows the import read before writing)."""
         ...
 
 

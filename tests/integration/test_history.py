@@ -287,6 +287,32 @@ def test_an_add_and_its_history_entry_are_one_transaction(mem, tmp_path):
     db.close()
 
 
+def test_an_import_and_its_history_entries_are_one_transaction(mem, tmp_path):
+    """On SQLite a bulk import's ``import`` entries are written in the import's own transaction: with a real
+    failure between the two (a trigger refusing every history insert) the import fails and leaves neither its
+    memories nor entries, and the memory it would have changed still says what it said."""
+    existing = mem.add(api_key_id="alice", content="Lives in Porto", key="profile:location")
+    now = utcnow()
+    changed = Memory(id=existing.id, api_key_id="alice", key="profile:location", content="Lives in Braga",
+                     created_at=existing.created_at, updated_at=now)
+    new = Memory(id=new_memory_id(), api_key_id="alice", key="profile:pet", content="Has a cat", created_at=now,
+                 updated_at=now)
+    db = _db(tmp_path)
+    entries_before = db.execute("SELECT count(*) FROM memory_history").fetchone()[0]
+    db.execute("CREATE TRIGGER refuse_history BEFORE INSERT ON memory_history "
+               "BEGIN SELECT RAISE(ABORT, 'injected failure between the memories and their history'); END")
+    with pytest.raises(memroute.MemrouteError):
+        mem.import_memories([changed, new])
+    assert mem.get(new.id, api_key_id="alice") is None
+    assert mem.get(existing.id, api_key_id="alice").content == "Lives in Porto"
+    assert db.execute("SELECT count(*) FROM memory_history").fetchone()[0] == entries_before
+    db.execute("DROP TRIGGER refuse_history")
+    assert mem.import_memories([changed, new]).imported == 2
+    assert _events(mem, existing.id, "alice")[-1] == ("updated", "import", "Lives in Porto", "Lives in Braga")
+    assert _events(mem, new.id, "alice") == [("created", "import", None, "Has a cat")]
+    db.close()
+
+
 def test_concurrent_adds_record_each_entry_in_their_shared_transaction(mem, tmp_path):
     """Adds from threads are written together (group commit); each gets its own entry, by its own actor, and two
     tenants' adds never see each other's history."""

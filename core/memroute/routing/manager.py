@@ -33,6 +33,7 @@ from memroute.interfaces import (
     MemoryAccess,
     MemoryBackend,
     MemoryHistory,
+    RecordedImports,
     RecordedWrites,
     ReindexMarkers,
     tenant_routed,
@@ -65,6 +66,9 @@ T = TypeVar("T")
 
 BULK_SECONDS_PER_MEMORY = 0.002
 """What ``put_many`` adds to ``operation_timeout_s`` per memory in the batch (100,000: 200 s more)."""
+HISTORY_APPEND_BATCH = 500
+"""History entries appended per call when they follow a write (a bulk import on a backend without
+:class:`~memroute.interfaces.RecordedImports`)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -129,6 +133,9 @@ class MemoryManager:
         self._recorders = frozenset(b.name for b in self.backends
                                     if b.capabilities.history and isinstance(b, RecordedWrites))
         """The backends that record an add's history in its transaction (a protocol check costs ~10 us: once)."""
+        self._import_recorders = frozenset(b.name for b in self.backends
+                                           if b.capabilities.history and isinstance(b, RecordedImports))
+        """The backends that record a bulk import's history in its transaction."""
 
     @property
     def backends(self) -> list[MemoryBackend]:
@@ -449,6 +456,35 @@ class MemoryManager:
             served, count = self._write(BackendCall("put_many", lambda b: b.put_many(batch), writes=True,
                                                     timeout_s=timeout))
             self._replication.journal_puts(served, batch)
+        return int(count)
+
+    def put_many_recorded(self, memories: Sequence[Memory], entries: Sequence[HistoryEntry]) -> int:
+        """:meth:`put_many` with the import's history ``entries``: written by the backend that takes the batch in
+        the same transaction (:class:`~memroute.interfaces.RecordedImports`), or, on a backend without that (a
+        fallback during an outage), appended right after by :meth:`append_history`."""
+        batch = list(memories)
+        notes = list(entries)
+        if not all(isinstance(m, Memory) for m in batch) or not all(isinstance(e, HistoryEntry) for e in notes):
+            raise ValidationError("put_many_recorded: expected Memory objects and HistoryEntry objects",
+                                  [("memories", "type")])
+        if not batch:
+            return 0
+        self._ensure_open()
+        timeout = self.settings.operation_timeout_s + len(batch) * BULK_SECONDS_PER_MEMORY
+        late: builtins.list[HistoryEntry] = []
+
+        def call(backend: MemoryBackend) -> int:
+            late.clear()
+            if backend.name in self._import_recorders:
+                return cast("RecordedImports", backend).put_many_recorded(batch, notes)
+            late.extend(notes)
+            return backend.put_many(batch)
+
+        with self._write_lock:
+            served, count = self._write(BackendCall("put_many", call, writes=True, timeout_s=timeout))
+            self._replication.journal_puts(served, batch)
+        for start in range(0, len(late), HISTORY_APPEND_BATCH):
+            self.append_history(late[start:start + HISTORY_APPEND_BATCH])
         return int(count)
 
     def update(self, memory_id: str, patch: MemoryPatch, *, api_key_id: str | None = None) -> Memory | None:

@@ -148,16 +148,16 @@ def import_memories(
     on_written: Callable[[list[Memory]], Any] | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> ImportReport:
-    """Write already-validated ``(line, memory)`` pairs: refuse foreign ids, then one ``put_many``; then the
-    history of each memory the import created or changed (actor ``import``)."""
+    """Write already-validated ``(line, memory)`` pairs: refuse foreign ids, then one ``put_many`` with the
+    history of each memory the import creates or changes (actor ``import``), in the same transaction where the
+    backend can (SQLite), else right after."""
     replaced = _refuse_foreign_ids(manager, memories, tenant_scoped=api_key_id is not None)
     batch = [memory for _, memory in memories]
-    count = manager.put_many(batch) if batch else 0
     if manager.keeps_history and batch:
         changes = (HistoryEntry.of_change(replaced.get(m.id), m, actor="import") for m in batch)
-        entries = [entry for entry in changes if entry is not None]
-        for start in range(0, len(entries), _LOOKUP_BATCH):
-            manager.append_history(entries[start:start + _LOOKUP_BATCH])
+        count = manager.put_many_recorded(batch, [entry for entry in changes if entry is not None])
+    else:
+        count = manager.put_many(batch) if batch else 0
     if progress is not None:
         progress(len(batch))
     if on_written is not None and batch:

@@ -500,6 +500,14 @@ class SqliteBackend(MemoryBackend):
     def put_many(self, memories: Iterable[Memory]) -> int:
         """``put`` every memory in one transaction (bulk import); later items win over earlier ones with the
         same id or ``(api_key_id, key)``. Returns how many were stored."""
+        return self._put_many(memories, ())
+
+    def put_many_recorded(self, memories: Sequence[Memory], entries: Sequence[HistoryEntry]) -> int:
+        """:meth:`put_many` with ``entries`` inserted in the same transaction
+        (:class:`~memroute.interfaces.RecordedImports`): a failure of either rolls both back and raises."""
+        return self._put_many(memories, entries)
+
+    def _put_many(self, memories: Iterable[Memory], entries: Sequence[HistoryEntry]) -> int:
         batch: dict[str, Memory] = {}
         by_key: dict[tuple[str, str], str] = {}
         for memory in memories:
@@ -514,6 +522,8 @@ class SqliteBackend(MemoryBackend):
         with self._write_kept("import memories", {m.api_key_id for m in batch.values()}) as write:
             evicted = self._put_rows(write.connection, written)
             write.changed += [*batch, *evicted]
+            if entries:
+                history_sql.append(write.connection, entries)
         self._invalidate([*batch, *evicted])
         self._wrote(written, evicted)
         return len(batch)
