@@ -21,10 +21,10 @@ import contextvars
 import functools
 import threading
 import time
-from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
+from memroute.deployment.fair_use import WaitingLine
 from memroute.errors import BackendUnavailableError, ValidationError
 from memroute.models import Memory
 from memroute.retrieval import gil
@@ -44,10 +44,10 @@ _ANONYMOUS = "\x00anonymous"
 class FairShares:
     """A pool's workers shared fairly between callers, with the light ones first.
 
-    At most ``width`` calls are handed to the pool at once; the others wait in a queue per caller, and a worker
-    that comes free goes to the caller first in line, who then goes to the back of the line (a newcomer joins
-    just before the caller served last). So a caller with a backlog of fifty calls never sits in front of
-    another's call, where a first-come pool queues it behind all fifty.
+    At most ``width`` calls are handed to the pool at once; the others wait in a
+    :class:`~memroute.deployment.fair_use.WaitingLine` (a queue per caller, served round-robin), and a worker
+    that comes free goes to the next caller in it. So a caller with a backlog of fifty calls never sits in front
+    of another's call, where a first-come pool queues it behind all fifty.
 
     Two more things keep a flood from slowing a light caller (one with no backlog: nothing waiting here):
 
@@ -72,8 +72,7 @@ class FairShares:
         self.running = 0
         self._held: dict[str, int] = {}
         """Workers each caller holds (granted on the loop, given back by :meth:`leave`)."""
-        self._waiting: OrderedDict[str, deque[asyncio.Future[None]]] = OrderedDict()
-        self._last: str | None = None
+        self._waiting = WaitingLine()
         self._active: dict[str, int] = {}
         """Calls running now, per caller: in a worker or on the loop (:meth:`in_call`); any thread."""
         self._changed = threading.Condition()
@@ -84,23 +83,14 @@ class FairShares:
                 self.running < self.width + self.headroom and who not in self._held and who not in self._waiting):
             self._grant_to(who)
             return
-        granted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        if who not in self._waiting:
-            self._waiting[who] = deque()
-            if self._last is not None and self._last in self._waiting:
-                self._waiting.move_to_end(self._last)  # a newcomer goes before the caller served last
-        self._waiting[who].append(granted)
+        granted = self._waiting.join(who)
         try:
             await granted
         except asyncio.CancelledError:
             if granted.done() and not granted.cancelled():
                 self.leave(who)  # handed a worker as it was cancelled: pass it on
             else:
-                queue = self._waiting.get(who)
-                if queue is not None and granted in queue:
-                    queue.remove(granted)
-                    if not queue:
-                        del self._waiting[who]
+                self._waiting.forget(who, granted)
             raise
 
     def leave(self, who: str) -> None:
@@ -111,17 +101,8 @@ class FairShares:
         else:
             self._held.pop(who, None)
         self.running -= 1
-        while self._waiting and self.running < self.width:
-            first, queue = next(iter(self._waiting.items()))
-            granted = queue.popleft()
-            if queue:
-                self._waiting.move_to_end(first)
-            else:
-                del self._waiting[first]
-            if not granted.done():
-                self._grant_to(first)
-                granted.set_result(None)
-                self._last = first
+        while self.running < self.width and self._waiting.grant():
+            self._grant_to(cast(str, self._waiting.last))
 
     def _grant_to(self, who: str) -> None:
         self.running += 1

@@ -136,8 +136,6 @@ class _Write:
         if self.kind in ("add", "update") and manager.records_in_write:
             # A primary that writes the history entry in the write's own transaction (SQLite) takes these.
             return manager, {"add": "create_recorded", "update": "update_recorded"}[self.kind]
-        if self.kind == "import" and manager.keeps_history:
-            return manager, "put_many_recorded"  # the memories and their history entries in one call
         return manager, {"add": "create", "update": "update", "import": "put_many"}[self.kind]
 
     def call(self, mem: AsyncMemroute):  # type: ignore[no-untyped-def]

@@ -25,17 +25,20 @@ A refusal says when to retry (:class:`RateLimited`, 429 with ``Retry-After`` on 
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import math
 import secrets
 import threading
 import time
+from collections.abc import Hashable
 from typing import Any, Final
 
 import attrs
 
 from memroute.errors import ValidationError
 
-__all__ = ["CLAIM_FRACTION", "LIMITS_TTL_S", "FairUse", "KeyLimits", "RateLimited"]
+__all__ = ["CLAIM_FRACTION", "LIMITS_TTL_S", "FairUse", "KeyLimits", "RateLimited", "WaitingLine"]
 
 LIMITS_TTL_S: Final = 5.0
 """Seconds a process reuses a key's limits before reading them again: a change reaches every process this fast."""
@@ -357,3 +360,77 @@ def _live_holders(current: Any, now: float) -> dict[str, dict[str, Any]]:
         return {}
     return {holder: dict(lease) for holder, lease in holders.items()
             if isinstance(lease, dict) and float(lease.get("expires", 0)) > now and int(lease.get("slots", 0)) > 0}
+
+
+_NOBODY: Final = object()
+
+
+class WaitingLine:
+    """Requests waiting per key, served round-robin across keys: the one line behind the event loop's turns
+    (:class:`memroute.server.fair_queue.LoopTurns`) and the async API's workers (:class:`memroute.aio.FairShares`).
+
+    :meth:`join` puts a future in its key's queue; :meth:`grant` resolves the first live one of the next key in
+    rotation, and that key goes to the back. A key that arrived since the key served last goes before it, so
+    another key's backlog never waits in front of a request: it waits for at most one request of each other key
+    that is waiting too. Not thread-safe: used from one event loop (``key in line`` may be asked from any thread:
+    one dictionary lookup)."""
+
+    def __init__(self) -> None:
+        self._queues: collections.OrderedDict[Hashable, collections.deque[asyncio.Future[None]]] = (
+            collections.OrderedDict())
+        self._last: Hashable = _NOBODY
+
+    def __bool__(self) -> bool:
+        return bool(self._queues)
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._queues
+
+    def waiting(self, key: Hashable | None = None) -> int:
+        """Requests waiting: of ``key``, or of every key."""
+        if key is not None:
+            return len(self._queues.get(key, ()))
+        return sum(len(queue) for queue in self._queues.values())
+
+    def served(self, key: Hashable) -> None:
+        """``key`` was served without waiting (the resource was free): it counts as the key served last."""
+        self._last = key
+
+    def join(self, key: Hashable) -> asyncio.Future[None]:
+        """A future resolved when ``key`` is granted its turn (await it; :meth:`forget` it when cancelled)."""
+        granted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queues.setdefault(key, collections.deque()).append(granted)
+        return granted
+
+    @property
+    def last(self) -> Hashable:
+        """The key served last."""
+        return self._last
+
+    def grant(self) -> bool:
+        """Resolve the next waiter in rotation (one cancelled meanwhile is skipped); False when nobody waits."""
+        while self._queues:
+            key = next(iter(self._queues))
+            if key == self._last and len(self._queues) > 1:  # a key that arrived since goes before it
+                self._queues.move_to_end(key)
+                key = next(iter(self._queues))
+            queue = self._queues[key]
+            granted = queue.popleft()
+            if queue:
+                self._queues.move_to_end(key)  # round-robin: this key goes to the back of the rotation
+            else:
+                del self._queues[key]
+            if not granted.done():
+                self._last = key
+                granted.set_result(None)
+                return True
+        return False
+
+    def forget(self, key: Hashable, granted: asyncio.Future[None]) -> None:
+        """Take ``granted`` out of ``key``'s queue (its request gave up waiting)."""
+        queue = self._queues.get(key)
+        if queue is None or granted not in queue:
+            return
+        queue.remove(granted)
+        if not queue:
+            del self._queues[key]

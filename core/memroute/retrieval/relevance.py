@@ -119,10 +119,9 @@ class QueryTerms:
     as a substring (the common case is that none does)."""
 
     def __init__(self, text: str) -> None:
-        whole = content_terms(text)
-        self.terms = sorted(whole, key=len, reverse=True)
+        self.terms = content_terms(text)
         self._sets = [(terms, len(terms) if len(terms) <= LONG_QUERY_TERMS else 2)
-                      for terms in (whole, *(content_terms(part) for part in message_parts(text))) if terms]
+                      for terms in (self.terms, *(content_terms(part) for part in message_parts(text))) if terms]
 
     def coverage(self, memory: Memory) -> float:
         if not self._sets:

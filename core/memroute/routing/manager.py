@@ -441,43 +441,28 @@ class MemoryManager:
             served, _ = self._write(BackendCall("put", lambda b: b.put(memory), writes=True))
             self._replication.journal(served, OP_PUT, lambda: put_payload(memory))
 
-    def put_many(self, memories: Sequence[Memory]) -> int:
-        """``put`` a batch in one backend call (bulk import), replicated entry by entry through the outbox."""
+    def put_many(self, memories: Sequence[Memory], history: Sequence[HistoryEntry] = ()) -> int:
+        """``put`` a batch in one backend call (bulk import), replicated entry by entry through the outbox. The
+        import's ``history`` entries are written by the backend that takes the batch in the same transaction
+        (:class:`~memroute.interfaces.RecordedImports`), else appended right after by :meth:`append_history`."""
         batch = list(memories)
-        if not all(isinstance(m, Memory) for m in batch):
-            raise ValidationError("put_many: expected Memory objects", [("memories", "type")])
+        entries = list(history)
+        if not all(isinstance(m, Memory) for m in batch) or not all(isinstance(e, HistoryEntry) for e in entries):
+            raise ValidationError("put_many: expected Memory objects (and HistoryEntry objects)",
+                                  [("memories", "type")])
         if not batch:
             return 0
         self._ensure_open()
         # One call for the whole batch (one transaction where the backend has them), so its timeout grows with
         # it: 100,000 memories took PostgreSQL longer than the 30 s default on a loaded 2-core machine.
         timeout = self.settings.operation_timeout_s + len(batch) * BULK_SECONDS_PER_MEMORY
-        with self._write_lock:
-            served, count = self._write(BackendCall("put_many", lambda b: b.put_many(batch), writes=True,
-                                                    timeout_s=timeout))
-            self._replication.journal_puts(served, batch)
-        return int(count)
-
-    def put_many_recorded(self, memories: Sequence[Memory], entries: Sequence[HistoryEntry]) -> int:
-        """:meth:`put_many` with the import's history ``entries``: written by the backend that takes the batch in
-        the same transaction (:class:`~memroute.interfaces.RecordedImports`), or, on a backend without that (a
-        fallback during an outage), appended right after by :meth:`append_history`."""
-        batch = list(memories)
-        notes = list(entries)
-        if not all(isinstance(m, Memory) for m in batch) or not all(isinstance(e, HistoryEntry) for e in notes):
-            raise ValidationError("put_many_recorded: expected Memory objects and HistoryEntry objects",
-                                  [("memories", "type")])
-        if not batch:
-            return 0
-        self._ensure_open()
-        timeout = self.settings.operation_timeout_s + len(batch) * BULK_SECONDS_PER_MEMORY
         late: builtins.list[HistoryEntry] = []
 
         def call(backend: MemoryBackend) -> int:
             late.clear()
-            if backend.name in self._import_recorders:
-                return cast("RecordedImports", backend).put_many_recorded(batch, notes)
-            late.extend(notes)
+            if entries and backend.name in self._import_recorders:
+                return cast("RecordedImports", backend).put_many_recorded(batch, entries)
+            late.extend(entries)
             return backend.put_many(batch)
 
         with self._write_lock:

@@ -25,15 +25,12 @@ requests either. Not thread-safe: used from the event loop only.
 from __future__ import annotations
 
 import asyncio
-import collections
 from collections.abc import Hashable
 from typing import Final
 
-from memroute.deployment.fair_use import RateLimited
+from memroute.deployment.fair_use import RateLimited, WaitingLine
 
 __all__ = ["QUEUE_RETRY_AFTER_S", "LoopTurns", "QueueFull"]
-
-_NOBODY: Final = object()
 
 QUEUE_RETRY_AFTER_S: Final = 1
 """The ``Retry-After`` of a request refused because its key's queue was full."""
@@ -54,34 +51,26 @@ class LoopTurns:
     def __init__(self, per_key: int) -> None:
         self.per_key = per_key
         self._busy = False
-        self._last: Hashable = _NOBODY
-        self._waiting: collections.OrderedDict[Hashable, collections.deque[asyncio.Future[None]]] = (
-            collections.OrderedDict())
+        self._line = WaitingLine()
         self.queued = 0
         """Requests that had to wait for a turn (the benchmark and the tests read it)."""
 
     def waiting(self, key: Hashable | None = None) -> int:
         """Requests waiting for a turn: of ``key``, or of every key."""
-        if key is not None:
-            return len(self._waiting.get(key, ()))
-        return sum(len(queue) for queue in self._waiting.values())
+        return self._line.waiting(key)
 
     async def take(self, key: Hashable) -> None:
         """Wait for ``key``'s turn (at once when the loop is free and nobody waits); :class:`QueueFull` when
         ``key`` has ``per_key`` requests waiting already. The turn ends by itself (nothing to give back)."""
         loop = asyncio.get_running_loop()
-        if not self._busy and not self._waiting:
+        if not self._busy and not self._line:
             self._busy = True
-            self._last = key
+            self._line.served(key)
             loop.call_later(0, self._pass)
             return
-        queue = self._waiting.get(key)
-        if queue is None:
-            queue = self._waiting[key] = collections.deque()
-        elif self.per_key and len(queue) >= self.per_key:
+        if self.per_key and self._line.waiting(key) >= self.per_key:
             raise QueueFull(self.per_key)
-        granted: asyncio.Future[None] = loop.create_future()
-        queue.append(granted)
+        granted = self._line.join(key)
         self.queued += 1
         try:
             await granted
@@ -89,7 +78,7 @@ class LoopTurns:
             if not granted.cancelled():  # it had been given the turn: pass it on
                 self._pass()
             else:
-                self._forget(key, granted)
+                self._line.forget(key, granted)
             raise
         loop.call_later(0, self._pass)
 
@@ -98,31 +87,4 @@ class LoopTurns:
         the turn starts, so it runs after the request's step, in the loop's next iteration, behind the sockets
         that iteration found readable: a request that arrived meanwhile is in its queue before the next turn
         is given (``call_soon`` would run before them)."""
-        self._busy = False
-        while self._waiting:
-            key = next(iter(self._waiting))
-            if key == self._last and len(self._waiting) > 1:  # a key that arrived since goes before it
-                self._waiting.move_to_end(key)
-                key = next(iter(self._waiting))
-            queue = self._waiting[key]
-            granted = queue.popleft()
-            if queue:
-                self._waiting.move_to_end(key)  # round-robin: this key goes to the back of the rotation
-            else:
-                del self._waiting[key]
-            if not granted.done():  # else cancelled while it waited
-                self._busy = True
-                self._last = key
-                granted.set_result(None)
-                return
-
-    def _forget(self, key: Hashable, granted: asyncio.Future[None]) -> None:
-        queue = self._waiting.get(key)
-        if queue is None:
-            return
-        try:
-            queue.remove(granted)
-        except ValueError:
-            return
-        if not queue:
-            del self._waiting[key]
+        self._busy = self._line.grant()

@@ -153,11 +153,9 @@ def import_memories(
     backend can (SQLite), else right after."""
     replaced = _refuse_foreign_ids(manager, memories, tenant_scoped=api_key_id is not None)
     batch = [memory for _, memory in memories]
-    if manager.keeps_history and batch:
-        changes = (HistoryEntry.of_change(replaced.get(m.id), m, actor="import") for m in batch)
-        count = manager.put_many_recorded(batch, [entry for entry in changes if entry is not None])
-    else:
-        count = manager.put_many(batch) if batch else 0
+    changes = (HistoryEntry.of_change(replaced.get(m.id), m, actor="import") for m in batch)
+    history = [entry for entry in changes if entry is not None] if manager.keeps_history else []
+    count = manager.put_many(batch, history)
     if progress is not None:
         progress(len(batch))
     if on_written is not None and batch:
