@@ -190,3 +190,44 @@ def test_run_inline_counts_as_the_callers_running_call(tmp_path) -> None:
             await mem.aclose()
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("fair_queueing", [True, False])
+def test_the_fair_use_gate_names_the_caller_only_with_fair_queueing(tmp_path, fair_queueing) -> None:
+    """``[server] fair_queueing`` governs both queues: on, a request's calls are shared by its key (the gate sets
+    :data:`memroute.aio.caller` to the key's id, and requests without a key to ``""``); off, nothing names a
+    caller, so the worker threads serve calls first come, first served."""
+    from memroute.server.fair_queue import LoopTurns
+    from memroute.server.fair_use import FairUseMiddleware
+
+    seen: list[str | None] = []
+
+    async def app(scope, receive, send) -> None:
+        seen.append(caller.get())
+        await send({"type": "http.response.start", "status": 204, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    async def request(gate, secret: str | None) -> None:
+        headers = [(b"authorization", f"Bearer {secret}".encode())] if secret else []
+        scope = {"type": "http", "method": "GET", "path": "/api/memory", "headers": headers}
+
+        async def receive():
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def send(message) -> None:
+            pass
+
+        await gate(scope, receive, send)
+
+    with memroute.open({}, data_dir=str(tmp_path)) as mem:
+        alice, alice_secret = mem.keys.create("alice", scopes="read", tenant="alice")
+        bob, bob_secret = mem.keys.create("bob", scopes="read", tenant="bob")
+        gate = FairUseMiddleware(app, mem, LoopTurns(8) if fair_queueing else None)
+
+        async def main() -> None:
+            for secret in (alice_secret, bob_secret, None, "not-a-key"):
+                await request(gate, secret)
+
+        asyncio.run(main())
+    assert seen == ([alice.id, bob.id, "", ""] if fair_queueing else [None] * 4)
+    assert caller.get() is None

@@ -360,7 +360,9 @@ class ServerSettings:
     third of it): the slots of a process that died come free this long after."""
     fair_queueing: bool = True
     """Serve the requests waiting for the event loop round-robin across API keys, not first come, first served:
-    one key's backlog never waits in front of another key's request (``memroute.server.fair_queue``)."""
+    one key's backlog never waits in front of another key's request (``memroute.server.fair_queue``). Their
+    calls in worker threads are shared by key too, the light key first (:class:`memroute.aio.FairShares`);
+    off, both are first come, first served."""
     queued_requests: int = attrs.field(default=64, validator=_range(0, 10**9))
     """Requests of one API key that may wait for their turn on the event loop in one server process (429
     beyond); 0: unlimited. Only reached while other requests hold the loop."""
