@@ -1,0 +1,119 @@
+"""History on PostgreSQL through the public service, on a real server: every write records its history entry in
+its own transaction (:class:`~memroute.interfaces.RecordedWrites`, :class:`~memroute.interfaces.RecordedImports`),
+so a real failure between a memory and its entry (a trigger refusing every history insert, created through an
+admin connection) leaves neither. Two tenants throughout; nothing mocked."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+import memroute
+from memroute.errors import MemrouteError
+from memroute.interfaces import RecordedImports, RecordedWrites
+from memroute.models import Memory, new_memory_id, utcnow
+from memroute_builtins.backends.postgres.backend import PostgresBackend
+from tests.servers.postgres import PostgresServer, fresh_schema
+
+
+@pytest.fixture
+def schema(postgres_server: PostgresServer) -> Iterator[str]:
+    name = fresh_schema(postgres_server)
+    yield name
+    postgres_server.admin(f'DROP SCHEMA IF EXISTS "{name}" CASCADE', "memroute")
+
+
+@pytest.fixture
+def mem(postgres_server: PostgresServer, schema: str, tmp_path: Path) -> Iterator[Any]:
+    config = {"embedding": {"source": "none"}, "manager": {"health_interval_s": 0},
+              "backends": {"primary": "main", "main": {"type": "postgres", "dsn": postgres_server.dsn(),
+                                                       "schema": schema}}}
+    with memroute.open(config, data_dir=str(tmp_path)) as service:
+        yield service
+
+
+def _events(mem: Any, memory_id: str, tenant: str) -> list[tuple[str, str, str | None, str | None]]:
+    report = mem.history(memory_id, api_key_id=tenant)
+    return [(e.event.value, e.actor, e.old_content, e.new_content) for e in report.entries]
+
+
+def _counts(server: PostgresServer, schema: str) -> tuple[int, int]:
+    """(memories, history entries) of every tenant, read past row-level security."""
+    with psycopg.connect(server.dsn()) as raw:
+        raw.execute("SELECT set_config('memroute.all_tenants', 'on', false)")
+        memories = raw.execute(f'SELECT count(*) FROM "{schema}".memories').fetchone()
+        entries = raw.execute(f'SELECT count(*) FROM "{schema}".memory_history').fetchone()
+    assert memories is not None and entries is not None
+    return int(memories[0]), int(entries[0])
+
+
+def _refuse_history(server: PostgresServer, schema: str) -> None:
+    server.admin(
+        f'CREATE FUNCTION "{schema}".refuse_history() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN '
+        "RAISE EXCEPTION 'injected failure between a memory and its history'; END $$; "
+        f'CREATE TRIGGER refuse_history BEFORE INSERT ON "{schema}".memory_history FOR EACH ROW '
+        f'EXECUTE FUNCTION "{schema}".refuse_history()', "memroute")
+
+
+def test_the_manager_writes_history_in_the_write_on_postgres(mem: Any) -> None:
+    """The manager picks the recorded paths by protocol: the PostgreSQL backend must implement both."""
+    backend = mem._manager.primary
+    assert isinstance(backend, PostgresBackend)
+    assert isinstance(backend, RecordedWrites) and isinstance(backend, RecordedImports)
+    assert mem._manager.records_in_write
+
+
+def test_each_write_and_its_entry_are_one_transaction(mem: Any, postgres_server: PostgresServer,
+                                                      schema: str) -> None:
+    """With every history insert refused, an add (of a new key and of a taken one), an update, a delete and an
+    import each fail with a memroute error and change nothing; once the trigger is gone the same calls succeed
+    and each change has its entry, readable only by its tenant."""
+    porto = mem.add(api_key_id="alice", content="Lives in Porto", key="profile:location")
+    oslo = mem.add(api_key_id="bob", content="Lives in Oslo", key="profile:location")
+    now = utcnow()
+    moved = Memory(id=porto.id, api_key_id="alice", key="profile:location", content="Lives in Braga",
+                   created_at=porto.created_at, updated_at=now)
+    pet = Memory(id=new_memory_id(), api_key_id="alice", key="profile:pet", content="Has a cat", created_at=now,
+                 updated_at=now)
+    bobs_pet = Memory(id=new_memory_id(), api_key_id="bob", key="profile:pet", content="Has a dog",
+                      created_at=now, updated_at=now)
+    before = _counts(postgres_server, schema)
+    assert before == (2, 2)
+
+    _refuse_history(postgres_server, schema)
+    with pytest.raises(MemrouteError):
+        mem.add(api_key_id="alice", content="Drinks tea", key="pref:drink")
+    with pytest.raises(MemrouteError):
+        mem.add(api_key_id="alice", content="Lives in Faro", key="profile:location")
+    with pytest.raises(MemrouteError):
+        mem.update(porto.id, api_key_id="alice", content="Lives in Lagos")
+    with pytest.raises(MemrouteError):
+        mem.delete(porto.id, api_key_id="alice")
+    with pytest.raises(MemrouteError):
+        mem.import_memories([moved, pet, bobs_pet])
+    assert _counts(postgres_server, schema) == before, "a failed write left a memory or an entry behind"
+    assert mem.get_by_key("pref:drink", api_key_id="alice") is None
+    assert mem.get(porto.id, api_key_id="alice").content == "Lives in Porto"
+    assert mem.get(pet.id, api_key_id="alice") is None and mem.get(bobs_pet.id, api_key_id="bob") is None
+
+    postgres_server.admin(f'DROP TRIGGER refuse_history ON "{schema}".memory_history', "memroute")
+    tea = mem.add(api_key_id="alice", content="Drinks tea", key="pref:drink")
+    assert mem.add(api_key_id="alice", content="Lives in Faro", key="profile:location", actor="mcp").id == porto.id
+    mem.update(porto.id, api_key_id="alice", content="Lives in Lagos", actor="cli")
+    assert mem.update(porto.id, api_key_id="bob", content="stolen") is None
+    assert mem.delete(porto.id, api_key_id="bob") is False
+    assert mem.delete(porto.id, api_key_id="alice", actor="retention")
+    assert mem.import_memories([moved, pet, bobs_pet]).imported == 3
+    assert _events(mem, tea.id, "alice") == [("created", "api", None, "Drinks tea")]
+    assert _events(mem, porto.id, "alice") == [
+        ("created", "api", None, "Lives in Porto"), ("updated", "mcp", "Lives in Porto", "Lives in Faro"),
+        ("updated", "cli", "Lives in Faro", "Lives in Lagos"), ("deleted", "retention", "Lives in Lagos", None),
+        ("created", "import", None, "Lives in Braga")]
+    assert _events(mem, pet.id, "alice") == [("created", "import", None, "Has a cat")]
+    assert _events(mem, bobs_pet.id, "bob") == [("created", "import", None, "Has a dog")]
+    assert _events(mem, oslo.id, "bob") == [("created", "api", None, "Lives in Oslo")]
+    assert mem.history(porto.id, api_key_id="bob") is None and mem.history(bobs_pet.id, api_key_id="alice") is None
