@@ -5,6 +5,7 @@ admin connection) leaves neither. Two tenants throughout; nothing mocked."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,9 +15,9 @@ import pytest
 
 import memroute
 from memroute.errors import MemrouteError
-from memroute.interfaces import RecordedImports, RecordedWrites
-from memroute.models import Memory, new_memory_id, utcnow
-from memroute_builtins.backends.postgres.backend import PostgresBackend
+from memroute.interfaces import HistoryNote, RecordedImports, RecordedWrites
+from memroute.models import Memory, MemoryPatch, NewMemory, new_memory_id, utcnow
+from memroute_builtins.backends.postgres.backend import PostgresBackend, PostgresSettings
 from tests.servers.postgres import PostgresServer, fresh_schema
 
 
@@ -117,3 +118,60 @@ def test_each_write_and_its_entry_are_one_transaction(mem: Any, postgres_server:
     assert _events(mem, bobs_pet.id, "bob") == [("created", "import", None, "Has a dog")]
     assert _events(mem, oslo.id, "bob") == [("created", "api", None, "Lives in Oslo")]
     assert mem.history(porto.id, api_key_id="bob") is None and mem.history(bobs_pet.id, api_key_id="alice") is None
+
+
+def test_concurrent_writers_of_one_key_leave_one_unbroken_chain(postgres_server: PostgresServer,
+                                                                 schema: str) -> None:
+    """Two backends on one database (two memroute processes) upsert and update one key from eight threads: each
+    entry must describe the row its write replaced, so the entries form one chain (each old content is the new
+    content of exactly one earlier entry) ending at what the memory says. Reading the row without a lock would
+    give two entries the same old content."""
+    backends = [PostgresBackend(f"p{i}", PostgresSettings(dsn=postgres_server.dsn(), schema=schema, pool_max_size=4))
+                for i in range(2)]
+    for backend in backends:
+        backend.initialize()
+    try:
+        [first] = backends[0].create_many_recorded(
+            [NewMemory(api_key_id="alice", key="profile:location", content="v-start")], [HistoryNote(actor="t")])
+        assert isinstance(first, Memory)
+        backends[0].create_many_recorded([NewMemory(api_key_id="bob", key="profile:location", content="bob's")],
+                                         [HistoryNote(actor="t")])
+        failures: list[BaseException] = []
+
+        def write(worker: int) -> None:
+            backend = backends[worker % 2]
+            try:
+                for i in range(15):
+                    content = f"v-{worker}-{i}"
+                    if i % 3 == 2:
+                        assert backend.update_recorded("alice", first.id, MemoryPatch(content=content),
+                                                       HistoryNote(actor=f"w{worker}")) is not None
+                    else:
+                        [stored] = backend.create_many_recorded(
+                            [NewMemory(api_key_id="alice", key="profile:location", content=content)],
+                            [HistoryNote(actor=f"w{worker}")])
+                        assert isinstance(stored, Memory) and stored.id == first.id
+            except BaseException as exc:  # reported by the main thread
+                failures.append(exc)
+
+        threads = [threading.Thread(target=write, args=(worker,)) for worker in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert not failures, failures
+        entries = backends[1].history("alice", first.id)
+        assert len(entries) == 1 + 8 * 15, "one entry per write (every write changed the content)"
+        following = {e.old_content: e.new_content for e in entries}
+        assert len(following) == len(entries), "two entries replaced the same content: a write read a stale row"
+        walked, content = 0, None
+        while content in following:
+            content = following[content]
+            walked += 1
+        assert walked == len(entries), "the entries do not form one chain"
+        current = backends[1].get_owned("alice", first.id)
+        assert current is not None and content == current.content
+        assert [e.new_content for e in backends[1].history("bob", first.id)] == []
+    finally:
+        for backend in backends:
+            backend.close()
