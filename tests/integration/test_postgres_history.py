@@ -175,3 +175,63 @@ def test_concurrent_writers_of_one_key_leave_one_unbroken_chain(postgres_server:
     finally:
         for backend in backends:
             backend.close()
+
+
+def test_concurrent_adds_and_deletes_of_one_key_record_every_change_once(postgres_server: PostgresServer,
+                                                                          schema: str) -> None:
+    """Adds of one key race deletes of it (two backends, six threads): an add that finds the key's memory gone
+    between its insert and its locked read tries again, never failing; every successful write has exactly one
+    entry, and each memory's entries form one chain from its creation to what it says now (or to its deletion)."""
+    backends = [PostgresBackend(f"p{i}", PostgresSettings(dsn=postgres_server.dsn(), schema=schema, pool_max_size=4))
+                for i in range(2)]
+    for backend in backends:
+        backend.initialize()
+    written = {"adds": 0, "deletes": 0}
+    ids: set[str] = set()
+    lock = threading.Lock()
+    failures: list[BaseException] = []
+
+    def work(worker: int) -> None:
+        backend = backends[worker % 2]
+        try:
+            for i in range(25):
+                if worker % 3:
+                    [stored] = backend.create_many_recorded(
+                        [NewMemory(api_key_id="alice", key="k", content=f"c-{worker}-{i}")], [HistoryNote(actor="a")])
+                    assert isinstance(stored, Memory), stored
+                    with lock:
+                        written["adds"] += 1
+                        ids.add(stored.id)
+                else:
+                    found = backend.get_by_key("alice", "k")
+                    if found is not None and backend.delete_recorded("alice", found.id, HistoryNote(actor="d")):
+                        with lock:
+                            written["deletes"] += 1
+        except BaseException as exc:  # reported by the main thread
+            failures.append(exc)
+
+    try:
+        threads = [threading.Thread(target=work, args=(worker,)) for worker in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert not failures, failures
+        assert written["deletes"] > 0 and len(ids) > 1, "the deletes never met the adds: nothing was raced"
+        total = 0
+        for memory_id in ids:
+            entries = backends[0].history("alice", memory_id)
+            total += len(entries)
+            following = {e.old_content: e.new_content for e in entries}
+            assert len(following) == len(entries), f"{memory_id}: two entries replaced the same content"
+            current = backends[1].get_owned("alice", memory_id)
+            content, steps = following[None], 1
+            while content is not None and content in following:
+                content, steps = following[content], steps + 1
+            assert steps == len(entries), f"{memory_id}: the entries do not form one chain"
+            assert content == (current.content if current is not None else None)
+            assert backends[0].history("bob", memory_id) == []
+        assert total == written["adds"] + written["deletes"], "a write without its entry, or an entry twice"
+    finally:
+        for backend in backends:
+            backend.close()

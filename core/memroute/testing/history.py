@@ -11,7 +11,7 @@ from typing import ClassVar
 
 import pytest
 
-from memroute.errors import ConflictError
+from memroute.errors import ConflictError, ValidationError
 from memroute.interfaces import HistoryNote, MemoryBackend, MemoryHistory, RecordedImports, RecordedWrites
 from memroute.models import HistoryEntry, HistoryEvent, Memory, MemoryPatch, NewMemory, new_memory_id, utcnow
 
@@ -132,6 +132,9 @@ class HistoryTests:
         assert isinstance(taken[0], ConflictError) and isinstance(taken[1], Memory)
         assert len(keeper.history(_A, first.id)) == 2, "a failed item recorded an entry"
         assert [e.new_content for e in keeper.history(_A, taken[1].id)] == ["Likes tea"]
+        with pytest.raises(ValidationError):  # one note per memory, or nothing is written
+            recorder.create_many_recorded([NewMemory(api_key_id=_A, key="pet", content="Has a cat")], [])
+        assert backend.get_by_key(_A, "pet") is None
 
     def test_recorded_updates_and_deletes_write_their_entries(self, backend: MemoryBackend) -> None:
         """``update_recorded`` / ``delete_recorded``: the entry of what the row said before and after, with the

@@ -74,8 +74,10 @@ _EXTENSIONS: Final = ("btree_gin",)
 _PUT_CHUNK: Final = 5_000
 """Rows per set-based statement of ``put_many`` and of a history insert (bounds one statement's parameter arrays,
 not the transaction)."""
-_UPSERT_ATTEMPTS: Final = 3
-"""Tries of a recorded add whose key's row a concurrent writer deleted between its insert and its read."""
+_UPSERT_ATTEMPTS: Final = 50
+"""Tries of a recorded add whose key's row concurrent writers keep deleting between its insert and its locked
+read. Each retry means another transaction committed a delete of that key meanwhile, so the writers as a whole
+progress; two threads deleting one key in a loop against four adding it made an add retry up to four times."""
 TS_MATCH: Final = "pg_catalog.ts_match_vq(pg_catalog.tsvector, pg_catalog.tsquery)"
 """The function behind ``tsvector @@ tsquery``. Under row-level security PostgreSQL uses an operator as an
 index condition only if its function is leakproof (otherwise it must run after the policy, row by row), and
@@ -258,8 +260,9 @@ class PostgresBackend(MemoryBackend):
             if locked is not None:
                 return to_memory(locked), to_memory(conn.execute(self.sql.upsert, values).fetchone())
             if conn.execute(self.sql.get, (new.api_key_id, new.id)).fetchone() is not None:
-                break
-        raise ConflictError(f"memory id {new.id} is already used by another memory", backend=self.name)
+                raise ConflictError(f"memory id {new.id} is already used by another memory", backend=self.name)
+        raise ConflictError(f"key {new.key!r}: concurrent writers deleted and re-created its memory {_UPSERT_ATTEMPTS} "
+                            "times while this add waited; add it again", backend=self.name)
 
     def _item_error(self, exc: Exception) -> MemrouteError | None:
         """The error that belongs to one item of a batch (its data: SQLSTATE classes 22 and 23, or text the
