@@ -159,6 +159,20 @@ class HistoryTests:
             (HistoryEvent.DELETED, "retention", "Drinks coffee", None)]
         assert keeper.history(_B, memory.id) == []
 
+    @pytest.mark.parametrize("bad", ["", "a\x00b", "\ud800", "x" * 300])
+    def test_recorded_updates_and_deletes_refuse_a_malformed_id(self, backend: MemoryBackend, bad: str) -> None:
+        """A malformed id is a :class:`ValidationError` before anything is written (never a driver's error)."""
+        recorder = _recorder(backend)
+        keeper = _keeper(backend)
+        [memory] = recorder.create_many_recorded([NewMemory(api_key_id=_A, key="k", content="Drinks tea")],
+                                                 [HistoryNote(actor="api")])
+        assert isinstance(memory, Memory)
+        with pytest.raises(ValidationError):
+            recorder.update_recorded(_A, bad, MemoryPatch(content="Drinks coffee"), HistoryNote(actor="api"))
+        with pytest.raises(ValidationError):
+            recorder.delete_recorded(_A, bad, HistoryNote(actor="api"))
+        assert backend.get(memory.id) == memory and len(keeper.history(_A, memory.id)) == 1
+
     def test_recorded_imports_store_each_tenants_memories_with_their_entries(self, backend: MemoryBackend) -> None:
         """``put_many_recorded`` (:class:`~memroute.interfaces.RecordedImports`): the memories are stored as
         ``put_many`` stores them and the entries with them, each tenant's under its own; an entry already stored
