@@ -235,3 +235,62 @@ def test_concurrent_adds_and_deletes_of_one_key_record_every_change_once(postgre
     finally:
         for backend in backends:
             backend.close()
+
+
+def test_concurrent_adds_of_two_tenants_each_record_their_own_entry(mem: Any) -> None:
+    """Adds from eight threads are written together by the group commit, the batch switching tenants between
+    items: each memory gets its own entry, by its own actor, readable only by its tenant."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def add(i: int) -> Memory:
+        tenant = "alice" if i % 2 else "bob"
+        return mem.add(api_key_id=tenant, content=f"note {i}", key=f"k{i}", actor=f"worker-{i}")
+
+    with ThreadPoolExecutor(8) as pool:
+        stored = list(pool.map(add, range(40)))
+    for i, memory in enumerate(stored):
+        assert _events(mem, memory.id, memory.api_key_id) == [("created", f"worker-{i}", None, f"note {i}")]
+        other = "bob" if memory.api_key_id == "alice" else "alice"
+        assert mem.history(memory.id, api_key_id=other) is None
+
+
+def test_a_killed_writer_leaves_no_memory_without_its_entry(postgres_server: PostgresServer, schema: str,
+                                                            tmp_path: Path) -> None:
+    """A process adding in a loop through ``memroute.open`` is killed (SIGKILL) mid-run: its open transaction
+    never commits, so every memory it left has its created entry, and every entry its memory."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    config = {"embedding": {"source": "none"}, "manager": {"health_interval_s": 0},
+              "backends": {"primary": "main", "main": {"type": "postgres", "dsn": postgres_server.dsn(),
+                                                       "schema": schema}}}
+    script = ("import itertools, memroute\n"
+              f"mem = memroute.open({config!r}, data_dir={str(tmp_path / 'data')!r})\n"
+              "print('ready', flush=True)\n"
+              "for i in itertools.count():\n"
+              "    mem.add(api_key_id='alice' if i % 2 else 'bob', content=f'note {i}', key=f'k{i}')\n")
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        for _ in range(600):  # until it has written a few hundred memories
+            time.sleep(0.05)
+            if _counts(postgres_server, schema)[0] >= 300:
+                break
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    with psycopg.connect(postgres_server.dsn()) as raw:
+        raw.execute("SELECT set_config('memroute.all_tenants', 'on', false)")
+        memories = raw.execute(f'SELECT count(*) FROM "{schema}".memories').fetchone()
+        orphans = raw.execute(
+            f'SELECT count(*) FROM "{schema}".memories m WHERE NOT EXISTS (SELECT 1 FROM "{schema}".memory_history h '
+            "WHERE h.api_key_id = m.api_key_id AND h.memory_id = m.id AND h.event = 'created')").fetchone()
+        strays = raw.execute(
+            f'SELECT count(*) FROM "{schema}".memory_history h WHERE NOT EXISTS (SELECT 1 FROM "{schema}".memories m '
+            "WHERE m.api_key_id = h.api_key_id AND m.id = h.memory_id)").fetchone()
+    assert memories is not None and memories[0] >= 300
+    assert (orphans, strays) == ((0,), (0,))
