@@ -1,10 +1,10 @@
 """The catalog and statement facts docs/deployment.md ("Sharding by api_key_id with Citus") relies on, checked on
 plain PostgreSQL (Citus itself cannot be installed here, and nothing claims it was run).
 
-- Catalog: both tenant tables carry ``api_key_id NOT NULL``; every primary key and unique constraint includes
-  it (what ``create_distributed_table(table, 'api_key_id')`` requires); there is no foreign key (one would have
-  to include it too); every other index leads with it or is on the short documented list; the tables that
-  would be reference tables have no tenant column.
+- Catalog: the tenant tables (memories, memory_vectors, memory_history) carry ``api_key_id NOT NULL``; every
+  primary key and unique constraint includes it (what ``create_distributed_table(table, 'api_key_id')``
+  requires); there is no foreign key (one would have to include it too); every other index leads with it or is
+  on the short documented list; the tables that would be reference tables have no tenant column.
 - Statements: every statement the service's tenant calls send to a tenant table names the tenant as a bound
   ``api_key_id = %s`` (or inserts it), which is what lets Citus route it to one shard; the plans of the by-id
   and upsert statements use the ``(api_key_id, …)`` keys.
@@ -30,14 +30,16 @@ from memroute_builtins.backends.postgres.database import ALL_TENANTS, Database
 from memroute_builtins.backends.postgres.schema import Sql, put_columns
 from tests.servers.postgres import PostgresServer, fresh_schema
 
-TENANT_TABLES = ("memories", "memory_vectors")
+TENANT_TABLES = ("memories", "memory_vectors", "memory_history")
 REFERENCE_TABLES = ("vector_index", "api_keys", "state_values", "leases")
 NOT_LED_BY_THE_TENANT = {"memories_expires", "memories_needs_reindex", "memories_id", "memory_vectors_memory_id",
-                         "memory_vectors_hnsw"}
-"""Indexes that do not lead with ``api_key_id``, each on purpose: the expiry sweep and the reindex queue span
-tenants, the two id indexes serve the by-id operations that name no tenant (replication, import's foreign-id
-check, the vector store's delete), and HNSW indexes one column. On Citus each is built per shard."""
-PRIMARY_KEYS = {"memories": ["api_key_id", "id"], "memory_vectors": ["api_key_id", "memory_id"]}
+                         "memory_vectors_hnsw", "memory_history_at"}
+"""Indexes that do not lead with ``api_key_id``, each on purpose: the expiry sweep, the reindex queue and the
+history's time index (an operator's purge over every tenant) span tenants, the two id indexes serve the by-id
+operations that name no tenant (replication, import's foreign-id check, the vector store's delete), and HNSW
+indexes one column. On Citus each is built per shard."""
+PRIMARY_KEYS = {"memories": ["api_key_id", "id"], "memory_vectors": ["api_key_id", "memory_id"],
+                "memory_history": ["api_key_id", "id"]}
 
 
 def _config(server: PostgresServer, schema: str) -> dict[str, Any]:
@@ -205,6 +207,8 @@ def test_tenant_calls_send_only_statements_that_name_the_tenant(postgres_server:
         mem.import_jsonl([json.dumps(_exported(tenant))], api_key_id=tenant)
         assert mem.delete(made.id, api_key_id=tenant) is True
         assert mem.get(made.id, api_key_id=tenant) is None
+        assert [e.event.value for e in mem.history(made.id, api_key_id=tenant).entries] == [
+            "created", "updated", "updated", "deleted"]
         mem.flush()
     statements = recorder.touching(schema)
     assert len(statements) >= 15, statements
@@ -258,6 +262,8 @@ def test_by_id_and_upsert_plans_use_the_tenant_keys(postgres_server: PostgresSer
                 ("get", sql.get, ("a", memory.id)),
                 ("get_many", sql.get_many, ("a", [memory.id])),
                 ("delete", sql.delete, ("a", memory.id)),
+                ("delete_returning", sql.delete_returning, ("a", memory.id)),
+                ("get_by_key_for_update", sql.get_by_key_for_update, ("a", "k")),
                 ("update", sql.update, (None, "factual", "k", "c", "{}", utcnow(), None, "c", "k", None, None,
                                         "a", memory.id)),
                 ("record_access", sql.record_access, ([memory.id], [1], [utcnow()], "a")),

@@ -1,5 +1,5 @@
-"""Single durable adds with their history entry written in the add's own transaction (SQLite's
-``create_many_recorded``), against the same adds with the entry written in a second step after the write (what
+"""Single durable adds with their history entry written in the add's own transaction (``create_many_recorded`` of
+SQLite or PostgreSQL), against the same adds with the entry written in a second step after the write (what
 memroute did before, and still does on backends without :class:`~memroute.interfaces.RecordedWrites`): two
 fresh stores, the adds alternated in rounds so load on the machine hits both alike, in one run
 (``pytest -m bench tests/bench/test_history_write_bench.py -s``).
@@ -34,7 +34,7 @@ def run_history_write_bench(open_service: Callable[[Path], Any], root: Path, *, 
     samples: dict[str, list[float]] = {"in_transaction": [], "second_step": []}
     with open_service(root / "in-transaction") as joined, open_service(root / "second-step") as apart:
         if not joined._manager.records_in_write:
-            raise ValueError("the primary backend does not record history in its writes (SQLite does)")
+            raise ValueError("the primary backend does not record history in its writes (SQLite and PostgreSQL do)")
         for warm in range(20):
             joined.add(api_key_id="bench", content=f"warm up {warm}")
             with _second_step():

@@ -303,7 +303,7 @@ class Memroute(DeploymentMethods, ConversationMethods, HistoryMethods, EndUserMe
     def _write_adds(self, pending: Sequence[_PendingAdd]) -> builtins.list[Memory | Exception]:
         """The group commit's batch (:mod:`memroute.deployment.group_commit`): concurrent adds, already validated,
         in one backend write; then one indexer wake for all of them, and their history: in the same transaction
-        when the primary records it there (``MemoryManager.records_in_write``: SQLite), else right after."""
+        when the primary records it there (``MemoryManager.records_in_write``: SQLite, PostgreSQL), else right after."""
         news = [p.new for p in pending]
         if self._manager.records_in_write:
             notes = [HistoryNote(actor=p.actor, event=p.event) for p in pending]

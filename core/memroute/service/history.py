@@ -4,7 +4,7 @@ Every write of the service (add, update, delete, clear, import, and what the pip
 observe's facts, consolidation, summarization, prune) records one :class:`~memroute.models.HistoryEntry` per
 memory changed, through the manager, on the first backend that keeps history
 (:meth:`memroute.routing.manager.MemoryManager.append_history`). An add, update or delete on a primary that records
-history in its writes (:class:`~memroute.interfaces.RecordedWrites`: SQLite) writes its entry in its own
+history in its writes (:class:`~memroute.interfaces.RecordedWrites`: SQLite, PostgreSQL) writes its entry in its own
 transaction (``MemoryManager.create_recorded`` / ``update_recorded`` / ``delete_recorded``; the write fails with
 it). Otherwise recording follows the write: the change is stored first, and a history entry that cannot be stored
 is logged, never a reason to fail the write.

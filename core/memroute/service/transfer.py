@@ -150,7 +150,7 @@ def import_memories(
 ) -> ImportReport:
     """Write already-validated ``(line, memory)`` pairs: refuse foreign ids, then one ``put_many`` with the
     history of each memory the import creates or changes (actor ``import``), in the same transaction where the
-    backend can (SQLite), else right after."""
+    backend can (SQLite, PostgreSQL), else right after."""
     replaced = _refuse_foreign_ids(manager, memories, tenant_scoped=api_key_id is not None)
     batch = [memory for _, memory in memories]
     changes = (HistoryEntry.of_change(replaced.get(m.id), m, actor="import") for m in batch)

@@ -11,8 +11,8 @@ from typing import ClassVar
 
 import pytest
 
-from memroute.errors import ConflictError
-from memroute.interfaces import HistoryNote, MemoryBackend, MemoryHistory, RecordedWrites
+from memroute.errors import ConflictError, ValidationError
+from memroute.interfaces import HistoryNote, MemoryBackend, MemoryHistory, RecordedImports, RecordedWrites
 from memroute.models import HistoryEntry, HistoryEvent, Memory, MemoryPatch, NewMemory, new_memory_id, utcnow
 
 __all__ = ["HistoryTests"]
@@ -33,6 +33,13 @@ def _recorder(backend: MemoryBackend) -> RecordedWrites:
     _keeper(backend)
     if not isinstance(backend, RecordedWrites):
         pytest.skip(f"{type(backend).__name__} records history after its writes (no create_many_recorded)")
+    return backend
+
+
+def _importer(backend: MemoryBackend) -> RecordedImports:
+    _keeper(backend)
+    if not isinstance(backend, RecordedImports):
+        pytest.skip(f"{type(backend).__name__} records an import's history after it (no put_many_recorded)")
     return backend
 
 
@@ -125,6 +132,9 @@ class HistoryTests:
         assert isinstance(taken[0], ConflictError) and isinstance(taken[1], Memory)
         assert len(keeper.history(_A, first.id)) == 2, "a failed item recorded an entry"
         assert [e.new_content for e in keeper.history(_A, taken[1].id)] == ["Likes tea"]
+        with pytest.raises(ValidationError):  # one note per memory, or nothing is written
+            recorder.create_many_recorded([NewMemory(api_key_id=_A, key="pet", content="Has a cat")], [])
+        assert backend.get_by_key(_A, "pet") is None
 
     def test_recorded_updates_and_deletes_write_their_entries(self, backend: MemoryBackend) -> None:
         """``update_recorded`` / ``delete_recorded``: the entry of what the row said before and after, with the
@@ -148,3 +158,46 @@ class HistoryTests:
             (HistoryEvent.SUPERSEDED, "cli", "Drinks tea", "Drinks coffee"),
             (HistoryEvent.DELETED, "retention", "Drinks coffee", None)]
         assert keeper.history(_B, memory.id) == []
+
+    @pytest.mark.parametrize("bad", ["", "a\x00b", "\ud800", "x" * 300])
+    def test_recorded_updates_and_deletes_refuse_a_malformed_id(self, backend: MemoryBackend, bad: str) -> None:
+        """A malformed id is a :class:`ValidationError` before anything is written (never a driver's error)."""
+        recorder = _recorder(backend)
+        keeper = _keeper(backend)
+        [memory] = recorder.create_many_recorded([NewMemory(api_key_id=_A, key="k", content="Drinks tea")],
+                                                 [HistoryNote(actor="api")])
+        assert isinstance(memory, Memory)
+        with pytest.raises(ValidationError):
+            recorder.update_recorded(_A, bad, MemoryPatch(content="Drinks coffee"), HistoryNote(actor="api"))
+        with pytest.raises(ValidationError):
+            recorder.delete_recorded(_A, bad, HistoryNote(actor="api"))
+        assert backend.get(memory.id) == memory and len(keeper.history(_A, memory.id)) == 1
+
+    def test_recorded_imports_store_each_tenants_memories_with_their_entries(self, backend: MemoryBackend) -> None:
+        """``put_many_recorded`` (:class:`~memroute.interfaces.RecordedImports`): the memories are stored as
+        ``put_many`` stores them and the entries with them, each tenant's under its own; an entry already stored
+        (the same import run again, or repeated in one call) adds nothing."""
+        importer = _importer(backend)
+        keeper = _keeper(backend)
+        existing = backend.create(NewMemory(api_key_id=_A, key="profile:location", content="Lives in Lisbon"))
+        now = utcnow().replace(microsecond=0)
+        moved = Memory(id=existing.id, api_key_id=_A, key="profile:location", content="Lives in Berlin",
+                       created_at=existing.created_at, updated_at=now)
+        pet = Memory(id=new_memory_id(), api_key_id=_A, key="pet", content="Has a cat", created_at=now, updated_at=now)
+        theirs = Memory(id=new_memory_id(), api_key_id=_B, key="profile:location", content="Lives in Oslo",
+                        created_at=now, updated_at=now)
+        entries = [_change(existing, moved, minutes_ago=0, actor="import"),
+                   _change(None, pet, minutes_ago=0, actor="import"),
+                   _change(None, theirs, minutes_ago=0, actor="import")]
+        assert importer.put_many_recorded([moved, pet, theirs], entries) == 3
+        assert [backend.get(m.id).content for m in (moved, pet, theirs)] == [  # type: ignore[union-attr]
+            "Lives in Berlin", "Has a cat", "Lives in Oslo"]
+        assert keeper.history(_A, existing.id) == [entries[0]]
+        assert keeper.history(_A, pet.id) == [entries[1]]
+        assert keeper.history(_B, theirs.id) == [entries[2]]
+        assert keeper.history(_B, pet.id) == [] and keeper.history(_A, theirs.id) == [], (
+            "a tenant read another tenant's import entries")
+        assert importer.put_many_recorded([moved, pet, theirs], [*entries, entries[0]]) == 3
+        assert [len(keeper.history(t, m.id)) for t, m in ((_A, moved), (_A, pet), (_B, theirs))] == [1, 1, 1], (
+            "an entry already stored was stored again")
+        assert importer.put_many_recorded([], []) == 0

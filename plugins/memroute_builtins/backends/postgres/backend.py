@@ -32,7 +32,7 @@ import attrs
 
 import memroute
 from memroute.errors import BackendUnavailableError, ConflictError, MemrouteError, ValidationError
-from memroute.interfaces import BackendCapabilities, ComponentContext, MemoryAccess, MemoryBackend
+from memroute.interfaces import BackendCapabilities, ComponentContext, HistoryNote, MemoryAccess, MemoryBackend
 from memroute.models import (
     BackendHit,
     HealthResult,
@@ -54,7 +54,7 @@ from memroute_builtins.backends.postgres.database import (
     check_schema_name,
     redact_dsn,
 )
-from memroute_builtins.backends.postgres.history import HistorySql, rows_of, to_entry
+from memroute_builtins.backends.postgres.history import HistorySql, columns_of, to_entry
 from memroute_builtins.backends.postgres.schema import (
     CONTENT_WEIGHT,
     KEY_WEIGHT,
@@ -72,7 +72,12 @@ __all__ = ["PostgresBackend", "PostgresSettings", "memroute_backends"]
 
 _EXTENSIONS: Final = ("btree_gin",)
 _PUT_CHUNK: Final = 5_000
-"""Rows per set-based statement of ``put_many`` (bounds one statement's parameter arrays, not the transaction)."""
+"""Rows per set-based statement of ``put_many`` and of a history insert (bounds one statement's parameter arrays,
+not the transaction)."""
+_UPSERT_ATTEMPTS: Final = 50
+"""Tries of a recorded add whose key's row concurrent writers keep deleting between its insert and its locked
+read. Each retry means another transaction committed a delete of that key meanwhile, so the writers as a whole
+progress; two threads deleting one key in a loop against four adding it made an add retry up to four times."""
 TS_MATCH: Final = "pg_catalog.ts_match_vq(pg_catalog.tsvector, pg_catalog.tsquery)"
 """The function behind ``tsvector @@ tsquery``. Under row-level security PostgreSQL uses an operator as an
 index condition only if its function is leakproof (otherwise it must run after the policy, row by row), and
@@ -94,7 +99,8 @@ class PostgresSettings(DatabaseSettings):
 
 class PostgresBackend(MemoryBackend):
     """memroute's backend for a shared PostgreSQL. Thread-safe: each call borrows a pooled connection for one
-    transaction."""
+    transaction. Keeps history (capability ``history``) and writes a change's history entry in the change's own
+    transaction (:class:`~memroute.interfaces.RecordedWrites`, :class:`~memroute.interfaces.RecordedImports`)."""
 
     in_process = False  # a PostgreSQL server (its own processes)
 
@@ -195,26 +201,68 @@ class PostgresBackend(MemoryBackend):
         — rolls back that item alone and is returned in its place; the others are committed. Any other failure
         (the connection, the server) rolls the whole batch back and raises. The service's group commit writes
         concurrent adds through this (``batch_create``)."""
+        return self._create_many(news, None)
+
+    def create_many_recorded(self, news: Sequence[NewMemory],
+                             notes: Sequence[HistoryNote]) -> builtins.list[Memory | MemrouteError]:
+        """:meth:`create_many` with each stored item's history entry inserted in the same transaction, inside the
+        item's savepoint (:class:`~memroute.interfaces.RecordedWrites`): an item that fails on its own data leaves
+        neither its memory nor its entry, and any other failure (of the database, or of a history insert) rolls
+        the whole batch back and raises. The entry says what the row the upsert replaced held, read under a row
+        lock inside the transaction (no concurrent writer slips in between)."""
+        if len(notes) != len(news):
+            raise ValidationError(f"create_many_recorded: {len(news)} memories but {len(notes)} notes",
+                                  [("notes", "length")])
+        return self._create_many(news, notes)
+
+    def _create_many(self, news: Sequence[NewMemory],
+                     notes: Sequence[HistoryNote] | None) -> builtins.list[Memory | MemrouteError]:
         if not news:
             return []
         outcomes: builtins.list[Memory | MemrouteError] = []
         tenant = news[0].api_key_id
         with self.db.transaction("create memories", tenant=tenant) as conn:
-            for new in news:
+            for at, new in enumerate(news):
                 if new.api_key_id != tenant:
                     tenant = new.api_key_id
                     self.db.set_tenant(conn, tenant)
                 try:
                     with conn.transaction():  # a savepoint inside the batch's transaction
-                        row = conn.execute(self.sql.upsert, self._values(new.as_memory())).fetchone()
+                        if notes is None:
+                            memory = to_memory(conn.execute(self.sql.upsert, self._values(new.as_memory())).fetchone())
+                        else:
+                            before, memory = self._upsert_locked(conn, new)
+                            entry = HistoryEntry.of_change(before, memory, actor=notes[at].actor, event=notes[at].event)
+                            if entry is not None:
+                                self._record(conn, tenant, [entry])
                 except Exception as exc:
                     outcome = self._item_error(exc)
                     if outcome is None:
                         raise  # not this item's fault: the whole batch rolls back
                     outcomes.append(outcome)
                     continue
-                outcomes.append(to_memory(row))
+                outcomes.append(memory)
         return outcomes
+
+    def _upsert_locked(self, conn: Any, new: NewMemory) -> tuple[Memory | None, Memory]:
+        """The upsert of ``new`` inside the caller's transaction, with the row it replaced (``None``: a new key).
+
+        A new key is one insert. A taken key's row is locked (``FOR UPDATE``) and read before the upsert writes
+        into it, so the row read is the row replaced, whatever concurrent writers do; if that row was deleted
+        between the insert and the read, the insert is tried again. When the key is free but the insert still
+        conflicts, the id is taken by another memory of the tenant: :class:`ConflictError`."""
+        values = self._values(new.as_memory())
+        for _attempt in range(_UPSERT_ATTEMPTS):
+            inserted = conn.execute(self.sql.insert_new, values).fetchone()
+            if inserted is not None:
+                return None, to_memory(inserted)
+            locked = conn.execute(self.sql.get_by_key_for_update, (new.api_key_id, new.key)).fetchone()
+            if locked is not None:
+                return to_memory(locked), to_memory(conn.execute(self.sql.upsert, values).fetchone())
+            if conn.execute(self.sql.get, (new.api_key_id, new.id)).fetchone() is not None:
+                raise ConflictError(f"memory id {new.id} is already used by another memory", backend=self.name)
+        raise ConflictError(f"key {new.key!r}: concurrent writers deleted and re-created its memory {_UPSERT_ATTEMPTS} "
+                            "times while this add waited; add it again", backend=self.name)
 
     def _item_error(self, exc: Exception) -> MemrouteError | None:
         """The error that belongs to one item of a batch (its data: SQLSTATE classes 22 and 23, or text the
@@ -224,7 +272,7 @@ class PostgresBackend(MemoryBackend):
         if isinstance(exc, (UnicodeError, RecursionError)):
             return ValidationError(f"create: backend {self.name!r} cannot take this input ({type(exc).__name__}: "
                                    f"{exc})", [("(input)", "invalid")])
-        if isinstance(exc, ValidationError):
+        if isinstance(exc, (ValidationError, ConflictError)):
             return exc
         if not isinstance(exc, (psycopg.DataError, psycopg.IntegrityError)):
             return None
@@ -241,6 +289,14 @@ class PostgresBackend(MemoryBackend):
         ``(api_key_id, id)``, or of one ``(api_key_id, key)``, in the batch wins. The same id under another
         tenant is another memory: ids are unique per tenant by the primary key, across tenants by being random
         UUIDs (and the import refuses another tenant's id)."""
+        return self._put_many(memories, ())
+
+    def put_many_recorded(self, memories: Sequence[Memory], entries: Sequence[HistoryEntry]) -> int:
+        """:meth:`put_many` with ``entries`` inserted in the same transaction, each under its tenant's scope
+        (:class:`~memroute.interfaces.RecordedImports`): a failure of either rolls both back and raises."""
+        return self._put_many(memories, entries)
+
+    def _put_many(self, memories: Sequence[Memory], entries: Sequence[HistoryEntry]) -> int:
         batch: dict[tuple[str, str], Memory] = {}
         by_key: dict[tuple[str, str], str] = {}
         for memory in memories:
@@ -256,16 +312,22 @@ class PostgresBackend(MemoryBackend):
         by_tenant: dict[str, list[Memory]] = {}
         for memory in batch.values():
             by_tenant.setdefault(memory.api_key_id, []).append(memory)
-        first, *rest = by_tenant
+        recorded = _by_tenant(entries)
+        first, *rest = dict.fromkeys([*by_tenant, *recorded])
         with self.db.transaction("store replicated memories", tenant=first) as conn:
             for tenant in (first, *rest):
                 if tenant != first:
                     self.db.set_tenant(conn, tenant)
-                group = by_tenant[tenant]
+                group = by_tenant.get(tenant, [])
                 for start in range(0, len(group), _PUT_CHUNK):
                     chunk = group[start:start + _PUT_CHUNK]
-                    conn.execute(self.sql.put_evict, ([m.key for m in chunk], [m.id for m in chunk], tenant))
+                    # Never prepared: after five runs a prepared statement may get a generic plan, which cannot
+                    # see the arrays' size and joined 3,333 keys to a tenant's rows in 1.2 s (the custom plan:
+                    # a hash join, 2.4 ms), so the tenth import of a long-lived server slowed 15-fold.
+                    conn.execute(self.sql.put_evict, ([m.key for m in chunk], [m.id for m in chunk], tenant),
+                                 prepare=False)
                     conn.execute(self.sql.put, [tenant, *put_columns(chunk)])
+                self._record(conn, tenant, recorded.get(tenant, []))
         return len(batch)
 
     # By id. The interface's get / get_many / update / delete name no tenant: they find the memory wherever it
@@ -320,7 +382,16 @@ class PostgresBackend(MemoryBackend):
         with self.db.transaction("update a memory", tenant=api_key_id) as conn:
             return self._update(conn, api_key_id, memory_id, patch)
 
-    def _update(self, conn: Any, api_key_id: str, memory_id: str, patch: MemoryPatch) -> Memory | None:
+    def update_recorded(self, api_key_id: str, memory_id: str, patch: MemoryPatch,
+                        note: HistoryNote) -> Memory | None:
+        """:meth:`update_owned` with its history entry (the locked row before, the row after) in the same
+        transaction (:class:`~memroute.interfaces.RecordedWrites`)."""
+        require_id(memory_id)
+        with self.db.transaction("update a memory", tenant=api_key_id) as conn:
+            return self._update(conn, api_key_id, memory_id, patch, note)
+
+    def _update(self, conn: Any, api_key_id: str, memory_id: str, patch: MemoryPatch,
+                note: HistoryNote | None = None) -> Memory | None:
         row = conn.execute(self.sql.get_for_update, (api_key_id, memory_id)).fetchone()
         if row is None:
             return None
@@ -338,6 +409,9 @@ class PostgresBackend(MemoryBackend):
             memory.session_id, memory.type.value, memory.key, memory.content, self._jsonb(memory.metadata),
             memory.updated_at, memory.expires_at, memory.content, memory.key, memory.session_id,
             memory.expires_at, api_key_id, memory.id))
+        if note is not None and (entry := HistoryEntry.of_change(existing, memory, actor=note.actor,
+                                                                 event=note.event)) is not None:
+            self._record(conn, api_key_id, [entry])
         return memory
 
     def delete(self, memory_id: str) -> bool:
@@ -350,6 +424,17 @@ class PostgresBackend(MemoryBackend):
         require_id(memory_id)
         with self.db.transaction("delete a memory", tenant=api_key_id) as conn:
             return conn.execute(self.sql.delete, (api_key_id, memory_id)).fetchone() is not None
+
+    def delete_recorded(self, api_key_id: str, memory_id: str, note: HistoryNote) -> bool:
+        """:meth:`delete_owned` with its history entry (what the deleted row said, as the delete returned it) in
+        the same transaction (:class:`~memroute.interfaces.RecordedWrites`)."""
+        require_id(memory_id)
+        with self.db.transaction("delete a memory", tenant=api_key_id) as conn:
+            row = conn.execute(self.sql.delete_returning, (api_key_id, memory_id)).fetchone()
+            if row is not None and (entry := HistoryEntry.of_change(to_memory(row), None, actor=note.actor,
+                                                                    event=note.event)) is not None:
+                self._record(conn, api_key_id, [entry])
+        return row is not None
 
     # --- list --------------------------------------------------------------------------------------------
 
@@ -523,12 +608,14 @@ class PostgresBackend(MemoryBackend):
     # --- history (capability ``history``: memroute_builtins.backends.postgres.history) ---------------------
 
     def append_history(self, entries: Sequence[HistoryEntry]) -> None:
-        by_tenant: dict[str, list[HistoryEntry]] = {}
-        for entry in entries:
-            by_tenant.setdefault(entry.api_key_id, []).append(entry)
-        for tenant, batch in by_tenant.items():
-            with self.db.transaction("record history", tenant=tenant) as conn, conn.cursor() as cur:
-                cur.executemany(self.history_sql.insert, rows_of(batch))
+        for tenant, batch in _by_tenant(entries).items():
+            with self.db.transaction("record history", tenant=tenant) as conn:
+                self._record(conn, tenant, batch)
+
+    def _record(self, conn: Any, tenant: str, entries: Sequence[HistoryEntry]) -> None:
+        """Insert ``entries`` of ``tenant`` inside the caller's transaction, scoped to that tenant."""
+        for start in range(0, len(entries), _PUT_CHUNK):
+            conn.execute(self.history_sql.insert, columns_of(tenant, entries[start:start + _PUT_CHUNK]))
 
     def history(self, api_key_id: str, memory_id: str) -> builtins.list[HistoryEntry]:
         with self.db.transaction("read history", tenant=api_key_id) as conn:
@@ -594,6 +681,13 @@ class PostgresBackend(MemoryBackend):
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "type": self.type_name, "dsn": redact_dsn(self.settings.dsn),
                 "schema": self.schema, "schema_version": SCHEMA_VERSION, "pool": self.db.stats()}
+
+
+def _by_tenant(entries: Iterable[HistoryEntry]) -> dict[str, builtins.list[HistoryEntry]]:
+    grouped: dict[str, builtins.list[HistoryEntry]] = {}
+    for entry in entries:
+        grouped.setdefault(entry.api_key_id, []).append(entry)
+    return grouped
 
 
 @memroute.hookimpl

@@ -1,5 +1,7 @@
 """The PostgreSQL backend's memory history (capability ``history``): the statements on ``memory_history``
-(migration 4), each in a transaction opened for the tenant, so row-level security is the second wall here too."""
+(migration 4), each in a transaction opened for the tenant, so row-level security is the second wall here too.
+The backend inserts a write's entries in the write's own transaction (:class:`~memroute.interfaces.RecordedWrites`,
+:class:`~memroute.interfaces.RecordedImports`) with :attr:`HistorySql.insert`, one tenant per statement."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from typing import Any, Final
 
 from memroute.models import HistoryEntry
 
-__all__ = ["HistorySql", "rows_of", "to_entry"]
+__all__ = ["HistorySql", "columns_of", "to_entry"]
 
 _COLUMNS: Final = ("id, memory_id, api_key_id, event, actor, at, old_content, new_content, old_key, new_key, "
                    "old_type, new_type")
@@ -21,8 +23,16 @@ class HistorySql:
     def __init__(self, schema: str) -> None:
         table = f'"{schema}".memory_history'
         memories = f'"{schema}".memories'
-        self.insert = (f"INSERT INTO {table} ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
-                       "ON CONFLICT (api_key_id, id) DO NOTHING")
+        # Set-based, as put_many: one tenant's entries as parallel arrays unnested in the server (one statement
+        # for an import's thousands of entries). The owner is one bound value, so on Citus the statement goes to
+        # the tenant's shard. An entry already stored (same id) is left as it is.
+        self.insert = (
+            f"INSERT INTO {table} (id, api_key_id, memory_id, event, actor, at, old_content, new_content, old_key, "
+            "new_key, old_type, new_type) SELECT id, %s::text, memory_id, event, actor, at, old_content, "
+            "new_content, old_key, new_key, old_type, new_type FROM unnest(%s::text[], %s::text[], %s::text[], "
+            "%s::text[], %s::timestamptz[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], "
+            "%s::text[]) AS e(id, memory_id, event, actor, at, old_content, new_content, old_key, new_key, "
+            "old_type, new_type) ON CONFLICT (api_key_id, id) DO NOTHING")
         self.select = (f"SELECT {_COLUMNS} FROM {table} WHERE api_key_id = %s AND memory_id = %s "
                        "ORDER BY at, seq")
         self._purge = (f"DELETE FROM {table} WHERE (api_key_id, memory_id) IN ("
@@ -37,9 +47,13 @@ class HistorySql:
         return self._purge.format(owner="h.api_key_id = %s AND"), [api_key_id, before]
 
 
-def rows_of(entries: Sequence[HistoryEntry]) -> list[tuple[Any, ...]]:
-    return [(e.id, e.memory_id, e.api_key_id, e.event.value, e.actor, e.at, e.old_content, e.new_content,
-             e.old_key, e.new_key, e.old_type, e.new_type) for e in entries]
+def columns_of(api_key_id: str, entries: Sequence[HistoryEntry]) -> list[Any]:
+    """The parameters of :attr:`HistorySql.insert` for entries of ``api_key_id`` (the caller groups them by
+    tenant): the owner, then one array per column."""
+    return [api_key_id, [e.id for e in entries], [e.memory_id for e in entries], [e.event.value for e in entries],
+            [e.actor for e in entries], [e.at for e in entries], [e.old_content for e in entries],
+            [e.new_content for e in entries], [e.old_key for e in entries], [e.new_key for e in entries],
+            [e.old_type for e in entries], [e.new_type for e in entries]]
 
 
 def to_entry(row: Sequence[Any]) -> HistoryEntry:

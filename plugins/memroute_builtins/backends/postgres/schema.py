@@ -165,6 +165,12 @@ class Sql:
             f"OR {t}.expires_at IS DISTINCT FROM EXCLUDED.expires_at "
             f"RETURNING {_COLUMNS}"
         )
+        # A recorded add (create_many_recorded) needs the row its upsert replaces: it inserts a new key first,
+        # and when the key (or the id) is taken, locks the key's row, reads it and only then upserts into it, so
+        # no concurrent writer changes the row between what the history entry says and what the upsert replaced.
+        self.insert_new = insert + f" ON CONFLICT DO NOTHING RETURNING {_COLUMNS}"
+        self.get_by_key_for_update = f"SELECT {_COLUMNS} FROM {t} WHERE api_key_id = %s AND key = %s FOR UPDATE"
+        self.delete_returning = f"DELETE FROM {t} WHERE api_key_id = %s AND id = %s RETURNING {_COLUMNS}"
         self.update = (
             f"UPDATE {t} SET session_id = %s, type = %s, key = %s, content = %s, metadata = %s, updated_at = %s, "
             "expires_at = %s, needs_reindex = needs_reindex OR content IS DISTINCT FROM %s OR key IS DISTINCT "
