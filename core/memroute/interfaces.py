@@ -449,6 +449,10 @@ class EmbeddingSource(abc.ABC):
     model: str = ""
     dimensions: int | None = None
     """Known in advance, or measured from the first vector."""
+    fusion_keyword_weight: float | None = None
+    """How much hybrid search should trust the keyword leg next to this source's vectors (see
+    docs/retrieval.md, "Fusion"), calibrated by the source's author on the quality benchmark's dev split and
+    kept only if held-out questions confirm it; ``None`` means memroute's default (1.0)."""
     relevance_calibration: tuple[float, float, float, float] | None = None
     """The coefficients ``(bias, cosine, coverage, gap)`` of the logistic model that turns this source's
     cosines into a relevance in [0, 1] (:mod:`memroute.retrieval.relevance`), as ``python -m

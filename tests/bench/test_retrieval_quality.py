@@ -50,6 +50,6 @@ def test_held_out_set_hybrid_beats_each_leg_in_every_cell(source, tmp_path):
             if cell["hybrid"]["R@5"] < max(cell["keyword"]["R@5"], cell["vector"]["R@5"]):
                 below.add((count, kind))
     # The one cell docs/retrieval.md names: MiniLM's paraphrased questions among chat turns, where the keyword
-    # leg can only lift a chat turn sharing one rare word with the question (two questions below the vector
+    # leg can only lift a chat turn sharing one rare word with the question (one question below the vector
     # leg). Any other cell below a leg, or this one mended, fails here.
     assert below == ({("2000", "paraphrased")} if source == "transformers" else set()), below

@@ -115,3 +115,17 @@ def test_every_stated_default_is_the_codes(section, key, cell, meaning):
     if isinstance(default, dict) and value == {}:
         default = dict(default)
     assert value == default, f"[{section}] {key}: the page says {cell}, the code {default!r}"
+
+
+def test_the_calibrated_keyword_weights_are_the_sources():
+    from memroute.retrieval.fusion import DEFAULT_KEYWORD_WEIGHT
+    from memroute_builtins.embedding.static import StaticEmbeddingSource
+    from memroute_builtins.embedding.transformers import TransformersEmbeddingSource
+
+    meaning = next(m for section, key, _, m in ROWS if (section, key) == ("memory", "keyword_weight"))
+    stated = dict(re.findall(r"(transformers|every other) ([\d.]+)", meaning))
+    assert {name: float(value) for name, value in stated.items()} == {
+        "transformers": TransformersEmbeddingSource().fusion_keyword_weight,  # its default model's
+        "every other": DEFAULT_KEYWORD_WEIGHT,
+    }
+    assert StaticEmbeddingSource.fusion_keyword_weight is None

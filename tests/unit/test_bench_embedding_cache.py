@@ -85,6 +85,7 @@ def test_the_wrapper_reports_the_sources_identity_and_calibration(tmp_path) -> N
     inner = StaticEmbeddingSource()
     source = DiskCachedEmbeddingSource(inner, VectorCache(tmp_path))
     assert (source.source, source.model, source.dimensions) == (inner.source, inner.model, inner.dimensions)
+    assert source.fusion_keyword_weight == inner.fusion_keyword_weight
     assert source.relevance_calibration == inner.relevance_calibration
     assert source.query_content_words is True and source.signature() == inner.signature()
 

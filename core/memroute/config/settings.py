@@ -125,11 +125,11 @@ class MemorySettings:
     )
     """Retrieval strategy: ``recent`` (newest first), ``semantic`` or ``hybrid`` (keyword + vector)."""
     fusion: str = attrs.field(default="score", validator=_choice("score", "rrf"))
-    """How hybrid search fuses its legs: ``score`` (score-aware) or ``rrf``
+    """How hybrid search fuses its legs: ``score`` (score-aware, calibrated per embedding model) or ``rrf``
     (weighted Reciprocal Rank Fusion with ``rrf_k``). See docs/retrieval.md, "Fusion"."""
-    keyword_weight: float = attrs.field(default=1.0, validator=_range(0.0, 100.0))
-    """The keyword leg's weight in score fusion (docs/retrieval.md, "Fusion"), the same for every embedding
-    source: weights of their own showed no held-out gain."""
+    keyword_weight: float | None = attrs.field(
+        default=None, validator=attrs.validators.optional(_range(0.0, 100.0)))
+    """The keyword leg's weight in score fusion; unset means the embedding source's calibrated value."""
     rrf_k: int = attrs.field(default=60, validator=_range(1, 100_000))
     """Reciprocal Rank Fusion constant ``k`` (``MEMORY_RRF_K``), for ``fusion = "rrf"``."""
     vec_top_k: int = attrs.field(default=20, validator=_range(1, 1000))

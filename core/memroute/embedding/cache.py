@@ -52,6 +52,10 @@ class WrappedEmbeddingSource(EmbeddingSource):
         return self.inner.dimensions
 
     @property
+    def fusion_keyword_weight(self) -> float | None:  # type: ignore[override]
+        return self.inner.fusion_keyword_weight
+
+    @property
     def relevance_calibration(self) -> tuple[float, float, float, float] | None:  # type: ignore[override]
         return self.inner.relevance_calibration
 

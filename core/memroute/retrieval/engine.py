@@ -24,7 +24,7 @@ from memroute.errors import MemrouteError
 from memroute.interfaces import EmbeddingSignature, EmbeddingSource, Reranker, VectorHit, VectorStore
 from memroute.models import Memory, Provenance, SearchHit, SearchQuery, SearchResult
 from memroute.retrieval.budget import fit_budget
-from memroute.retrieval.fusion import fuse, fuse_scores, keyword_query
+from memroute.retrieval.fusion import DEFAULT_KEYWORD_WEIGHT, fuse, fuse_scores, keyword_query
 from memroute.retrieval.gil import checkpoint
 from memroute.retrieval.indexer import Indexer, IndexQueue, store_identity
 from memroute.retrieval.ordering import order_hits, order_pairs, recency_key
@@ -195,6 +195,15 @@ class RetrievalEngine:
             self.indexer.enqueue_delete(memory_id, api_key_id)
 
     # --- search ----------------------------------------------------------------------------------------
+    @property
+    def keyword_weight(self) -> float:
+        """The keyword leg's weight in score fusion: ``[memory] keyword_weight``, else the embedding source's
+        calibrated value, else the default."""
+        if self.settings.keyword_weight is not None:
+            return self.settings.keyword_weight
+        calibrated = getattr(self.embedder, "fusion_keyword_weight", None)
+        return float(calibrated) if isinstance(calibrated, (int, float)) else DEFAULT_KEYWORD_WEIGHT
+
     def candidate_depth(self, limit: int) -> int:
         """How many candidates each leg returns for a search of ``limit`` results: three times the limit (so
         fusion has the other leg's near misses to promote) and at least :data:`MIN_CANDIDATES` (score fusion
@@ -338,7 +347,7 @@ class RetrievalEngine:
             hits = fuse(keyword_hits, vector_hits, k=self.settings.rrf_k, query=query.text)
             legs_used, used = ("keyword", "vector"), "hybrid"
         else:
-            hits = fuse_scores(keyword_hits, vector_hits, keyword_weight=self.settings.keyword_weight)
+            hits = fuse_scores(keyword_hits, vector_hits, keyword_weight=self.keyword_weight)
             legs_used, used = ("keyword", "vector"), "hybrid"
         if cues is not None:
             hits = prefer(hits, cues)
@@ -588,7 +597,7 @@ class RetrievalEngine:
             "vector_store": vector,
             "rerank": self._rerank_status(),
             "fusion": {"method": "score-aware" if self.settings.fusion == "score" else "weighted RRF",
-                       "keyword_weight": self.settings.keyword_weight, "rrf_k": self.settings.rrf_k,
+                       "keyword_weight": self.keyword_weight, "rrf_k": self.settings.rrf_k,
                        "min_score": self.settings.min_score},
         }
 

