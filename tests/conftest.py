@@ -45,4 +45,5 @@ def run_cli(capsys, monkeypatch):
     return invoke
 
 
-from tests.servers.postgres import postgres_server  # noqa: E402,F401 - a session fixture (one server per worker)
+# A session fixture (one server per worker), and a fresh schema on it dropped after each test that asks for one.
+from tests.servers.postgres import postgres_server, schema  # noqa: E402,F401

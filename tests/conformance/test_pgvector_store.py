@@ -12,14 +12,7 @@ from memroute.interfaces import ComponentContext, VectorStore
 from memroute.testing import VectorStoreContract
 from memroute_builtins.backends.postgres.backend import PostgresBackend, PostgresSettings
 from memroute_builtins.vectors.pgvector.store import PgvectorSettings, PgvectorStore
-from tests.servers.postgres import PostgresServer, fresh_schema
-
-
-@pytest.fixture
-def schema(postgres_server: PostgresServer) -> Iterator[str]:
-    name = fresh_schema(postgres_server)
-    yield name
-    postgres_server.admin(f'DROP SCHEMA IF EXISTS "{name}" CASCADE', "memroute")
+from tests.servers.postgres import PostgresServer
 
 
 class TestPgvectorSharingThePrimary(VectorStoreContract):

@@ -17,6 +17,7 @@ from memroute.interfaces import ExtractedFact, Extractor
 from memroute.models import HistoryEvent, Memory, MemoryType, new_memory_id, utcnow
 from memroute.service import Memroute
 from memroute.specs import ExtractorSpec
+from tests.history_checks import check_concurrent_adds_record_their_own_entries, events
 
 
 class _SlotExtractor(Extractor):
@@ -43,11 +44,6 @@ def mem(tmp_path, plugin_manager, register_plugin):
                                  "extraction": {"extractors": ["slots", "regex"], "keep_turns": "none"},
                                  "manager": {"health_interval_s": 0}}, plugins=plugin_manager) as service:
         yield service
-
-
-def _events(mem, memory_id, tenant):
-    report = mem.history(memory_id, api_key_id=tenant)
-    return [(e.event.value, e.actor, e.old_content, e.new_content) for e in report.entries]
 
 
 def _chat(text):
@@ -104,11 +100,11 @@ def test_observe_supersedes_a_slot_and_keeps_the_old_value_in_history(mem):
                            wait=True)
     assert berlin.id == lisbon.id and berlin.content == "Lives in Berlin"
     assert [m.content for m in mem.export("alice")] == ["Lives in Berlin"]
-    assert _events(mem, lisbon.id, "alice") == [
+    assert events(mem, lisbon.id, "alice") == [
         ("created", "extractor:slots", None, "Lives in Lisbon"),
         ("superseded", "extractor:slots", "Lives in Lisbon", "Lives in Berlin")]
     assert mem.get(porto.id, api_key_id="bob").content == "Lives in Porto"  # the other tenant's slot untouched
-    assert _events(mem, porto.id, "bob") == [("created", "extractor:slots", None, "Lives in Porto")]
+    assert events(mem, porto.id, "bob") == [("created", "extractor:slots", None, "Lives in Porto")]
     hits = mem.search("where does the user live?", api_key_id="alice").hits
     assert [h.memory.content for h in hits][:1] == ["Lives in Berlin"]
 
@@ -122,7 +118,7 @@ def test_observe_restating_an_existing_memory_updates_it_instead_of_adding(mem):
     current = mem.get(everything.id, api_key_id="alice")
     assert current.key == "preference:typescript" and current.content == "TypeScript"
     assert current.metadata["restated_by"] == "extractor:regex" and current.metadata["restate_similarity"] >= 0.8
-    assert _events(mem, everything.id, "alice") == [
+    assert events(mem, everything.id, "alice") == [
         ("created", "api", None, "TypeScript for everything"),
         ("updated", "extractor:regex", "TypeScript for everything", "TypeScript")]
     assert mem.get(theirs.id, api_key_id="bob").content == "TypeScript for everything"
@@ -146,10 +142,10 @@ def test_add_consolidates_when_asked(mem):
     unrelated = mem.add(api_key_id="alice", content="Has two cats named Mochi and Tofu", consolidate=True)
     assert unrelated.id not in (lisbon.id, engineer.id)
     assert mem.list(api_key_id="alice").total == 3 and mem.list(api_key_id="bob").total == 1
-    assert [e[0] for e in _events(mem, lisbon.id, "alice")] == ["created", "superseded"]
-    assert [e[0] for e in _events(mem, engineer.id, "alice")] == ["created", "updated"]
+    assert [e[0] for e in events(mem, lisbon.id, "alice")] == ["created", "superseded"]
+    assert [e[0] for e in events(mem, engineer.id, "alice")] == ["created", "updated"]
     plain = mem.add(api_key_id="alice", content="Lives in Madrid", key="profile:location")  # not asked: an upsert
-    assert plain.id == lisbon.id and [e[0] for e in _events(mem, lisbon.id, "alice")][-1] == "updated"
+    assert plain.id == lisbon.id and [e[0] for e in events(mem, lisbon.id, "alice")][-1] == "updated"
 
 
 def test_import_summarization_and_prune_name_themselves(mem, tmp_path):
@@ -161,17 +157,17 @@ def test_import_summarization_and_prune_name_themselves(mem, tmp_path):
     mem.import_memories([old, theirs])
     mem.import_memories([Memory(**{**{f: getattr(old, f) for f in ("id", "api_key_id", "key", "created_at",
                                                                     "updated_at")}, "content": "An old note, fixed"})])
-    assert _events(mem, old.id, "alice") == [("created", "import", None, "An old note"),
+    assert events(mem, old.id, "alice") == [("created", "import", None, "An old note"),
                                              ("updated", "import", "An old note", "An old note, fixed")]
     report = mem.summarize("alice", older_than_days=30, dry_run=False)
-    assert _events(mem, old.id, "alice")[-1] == ("deleted", "summarization", "An old note, fixed", None)
+    assert events(mem, old.id, "alice")[-1] == ("deleted", "summarization", "An old note, fixed", None)
     summary = report.summary_ids[0]
-    assert _events(mem, summary, "alice")[0][:2] == ("created", "summarization")
+    assert events(mem, summary, "alice")[0][:2] == ("created", "summarization")
 
     with memroute.open(data_dir=str(mem.data_dir), memory={"delete_after_days": 30},
                        manager={"health_interval_s": 0}) as pruning:
         assert pruning.prune_all().deleted == 1  # bob's: alice's old note was already summarized
-        assert [e[:2] for e in _events(pruning, theirs.id, "bob")][-1] == ("deleted", "retention")
+        assert [e[:2] for e in events(pruning, theirs.id, "bob")][-1] == ("deleted", "retention")
         assert pruning.history(theirs.id, api_key_id="alice") is None
 
 
@@ -281,7 +277,7 @@ def test_an_add_and_its_history_entry_are_one_transaction(mem, tmp_path):
     stored = mem.add(api_key_id="alice", content="Lives in Porto", key="profile:location")
     moved = mem.add(api_key_id="alice", content="Lives in Braga", key="profile:location", actor="mcp")
     assert stored.id == moved.id
-    assert _events(mem, stored.id, "alice") == [("created", "api", None, "Lives in Porto"),
+    assert events(mem, stored.id, "alice") == [("created", "api", None, "Lives in Porto"),
                                                 ("updated", "mcp", "Lives in Porto", "Lives in Braga")]
     assert mem.history(stored.id, api_key_id="bob") is None
     db.close()
@@ -308,26 +304,13 @@ def test_an_import_and_its_history_entries_are_one_transaction(mem, tmp_path):
     assert db.execute("SELECT count(*) FROM memory_history").fetchone()[0] == entries_before
     db.execute("DROP TRIGGER refuse_history")
     assert mem.import_memories([changed, new]).imported == 2
-    assert _events(mem, existing.id, "alice")[-1] == ("updated", "import", "Lives in Porto", "Lives in Braga")
-    assert _events(mem, new.id, "alice") == [("created", "import", None, "Has a cat")]
+    assert events(mem, existing.id, "alice")[-1] == ("updated", "import", "Lives in Porto", "Lives in Braga")
+    assert events(mem, new.id, "alice") == [("created", "import", None, "Has a cat")]
     db.close()
 
 
-def test_concurrent_adds_record_each_entry_in_their_shared_transaction(mem, tmp_path):
-    """Adds from threads are written together (group commit); each gets its own entry, by its own actor, and two
-    tenants' adds never see each other's history."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    def add(i):
-        tenant = "alice" if i % 2 else "bob"
-        return mem.add(api_key_id=tenant, content=f"note {i}", key=f"k{i}", actor=f"worker-{i}")
-
-    with ThreadPoolExecutor(8) as pool:
-        stored = list(pool.map(add, range(40)))
-    for i, memory in enumerate(stored):
-        assert _events(mem, memory.id, memory.api_key_id) == [("created", f"worker-{i}", None, f"note {i}")]
-        other = "bob" if memory.api_key_id == "alice" else "alice"
-        assert mem.history(memory.id, api_key_id=other) is None
+def test_concurrent_adds_record_each_entry_in_their_shared_transaction(mem):
+    check_concurrent_adds_record_their_own_entries(mem)
 
 
 def test_a_killed_writer_leaves_no_memory_without_its_entry(tmp_path):
@@ -386,7 +369,7 @@ def test_an_update_or_delete_and_its_entry_are_one_transaction(mem, tmp_path):
     assert mem.delete(stored.id, api_key_id="bob") is False
     mem.update(stored.id, api_key_id="alice", content="Lives in Faro", actor="cli")
     assert mem.delete(stored.id, api_key_id="alice", actor="mcp")
-    assert _events(mem, stored.id, "alice") == [("created", "api", None, "Lives in Porto"),
+    assert events(mem, stored.id, "alice") == [("created", "api", None, "Lives in Porto"),
                                                 ("updated", "cli", "Lives in Porto", "Lives in Faro"),
                                                 ("deleted", "mcp", "Lives in Faro", None)]
     assert mem.history(stored.id, api_key_id="bob") is None

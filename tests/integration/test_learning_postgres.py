@@ -3,19 +3,8 @@ speaker (metadata, which the backend stores and returns as it is), facts superse
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-
 import memroute
-from tests.servers.postgres import PostgresServer, fresh_schema
-
-
-@pytest.fixture
-def schema(postgres_server: PostgresServer) -> Iterator[str]:
-    name = fresh_schema(postgres_server)
-    yield name
-    postgres_server.admin(f'DROP SCHEMA IF EXISTS "{name}" CASCADE', "memroute")
+from tests.servers.postgres import PostgresServer
 
 
 def chat(text: str, name: str | None = None) -> dict:

@@ -5,7 +5,6 @@ and the whole service on postgres + pgvector."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -17,17 +16,10 @@ from memroute.errors import ConfigError, VectorStoreError
 from memroute.interfaces import ComponentContext, EmbeddingSignature, VectorItem
 from memroute.models import SearchQuery
 from memroute_builtins.vectors.pgvector.store import PgvectorSettings, PgvectorStore
-from tests.servers.postgres import PostgresServer, fresh_schema
+from tests.servers.postgres import PostgresServer
 
 NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
 SIGNATURE = EmbeddingSignature(source="test", model="random", dimensions=48)
-
-
-@pytest.fixture
-def schema(postgres_server: PostgresServer) -> Iterator[str]:
-    name = fresh_schema(postgres_server)
-    yield name
-    postgres_server.admin(f'DROP SCHEMA IF EXISTS "{name}" CASCADE', "memroute")
 
 
 def _store(server: PostgresServer, schema: str, tmp_path: Path, **options: object) -> PgvectorStore:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 
 import psycopg
 import pytest
@@ -17,14 +16,7 @@ from memroute.models import ListFilter, NewMemory, SearchQuery
 from memroute_builtins.backends.postgres.backend import PostgresBackend, PostgresSettings
 from memroute_builtins.backends.postgres.database import ALL_TENANTS, redact_dsn
 from memroute_builtins.backends.postgres.schema import SCHEMA_VERSION
-from tests.servers.postgres import PostgresServer, fresh_schema, wait_until_ready
-
-
-@pytest.fixture
-def schema(postgres_server: PostgresServer) -> Iterator[str]:
-    name = fresh_schema(postgres_server)
-    yield name
-    postgres_server.admin(f'DROP SCHEMA IF EXISTS "{name}" CASCADE', "memroute")
+from tests.servers.postgres import PostgresServer, wait_until_ready
 
 
 def _backend(server: PostgresServer, schema: str, **options: object) -> PostgresBackend:

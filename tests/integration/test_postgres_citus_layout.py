@@ -28,7 +28,7 @@ from memroute.models import Memory, NewMemory, new_memory_id, utcnow
 from memroute_builtins.backends.postgres.backend import PostgresBackend, PostgresSettings
 from memroute_builtins.backends.postgres.database import ALL_TENANTS, Database
 from memroute_builtins.backends.postgres.schema import Sql, put_columns
-from tests.servers.postgres import PostgresServer, fresh_schema
+from tests.servers.postgres import PostgresServer
 
 TENANT_TABLES = ("memories", "memory_vectors", "memory_history")
 REFERENCE_TABLES = ("vector_index", "api_keys", "state_values", "leases")
@@ -45,13 +45,6 @@ PRIMARY_KEYS = {"memories": ["api_key_id", "id"], "memory_vectors": ["api_key_id
 def _config(server: PostgresServer, schema: str) -> dict[str, Any]:
     return {"embedding": {"source": "static"}, "vectors": {"store": "pgvector"},
             "backends": {"primary": "main", "main": {"type": "postgres", "dsn": server.dsn(), "schema": schema}}}
-
-
-@pytest.fixture
-def schema(postgres_server: PostgresServer) -> Iterator[str]:
-    name = fresh_schema(postgres_server)
-    yield name
-    postgres_server.admin(f'DROP SCHEMA IF EXISTS "{name}" CASCADE', "memroute")
 
 
 @pytest.fixture

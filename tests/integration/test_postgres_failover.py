@@ -3,21 +3,13 @@ configured SQLite fallback, and recovery without restarting memroute (a real ser
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import memroute
 from memroute.errors import BackendUnavailableError
-from tests.servers.postgres import PostgresServer, fresh_schema, wait_until_ready
-
-
-@pytest.fixture
-def schema(postgres_server: PostgresServer) -> Iterator[str]:
-    name = fresh_schema(postgres_server)
-    yield name
-    postgres_server.admin(f'DROP SCHEMA IF EXISTS "{name}" CASCADE', "memroute")
+from tests.servers.postgres import PostgresServer, wait_until_ready
 
 
 def _config(server: PostgresServer, schema: str, tmp_path: Path, fallbacks: list[str]) -> dict[str, object]:

@@ -18,14 +18,8 @@ from memroute.errors import MemrouteError
 from memroute.interfaces import HistoryNote, RecordedImports, RecordedWrites
 from memroute.models import Memory, MemoryPatch, NewMemory, new_memory_id, utcnow
 from memroute_builtins.backends.postgres.backend import PostgresBackend, PostgresSettings
-from tests.servers.postgres import PostgresServer, fresh_schema
-
-
-@pytest.fixture
-def schema(postgres_server: PostgresServer) -> Iterator[str]:
-    name = fresh_schema(postgres_server)
-    yield name
-    postgres_server.admin(f'DROP SCHEMA IF EXISTS "{name}" CASCADE', "memroute")
+from tests.history_checks import check_concurrent_adds_record_their_own_entries, events
+from tests.servers.postgres import PostgresServer
 
 
 @pytest.fixture
@@ -35,11 +29,6 @@ def mem(postgres_server: PostgresServer, schema: str, tmp_path: Path) -> Iterato
                                                        "schema": schema}}}
     with memroute.open(config, data_dir=str(tmp_path)) as service:
         yield service
-
-
-def _events(mem: Any, memory_id: str, tenant: str) -> list[tuple[str, str, str | None, str | None]]:
-    report = mem.history(memory_id, api_key_id=tenant)
-    return [(e.event.value, e.actor, e.old_content, e.new_content) for e in report.entries]
 
 
 def _counts(server: PostgresServer, schema: str) -> tuple[int, int]:
@@ -109,14 +98,14 @@ def test_each_write_and_its_entry_are_one_transaction(mem: Any, postgres_server:
     assert mem.delete(porto.id, api_key_id="bob") is False
     assert mem.delete(porto.id, api_key_id="alice", actor="retention")
     assert mem.import_memories([moved, pet, bobs_pet]).imported == 3
-    assert _events(mem, tea.id, "alice") == [("created", "api", None, "Drinks tea")]
-    assert _events(mem, porto.id, "alice") == [
+    assert events(mem, tea.id, "alice") == [("created", "api", None, "Drinks tea")]
+    assert events(mem, porto.id, "alice") == [
         ("created", "api", None, "Lives in Porto"), ("updated", "mcp", "Lives in Porto", "Lives in Faro"),
         ("updated", "cli", "Lives in Faro", "Lives in Lagos"), ("deleted", "retention", "Lives in Lagos", None),
         ("created", "import", None, "Lives in Braga")]
-    assert _events(mem, pet.id, "alice") == [("created", "import", None, "Has a cat")]
-    assert _events(mem, bobs_pet.id, "bob") == [("created", "import", None, "Has a dog")]
-    assert _events(mem, oslo.id, "bob") == [("created", "api", None, "Lives in Oslo")]
+    assert events(mem, pet.id, "alice") == [("created", "import", None, "Has a cat")]
+    assert events(mem, bobs_pet.id, "bob") == [("created", "import", None, "Has a dog")]
+    assert events(mem, oslo.id, "bob") == [("created", "api", None, "Lives in Oslo")]
     assert mem.history(porto.id, api_key_id="bob") is None and mem.history(bobs_pet.id, api_key_id="alice") is None
 
 
@@ -238,20 +227,7 @@ def test_concurrent_adds_and_deletes_of_one_key_record_every_change_once(postgre
 
 
 def test_concurrent_adds_of_two_tenants_each_record_their_own_entry(mem: Any) -> None:
-    """Adds from eight threads are written together by the group commit, the batch switching tenants between
-    items: each memory gets its own entry, by its own actor, readable only by its tenant."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    def add(i: int) -> Memory:
-        tenant = "alice" if i % 2 else "bob"
-        return mem.add(api_key_id=tenant, content=f"note {i}", key=f"k{i}", actor=f"worker-{i}")
-
-    with ThreadPoolExecutor(8) as pool:
-        stored = list(pool.map(add, range(40)))
-    for i, memory in enumerate(stored):
-        assert _events(mem, memory.id, memory.api_key_id) == [("created", f"worker-{i}", None, f"note {i}")]
-        other = "bob" if memory.api_key_id == "alice" else "alice"
-        assert mem.history(memory.id, api_key_id=other) is None
+    check_concurrent_adds_record_their_own_entries(mem)
 
 
 def test_a_killed_writer_leaves_no_memory_without_its_entry(postgres_server: PostgresServer, schema: str,

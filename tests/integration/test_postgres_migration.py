@@ -9,17 +9,15 @@ catalog facts the previous layout test pinned.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psycopg
-import pytest
 
 import memroute
 from memroute.models import Memory, SearchQuery
 from memroute_builtins.backends.postgres.backend import PostgresBackend
-from tests.servers.postgres import PostgresServer, fresh_schema
+from tests.servers.postgres import PostgresServer
 
 _DOWNGRADE = """
     ALTER TABLE {s}.memories DROP CONSTRAINT memories_pkey;
@@ -39,13 +37,6 @@ _DOWNGRADE = """
 def _config(server: PostgresServer, schema: str) -> dict[str, Any]:
     return {"embedding": {"source": "static"}, "vectors": {"store": "pgvector"},
             "backends": {"primary": "main", "main": {"type": "postgres", "dsn": server.dsn(), "schema": schema}}}
-
-
-@pytest.fixture
-def schema(postgres_server: PostgresServer) -> Iterator[str]:
-    name = fresh_schema(postgres_server)
-    yield name
-    postgres_server.admin(f'DROP SCHEMA IF EXISTS "{name}" CASCADE', "memroute")
 
 
 def _keys(conn: psycopg.Connection, schema: str) -> dict[str, list[str]]:

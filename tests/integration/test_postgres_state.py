@@ -12,14 +12,7 @@ import memroute
 from memroute.errors import AuthenticationError, ConflictError, NotFoundError
 from memroute_builtins.backends.postgres.backend import PostgresBackend, PostgresSettings
 from memroute_builtins.backends.postgres.state import PostgresStateStore
-from tests.servers.postgres import PostgresServer, fresh_schema
-
-
-@pytest.fixture
-def schema(postgres_server: PostgresServer) -> Iterator[str]:
-    name = fresh_schema(postgres_server)
-    yield name
-    postgres_server.admin(f'DROP SCHEMA IF EXISTS "{name}" CASCADE', "memroute")
+from tests.servers.postgres import PostgresServer
 
 
 @pytest.fixture

@@ -213,3 +213,11 @@ def wait_until_ready(server: PostgresServer, timeout: float = 30.0) -> None:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.1)
+
+
+@pytest.fixture
+def schema(postgres_server: PostgresServer) -> Iterator[str]:
+    """A fresh schema name on the session's server (the backend creates it), dropped after the test."""
+    name = fresh_schema(postgres_server)
+    yield name
+    postgres_server.admin(f'DROP SCHEMA IF EXISTS "{name}" CASCADE', "memroute")
