@@ -158,6 +158,48 @@ def test_a_message_said_again_is_one_memory_and_a_long_one_is_split(tmp_path):
         assert [m.metadata["part"] for m in parts] == list(range(1, len(parts) + 1))
 
 
+def test_a_message_said_again_in_nearly_the_same_words_is_one_memory_per_tenant(tmp_path):
+    """Contractions, fillers, punctuation and word order set aside: five wordings of one message are one kept turn
+    (its latest wording and time, the earlier ones in its history); a message that differs in a word that carries
+    something is another; the other tenant's same message is its own memory."""
+    config = {"memory": {"enabled": True}, "embedding": {"source": "none"}}
+    wordings = ["I'm allergic to peanuts, so no satay please.", "i'm allergic to peanuts so no satay please",
+                "I am allergic to peanuts, so no satay please!", "I\u2019m allergic to peanuts, so please no satay.",
+                "Im allergic to peanuts so no satay"]
+    with memroute.open(config, data_dir=str(tmp_path)) as mem:
+        for day, text in enumerate(wordings, start=1):
+            mem.observe(chat(text), api_key_id=ALICE, wait=True, said_at=f"2026-03-0{day}")
+        mem.observe(chat(wordings[0]), api_key_id=BOB, wait=True)
+        for text in ("I'm not allergic to peanuts, so satay is fine.", "We moved to Berlin last year.",
+                     "We moved to Lisbon last year."):
+            mem.observe(chat(text), api_key_id=ALICE, wait=True)
+        turns = {m.content: m for m in mem.export(ALICE) if m.key.startswith("turn:")}
+        assert set(turns) == {wordings[-1], "I'm not allergic to peanuts, so satay is fine.",
+                              "We moved to Berlin last year.", "We moved to Lisbon last year."}
+        kept = turns[wordings[-1]]
+        assert kept.metadata["said_at"].startswith("2026-03-05")
+        assert [e.new_content for e in mem.history(kept.id, api_key_id=ALICE).entries] == wordings
+        assert [m.content for m in mem.export(BOB) if m.key.startswith("turn:")] == [wordings[0]]
+        assert mem.history(kept.id, api_key_id=BOB) is None
+
+
+def test_a_message_kept_by_an_earlier_memroute_is_updated_when_said_again(tmp_path):
+    """Turns kept before the key set contractions, fillers and word order aside are found under their old key
+    (case, punctuation and spacing only): saying the message again updates that memory, not a second one."""
+    from memroute.pipeline.turns import TURN_CATEGORY, legacy_turn_key
+
+    config = {"memory": {"enabled": True}, "embedding": {"source": "none"}}
+    text = "Our landlord raised the rent again this year."
+    with memroute.open(config, data_dir=str(tmp_path)) as mem:
+        old = mem.add(api_key_id=ALICE, content=text, key=legacy_turn_key(text), type=MemoryType.EPISODIC,
+                      metadata={"category": TURN_CATEGORY, "source": "user", "said_at": "2025-11-01T00:00:00+00:00"})
+        mem.observe(chat("our landlord raised the rent AGAIN this year!"), api_key_id=ALICE, wait=True,
+                    said_at="2026-02-05")
+        turns = [m for m in mem.export(ALICE) if m.key.startswith("turn:")]
+        assert [(m.id, m.content) for m in turns] == [(old.id, "our landlord raised the rent AGAIN this year!")]
+        assert turns[0].metadata["said_at"].startswith("2026-02-05")
+
+
 def test_export_and_import_keep_the_time_said(mem, tmp_path):
     mem.observe(chat("I'm allergic to peanuts"), api_key_id=ALICE, wait=True, said_at="2024-06-01T12:00:00Z")
     lines = [json.dumps(memory_to_dict(m)) for m in mem.export(ALICE)]  # what `memroute export` writes

@@ -9,7 +9,7 @@ import pytest
 from memroute.errors import ValidationError
 from memroute.pipeline.gate import message_time_from_headers
 from memroute.pipeline.requests import last_user_name
-from memroute.pipeline.turns import is_salient, parse_said_at, split_turn, turn_key
+from memroute.pipeline.turns import is_salient, legacy_turn_key, parse_said_at, split_turn, turn_key
 
 KEPT = [
     "My daughter starts school in September and she is nervous.",
@@ -52,8 +52,30 @@ def test_a_short_message_stays_whole_and_a_long_one_splits_at_sentences():
 
 def test_near_identical_messages_share_a_key():
     assert turn_key("I'm allergic to peanuts!") == turn_key("  i'm ALLERGIC to peanuts ") == turn_key(
-        "I'm allergic, to peanuts.")
-    assert turn_key("I'm allergic to peanuts") != turn_key("I'm allergic to walnuts")
+        "I'm allergic, to peanuts.") == turn_key("I am allergic to peanuts") == turn_key("Im allergic to peanuts")
+    assert turn_key("It's late, I can't sleep") == turn_key("it is late so I cannot sleep") == turn_key(
+        "I can\u2019t sleep, it\u2019s late")
+    assert turn_key("My sister's cat won't eat tuna") == turn_key("my sister cat will not eat tuna, lol")
+
+
+@pytest.mark.parametrize("one, other", [
+    ("I'm allergic to peanuts", "I'm allergic to walnuts"),
+    ("I'm allergic to peanuts", "I'm not allergic to peanuts"),
+    ("We moved to Berlin last year", "We moved to Lisbon last year"),
+    ("I like my job", "I liked my job"),
+    ("My sister's cat", "My sisters' cats"),
+])
+def test_messages_that_differ_in_a_word_that_says_something_do_not(one, other):
+    assert turn_key(one) != turn_key(other)
+
+
+def test_a_message_of_fillers_only_still_has_a_key_of_its_own():
+    assert turn_key("so, um... really?") != turn_key("oh well") and turn_key("lol").startswith("turn:")
+
+
+def test_the_legacy_key_is_the_earlier_normalisation():
+    assert legacy_turn_key("Our landlord raised the rent!") == legacy_turn_key("our landlord  raised the rent")
+    assert legacy_turn_key("I'm here") != legacy_turn_key("I am here")
 
 
 def test_said_at_accepts_aware_times_and_dates():

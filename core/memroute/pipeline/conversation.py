@@ -41,7 +41,7 @@ from memroute.pipeline.inject import block_of, inject_block, memory_lines
 from memroute.pipeline.learning import background_status, flush_background, hand_off, offline_extractors
 from memroute.pipeline.requests import ApiShape, assistant_text, extraction_text, last_user_name, query_text
 from memroute.pipeline.summarize import build_summary, select_for_compaction
-from memroute.pipeline.turns import TURN_CATEGORY, is_salient, parse_said_at, split_turn, turn_key
+from memroute.pipeline.turns import TURN_CATEGORY, is_salient, legacy_turn_key, parse_said_at, split_turn, turn_key
 from memroute.reports import MaintenanceReport
 
 if TYPE_CHECKING:
@@ -279,10 +279,20 @@ class Conversation:
             metadata: dict[str, Any] = {"category": TURN_CATEGORY, "source": "user", **said}
             if len(parts) > 1:
                 metadata.update(part=number, parts=len(parts))
-            kept.append(self.store.add(api_key_id=job.api_key_id, content=part, key=turn_key(part),
+            kept.append(self.store.add(api_key_id=job.api_key_id, content=part, key=self._turn_key(job, part),
                                        type=MemoryType.EPISODIC, session_id=job.session_id, metadata=metadata,
                                        actor="observe"))
         return kept
+
+    def _turn_key(self, job: _Job, part: str) -> str:
+        """:func:`~memroute.pipeline.turns.turn_key`, or the key the same message was kept under by an earlier
+        memroute (:func:`~memroute.pipeline.turns.legacy_turn_key`), so saying it again updates that memory."""
+        key = turn_key(part)
+        legacy = legacy_turn_key(part)
+        if legacy != key and self.store.get_by_key(key, api_key_id=job.api_key_id) is None and \
+                self.store.get_by_key(legacy, api_key_id=job.api_key_id) is not None:
+            return legacy
+        return key
 
     def observe(
         self,

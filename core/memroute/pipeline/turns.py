@@ -8,14 +8,17 @@ hash map works", "How do I reverse a list in Python?"). ``[extraction] keep_turn
 rule, the default), ``all`` (every user message), ``none`` (facts only, as before).
 
 A kept message is one memory while it fits ``[extraction] turn_max_chars``; a longer one is split at sentence
-boundaries into parts that each stay searchable. Its key is a hash of its normalised text (case, punctuation and
-spacing ignored), so saying the same thing again updates the memory (its ``said_at``) instead of adding another.
+boundaries into parts that each stay searchable. Its key is a hash of its words (:func:`turn_key`: case,
+punctuation, spacing, contractions, word order and a few fillers set aside), so saying the same thing again, in
+nearly the same words, updates the memory (its ``said_at``) instead of adding another; a message that differs in
+one word that carries something ("Berlin" for "Lisbon", "not") is another memory.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 from collections.abc import Iterator
 from datetime import date, datetime, timedelta, timezone
 from typing import Final
@@ -27,6 +30,7 @@ __all__ = [
     "KEEP_TURNS",
     "TURN_CATEGORY",
     "is_salient",
+    "legacy_turn_key",
     "parse_said_at",
     "split_turn",
     "turn_key",
@@ -112,9 +116,58 @@ def _pieces(text: str, max_chars: int) -> Iterator[str]:
             yield sentence
 
 
+# Contractions written out, with or without the apostrophe ("I'm", "Im" -> "i am"): only forms that are not
+# also words of their own ("ill", "were", "its", "id" and "well" are left alone).
+_WRITTEN_OUT: Final = {
+    "im": "i am", "ive": "i have", "dont": "do not", "doesnt": "does not", "didnt": "did not", "cant": "can not",
+    "cannot": "can not", "wont": "will not", "isnt": "is not", "arent": "are not", "wasnt": "was not",
+    "werent": "were not", "havent": "have not", "hasnt": "has not", "hadnt": "had not", "couldnt": "could not",
+    "wouldnt": "would not", "shouldnt": "should not", "youre": "you are", "theyre": "they are", "thats": "that is",
+    "whats": "what is", "lets": "let us",
+}
+_SUFFIXES: Final = (("n't", " not"), ("'m", " am"), ("'re", " are"), ("'ve", " have"), ("'ll", " will"),
+                    ("'d", " would"))
+_IS: Final = frozenset(("it", "that", "what", "he", "she", "there", "here", "who", "where", "how"))
+"""Words whose ``'s`` is "is" ("it's" -> "it is"); after any other word it is a possessive, and dropped."""
+_FILLERS: Final = frozenset(("please", "pls", "plz", "so", "just", "really", "actually", "basically", "um", "umm",
+                             "uh", "oh", "anyway", "anyways", "btw", "lol", "haha"))
+"""Words a repeat adds or drops without saying anything else."""
+
+
+def _words(text: str) -> list[str]:
+    """The words of ``text`` as :func:`turn_key` compares them: NFKC, case-folded, contractions written out,
+    fillers and the possessive ``'s`` dropped ("my sister's cat" is "my sister cat")."""
+    folded = unicodedata.normalize("NFKC", text).casefold().replace("\u2019", "'")
+    out: list[str] = []
+    for word in _WORD.findall(folded):
+        word = word.strip("'")
+        if word == "can't" or word == "won't":
+            word = word.replace("'", "")
+        elif word.endswith("'s"):
+            word = word[:-2] + (" is" if word[:-2] in _IS else "")
+        else:
+            for suffix, written in _SUFFIXES:
+                if word.endswith(suffix) and len(word) > len(suffix):
+                    word = word[:-len(suffix)] + written
+                    break
+        word = word.replace("'", "")
+        out.extend(_WRITTEN_OUT.get(word, word).split())
+    return [w for w in out if w not in _FILLERS]
+
+
 def turn_key(text: str) -> str:
-    """``turn:<hash>`` of the text with case, punctuation and spacing ignored: a near-identical message lands
-    on the same key, so the store's upsert keeps one memory for it."""
+    """``turn:<hash>`` of the words of ``text`` in any order (:func:`_words`): the same message said again in
+    nearly the same words ("I'm allergic to peanuts, so no satay please" / "I am allergic to peanuts, so please no
+    satay!") lands on the same key, so the store's upsert keeps one memory for it. Word order is set aside, so two
+    messages of the very same words in another order ("dogs, not cats" / "cats, not dogs") are one memory too, the
+    latest wording kept and the earlier one in its history."""
+    words = sorted(_words(text)) or [" ".join(_NORMALISE.sub(" ", text.casefold()).split())]
+    return "turn:" + hashlib.sha256(" ".join(words).encode("utf-8")).hexdigest()[:20]
+
+
+def legacy_turn_key(text: str) -> str:
+    """The key memroute gave a kept message before :func:`turn_key` set contractions, fillers and word order
+    aside (case, punctuation and spacing only): a message said again is matched with a turn kept under it."""
     normalised = " ".join(_NORMALISE.sub(" ", text.casefold()).split())
     return "turn:" + hashlib.sha256(normalised.encode("utf-8")).hexdigest()[:20]
 
