@@ -123,9 +123,9 @@ def test_the_calibrated_keyword_weights_are_the_sources():
     from memroute_builtins.embedding.transformers import TransformersEmbeddingSource
 
     meaning = next(m for section, key, _, m in ROWS if (section, key) == ("memory", "keyword_weight"))
-    stated = dict(re.findall(r"(transformers|every other) ([\d.]+)", meaning))
+    stated = dict(re.findall(r"(static|transformers|others) ([\d.]+)", meaning))
     assert {name: float(value) for name, value in stated.items()} == {
+        "static": StaticEmbeddingSource.fusion_keyword_weight,
         "transformers": TransformersEmbeddingSource().fusion_keyword_weight,  # its default model's
-        "every other": DEFAULT_KEYWORD_WEIGHT,
+        "others": DEFAULT_KEYWORD_WEIGHT,
     }
-    assert StaticEmbeddingSource.fusion_keyword_weight is None

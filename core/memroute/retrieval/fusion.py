@@ -10,11 +10,11 @@ lets the keyword leg speak only when its match is strong:
   question scores near the median and adds nothing, while a task message whose rare words ("commit", "June")
   occur in one memory lifts it even when the vectors missed it;
 * ``fused = vector + keyword_weight * keyword``, where ``keyword_weight`` is 1.0 unless the embedding source
-  states its own (:attr:`memroute.interfaces.EmbeddingSource.fusion_keyword_weight`: MiniLM's 0.5, chosen on a
-  dev split and kept on held-out data; ``[memory] keyword_weight`` overrides it).
+  states its own (:attr:`memroute.interfaces.EmbeddingSource.fusion_keyword_weight`: the static model's 1.25,
+  MiniLM's 0.5, each chosen on a dev split and kept on held-out data; ``[memory] keyword_weight`` overrides it).
 
 Measured (``memroute bench --quality``; tables in docs/retrieval.md), this is at least as good as each leg on
-R@5 in every cell — static and transformers, lexical, paraphrased and task questions, with and without 2,000
+R@5 in every dev cell — static and transformers, lexical, paraphrased and task questions, with and without 2,000
 real chat turns per tenant — where rank fusion (RRF) lost up to 0.29 R@5 to the keyword leg on task questions
 with chat distractors, since a leg's rank says nothing about how good its match is.
 

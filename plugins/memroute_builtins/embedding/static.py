@@ -61,6 +61,9 @@ class StaticEmbeddingSource(EmbeddingSource):
     in_process = True  # a local model (tokenizer + numpy)
 
     source = "static"
+    fusion_keyword_weight = 1.25
+    """Calibrated on the quality benchmark's dev split (``memroute bench --quality``) for potion-base-8M with
+    centred-query ranking, and kept on the held-out sets (docs/retrieval.md, "Ranking refinements")."""
     relevance_calibration = (-2.41, 9.3, 2.32, 0.0)
     """The relevance model for potion-base-8M (:mod:`memroute.retrieval.relevance`), fitted on the quality
     benchmark's dev split with and without 2,000 chat turns per tenant."""
