@@ -255,7 +255,6 @@ def test_by_id_and_upsert_plans_use_the_tenant_keys(postgres_server: PostgresSer
                 ("get", sql.get, ("a", memory.id)),
                 ("get_many", sql.get_many, ("a", [memory.id])),
                 ("delete", sql.delete, ("a", memory.id)),
-                ("delete_returning", sql.delete_returning, ("a", memory.id)),
                 ("get_by_key_for_update", sql.get_by_key_for_update, ("a", "k")),
                 ("update", sql.update, (None, "factual", "k", "c", "{}", utcnow(), None, "c", "k", None, None,
                                         "a", memory.id)),

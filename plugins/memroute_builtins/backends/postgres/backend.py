@@ -421,18 +421,19 @@ class PostgresBackend(MemoryBackend):
 
     def delete_owned(self, api_key_id: str, memory_id: str) -> bool:
         """Delete a memory of ``api_key_id``; ``False`` when the tenant has no such id."""
-        require_id(memory_id)
-        with self.db.transaction("delete a memory", tenant=api_key_id) as conn:
-            return conn.execute(self.sql.delete, (api_key_id, memory_id)).fetchone() is not None
+        return self._delete(api_key_id, memory_id, None)
 
     def delete_recorded(self, api_key_id: str, memory_id: str, note: HistoryNote) -> bool:
         """:meth:`delete_owned` with its history entry (what the deleted row said, as the delete returned it) in
         the same transaction (:class:`~memroute.interfaces.RecordedWrites`)."""
+        return self._delete(api_key_id, memory_id, note)
+
+    def _delete(self, api_key_id: str, memory_id: str, note: HistoryNote | None) -> bool:
         require_id(memory_id)
         with self.db.transaction("delete a memory", tenant=api_key_id) as conn:
-            row = conn.execute(self.sql.delete_returning, (api_key_id, memory_id)).fetchone()
-            if row is not None and (entry := HistoryEntry.of_change(to_memory(row), None, actor=note.actor,
-                                                                    event=note.event)) is not None:
+            row = conn.execute(self.sql.delete, (api_key_id, memory_id)).fetchone()
+            if row is not None and note is not None and (entry := HistoryEntry.of_change(
+                    to_memory(row), None, actor=note.actor, event=note.event)) is not None:
                 self._record(conn, api_key_id, [entry])
         return row is not None
 

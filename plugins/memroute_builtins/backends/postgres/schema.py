@@ -151,7 +151,6 @@ class Sql:
         self.get = f"SELECT {_COLUMNS} FROM {t} WHERE api_key_id = %s AND id = %s"
         self.get_for_update = self.get + " FOR UPDATE"
         self.get_many = f"SELECT {_COLUMNS} FROM {t} WHERE api_key_id = %s AND id = ANY(%s)"
-        self.delete = f"DELETE FROM {t} WHERE api_key_id = %s AND id = %s RETURNING id"
         insert = (f"INSERT INTO {t} ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)")
         # The upsert in one statement: a new key inserts; an existing (owner, key) keeps its id and
         # created_at, takes the new content / type / session / expiry, and shallow-merges metadata (jsonb ||).
@@ -170,7 +169,9 @@ class Sql:
         # no concurrent writer changes the row between what the history entry says and what the upsert replaced.
         self.insert_new = insert + f" ON CONFLICT DO NOTHING RETURNING {_COLUMNS}"
         self.get_by_key_for_update = f"SELECT {_COLUMNS} FROM {t} WHERE api_key_id = %s AND key = %s FOR UPDATE"
-        self.delete_returning = f"DELETE FROM {t} WHERE api_key_id = %s AND id = %s RETURNING {_COLUMNS}"
+        # The row a delete removed (a recorded delete's history entry says what it held; a plain one only asks
+        # whether there was one).
+        self.delete = f"DELETE FROM {t} WHERE api_key_id = %s AND id = %s RETURNING {_COLUMNS}"
         self.update = (
             f"UPDATE {t} SET session_id = %s, type = %s, key = %s, content = %s, metadata = %s, updated_at = %s, "
             "expires_at = %s, needs_reindex = needs_reindex OR content IS DISTINCT FROM %s OR key IS DISTINCT "
