@@ -161,14 +161,17 @@ def turn_key(text: str) -> str:
     satay!") lands on the same key, so the store's upsert keeps one memory for it. Word order is set aside, so two
     messages of the very same words in another order ("dogs, not cats" / "cats, not dogs") are one memory too, the
     latest wording kept and the earlier one in its history."""
-    words = sorted(_words(text)) or [" ".join(_NORMALISE.sub(" ", text.casefold()).split())]
-    return "turn:" + hashlib.sha256(" ".join(words).encode("utf-8")).hexdigest()[:20]
+    words = sorted(_words(text))
+    return _hashed(" ".join(words)) if words else legacy_turn_key(text)  # fillers alone: as the text says them
 
 
 def legacy_turn_key(text: str) -> str:
     """The key memroute gave a kept message before :func:`turn_key` set contractions, fillers and word order
     aside (case, punctuation and spacing only): a message said again is matched with a turn kept under it."""
-    normalised = " ".join(_NORMALISE.sub(" ", text.casefold()).split())
+    return _hashed(" ".join(_NORMALISE.sub(" ", text.casefold()).split()))
+
+
+def _hashed(normalised: str) -> str:
     return "turn:" + hashlib.sha256(normalised.encode("utf-8")).hexdigest()[:20]
 
 
